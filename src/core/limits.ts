@@ -1,0 +1,81 @@
+/**
+ * Every limit in one place (TigerBeetle style). Relationships between them are asserted when this module loads,
+ * so a bad edit fails at start, not in production. docs/limits.md mirrors this file for users.
+ */
+import { assert } from './assert.js';
+
+export const limits = {
+  // --- client API
+  /** Largest request body for every route but the batch route. */
+  requestBodyBytesMax: 1 * 1024 * 1024,
+  /** Largest body of POST /v1/jobs:batch. */
+  batchBodyBytesMax: 64 * 1024 * 1024,
+  /** Jobs in one POST /v1/jobs:batch. */
+  batchJobsMax: 10_000,
+  /** Callback body (payload or payload_base64, decoded). */
+  payloadBytesMax: 256 * 1024,
+  /** metadata, as serialized JSON. */
+  metadataBytesMax: 4 * 1024,
+  jobIdLengthMax: 128,
+  taskNameLengthMax: 128,
+  callbackHeadersMax: 64,
+  callbackHeaderBytesMax: 8 * 1024,
+  urlLengthMax: 2048,
+  signingSecretBytesMax: 1024,
+  /** Results of GET /v1/jobs and GET /v1/jobs/{id}/executions per page. */
+  listLimitDefault: 100,
+  listLimitMax: 1000,
+  /** Occurrences returned by POST /v1/schedules:preview. */
+  previewCountMax: 1000,
+  previewCountDefault: 10,
+
+  // --- callbacks
+  callbackTimeoutMsDefault: 10_000,
+  callbackTimeoutMsMax: 15 * 60 * 1000,
+  retryMaxAttemptsDefault: 5,
+  retryMaxAttemptsMax: 100,
+  retryInitialBackoffMsDefault: 1_000,
+  retryMaxBackoffMsDefault: 60_000,
+  retryBackoffMsMax: 24 * 60 * 60 * 1000,
+  retryMultiplierDefault: 2,
+  retryMultiplierMax: 10,
+  /** A Retry-After larger than this is clamped to it. */
+  retryAfterMsMax: 60 * 60 * 1000,
+  maxConcurrencyDefault: 100,
+  maxConcurrencyMax: 10_000,
+  /** Callbacks in flight on one node, whatever the task. */
+  dispatchInFlightMax: 20_000,
+  /** Bytes of a callback response body read (the rest is discarded). */
+  responseBodyBytesMax: 4 * 1024,
+
+  // --- schedules
+  everyMsMin: 10,
+  everyMsMax: 366 * 24 * 60 * 60 * 1000,
+  /** Occurrences computed when applying fire_all after downtime, per job per command. */
+  misfireFireAllMax: 1000,
+  /** An occurrence fired later than this after its time counts as misfired for recurring jobs. */
+  misfireThresholdMs: 5_000,
+
+  // --- timing wheel and loader
+  /** The loader keeps jobs due within this horizon in the wheel; the rest stay in SQLite. */
+  wheelHorizonMs: 60_000,
+  /** How often the loader refills the wheel; must be well below the horizon. */
+  loaderIntervalMs: 5_000,
+  /** Jobs moved from SQLite to the wheel per loader query. */
+  loaderBatchMax: 50_000,
+
+  // --- log and group commit
+  /** Commands in one group-commit batch (one transaction, one fsync). */
+  commitBatchCommandsMax: 20_000,
+  /** How long a proposal may wait for its batch to fill. */
+  commitBatchDelayMs: 1,
+} as const;
+
+assert(limits.requestBodyBytesMax <= limits.batchBodyBytesMax, 'single body limit exceeds batch body limit');
+assert(limits.payloadBytesMax < limits.requestBodyBytesMax, 'payload must fit in a request body');
+assert(limits.listLimitDefault <= limits.listLimitMax, 'list default exceeds max');
+assert(limits.previewCountDefault <= limits.previewCountMax, 'preview default exceeds max');
+assert(limits.retryInitialBackoffMsDefault <= limits.retryMaxBackoffMsDefault, 'backoff defaults inverted');
+assert(limits.loaderIntervalMs * 2 <= limits.wheelHorizonMs, 'loader must run at least twice per horizon');
+assert(limits.everyMsMin >= 1, 'every_ms minimum must be positive');
+assert(limits.callbackTimeoutMsDefault <= limits.callbackTimeoutMsMax, 'timeout default exceeds max');

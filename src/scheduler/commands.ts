@@ -1,0 +1,67 @@
+/**
+ * Every state change is a Command, msgpackr-encoded into the log (local in one node, replicated by Raft in a
+ * cluster) and applied by the deterministic state machine (machine.ts). A command targets one shard.
+ *
+ * Determinism: apply(store, command) reads no clock and no randomness. The proposer writes every
+ * time-dependent input into the command: `nowMs` is the proposer's clock when it built the command, and apply
+ * uses it (first occurrence, misfire decisions, updatedAtMs). Replaying the log gives the same state everywhere.
+ */
+import type { JobPatch, JobSpec, TaskRecord } from './types.js';
+
+export type Command =
+  /** Create or replace a task (tasks are copied into every shard so each shard leader can fire alone). */
+  | { type: 'put_task'; nowMs: number; task: TaskRecord }
+  | { type: 'delete_task'; nowMs: number; name: string }
+  /** Create jobs; each item succeeds or fails on its own (id repeat with same digest -> existing job). */
+  | { type: 'create_jobs'; nowMs: number; jobs: JobSpec[] }
+  | { type: 'cancel_job'; nowMs: number; id: string }
+  | { type: 'pause_job'; nowMs: number; id: string }
+  | { type: 'resume_job'; nowMs: number; id: string }
+  /** One extra run at nowMs (its scheduledAtMs is nowMs), besides the regular schedule. */
+  | { type: 'run_job'; nowMs: number; id: string }
+  | { type: 'patch_job'; nowMs: number; id: string; patch: JobPatch }
+  /** The leader sent (or is sending) these attempts: executions become RUNNING, recurring jobs advance. */
+  | { type: 'fired'; nowMs: number; nodeId: string; items: FiredItem[] }
+  /** Attempts finished: success, permanent failure, or a retry due at retryAtMs. */
+  | { type: 'outcomes'; nowMs: number; items: OutcomeItem[] }
+  /** Occurrences the leader decided not to fire (misfire=skip after downtime, overlap=skip). */
+  | { type: 'skipped'; nowMs: number; items: SkippedItem[] }
+  /** Appended by a new leader (and at start) so it can commit; changes nothing. */
+  | { type: 'noop' };
+
+export interface FiredItem {
+  jobId: string;
+  scheduledAtMs: number;
+  attempt: number;
+  startedAtMs: number;
+}
+
+export interface OutcomeItem {
+  jobId: string;
+  scheduledAtMs: number;
+  attempt: number;
+  result: 'succeeded' | 'failed' | 'retry';
+  statusCode: number | null;
+  error: string | null;
+  finishedAtMs: number;
+  /** Set when result is 'retry': when the next attempt is due. */
+  retryAtMs: number | null;
+}
+
+export interface SkippedItem {
+  jobId: string;
+  scheduledAtMs: number;
+  reason: 'misfire' | 'overlap';
+}
+
+/**
+ * What applying a command asks of the host (the leader's wheel). Followers ignore effects; a new leader
+ * rebuilds its wheel from the store (loader + open executions) instead.
+ */
+export type Effect =
+  /** Fire attempt `attempt` of occurrence (jobId, scheduledAtMs) at dueAtMs (>= scheduledAtMs). */
+  | { type: 'arm'; jobId: string; scheduledAtMs: number; attempt: number; dueAtMs: number }
+  /** Drop every timer and pending retry of this job (cancel, pause, patch of the schedule). */
+  | { type: 'disarm'; jobId: string }
+  /** An execution reached a final state (the leader may fire a buffered occurrence: overlap=buffer_one). */
+  | { type: 'finished'; jobId: string; scheduledAtMs: number };

@@ -1,0 +1,51 @@
+/**
+ * The state machine reads and writes one shard's state through this interface. Two implementations run the
+ * same contract suite (store.contract.ts): MemoryStore (src/scheduler/memory-store.ts, the simulator and unit
+ * tests) and SqliteShardStore (src/store, the node). Synchronous on purpose: apply is synchronous, and the
+ * node wraps the apply of a whole batch in one SQLite transaction.
+ */
+import type { ExecutionRecord, JobRecord, JobState, TaskRecord } from './types.js';
+
+export interface JobPageQuery {
+  state: JobState | null;
+  task: string | null;
+  limit: number;
+  /** Return jobs with id > afterId, ordered by id. */
+  afterId: string | null;
+}
+
+export interface SchedulerStore {
+  getTask(name: string): TaskRecord | null;
+  putTask(task: TaskRecord): void;
+  deleteTask(name: string): boolean;
+  listTasks(): TaskRecord[];
+  /** Jobs of this task that can still fire (state not SUCCEEDED, FAILED or CANCELLED). */
+  countLiveJobsOfTask(name: string): number;
+
+  getJob(id: string): JobRecord | null;
+  /** Insert or replace. */
+  putJob(job: JobRecord): void;
+  /** Ordered by id; the state filter matches the stored state. */
+  listJobs(query: JobPageQuery): JobRecord[];
+  /**
+   * Jobs in state PENDING whose nextFireAtMs <= untilMs, ordered by (nextFireAtMs, id), strictly after
+   * `after` when given: the loader pages through them.
+   */
+  dueJobs(untilMs: number, limit: number, after: { atMs: number; id: string } | null): JobRecord[];
+  countJobsByState(): Record<JobState, number>;
+
+  getExecution(jobId: string, scheduledAtMs: number): ExecutionRecord | null;
+  /** Insert or replace, keyed by (jobId, scheduledAtMs). */
+  putExecution(execution: ExecutionRecord): void;
+  /** The execution with the greatest scheduledAtMs. */
+  lastExecution(jobId: string): ExecutionRecord | null;
+  /** Newest first (scheduledAtMs descending), strictly before beforeScheduledAtMs when given. */
+  listExecutions(jobId: string, limit: number, beforeScheduledAtMs: number | null): ExecutionRecord[];
+  /** Executions in state QUEUED or RUNNING (no final outcome yet) of this job. */
+  openExecutions(jobId: string): ExecutionRecord[];
+  /**
+   * Every open execution of the shard, ordered by (jobId, scheduledAtMs), strictly after `after`: a new leader
+   * re-fires RUNNING ones and re-arms QUEUED ones at retryAtMs.
+   */
+  allOpenExecutions(limit: number, after: { jobId: string; scheduledAtMs: number } | null): ExecutionRecord[];
+}

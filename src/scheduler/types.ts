@@ -1,0 +1,132 @@
+/**
+ * The domain model, in internal (camelCase, epoch-ms) form. The HTTP layer maps it to and from the
+ * snake_case JSON of API.md in one place (src/http/views.ts). Pure: no IO, no clock.
+ */
+
+export type JobState = 'PENDING' | 'QUEUED' | 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'PAUSED' | 'CANCELLED';
+export const jobStates: readonly JobState[] = [
+  'PENDING',
+  'QUEUED',
+  'RUNNING',
+  'SUCCEEDED',
+  'FAILED',
+  'PAUSED',
+  'CANCELLED',
+];
+
+/**
+ * An execution's state. QUEUED = waiting in the wheel for its (re)try, RUNNING = callback in flight,
+ * SUCCEEDED / FAILED final, CANCELLED = its job was cancelled before it finished.
+ */
+export type ExecutionState = 'QUEUED' | 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'CANCELLED';
+
+export type MisfirePolicy = 'fire_once' | 'skip' | 'fire_all';
+export type OverlapPolicy = 'allow' | 'skip' | 'buffer_one';
+
+export interface RetryPolicy {
+  maxAttempts: number;
+  initialBackoffMs: number;
+  maxBackoffMs: number;
+  multiplier: number;
+  jitter: boolean;
+}
+
+/** Where and how to call: the body of a task, or a job's inline `callback`. */
+export interface CallbackSpec {
+  url: string;
+  method: string;
+  /** Lower-cased header names. */
+  headers: Record<string, string>;
+  timeoutMs: number;
+  retry: RetryPolicy;
+  signingSecret: string | null;
+  maxConcurrency: number;
+}
+
+export interface TaskRecord extends CallbackSpec {
+  name: string;
+  createdAtMs: number;
+  updatedAtMs: number;
+}
+
+/**
+ * A schedule after the proposer resolved every time-dependent value: `now` and `delay_ms` become `once` with
+ * an absolute atMs (apply never reads a clock).
+ */
+export type Schedule =
+  | { kind: 'once'; atMs: number }
+  | { kind: 'cron'; cron: string; timezone: string; startAtMs: number | null }
+  | { kind: 'every'; everyMs: number; startAtMs: number };
+
+/** A job as submitted, after validation and normalization by the proposer. */
+export interface JobSpec {
+  id: string;
+  /** Task name, or null when `callback` is inline. */
+  task: string | null;
+  callback: CallbackSpec | null;
+  /** The callback body. */
+  payload: Uint8Array;
+  /** How the payload was given, so GET can echo it: JSON text, or raw bytes (payload_base64). */
+  payloadEncoding: 'json' | 'base64';
+  schedule: Schedule;
+  endAtMs: number | null;
+  /** 0 = unlimited. */
+  maxRuns: number;
+  misfire: MisfirePolicy;
+  overlap: OverlapPolicy;
+  metadata: Record<string, unknown> | null;
+  /**
+   * A digest of the request body that created it (id or Idempotency-Key repeat: same digest -> 200 with the
+   * existing job, another digest -> 409).
+   */
+  requestDigest: string;
+  /** The Idempotency-Key header, when given. */
+  idempotencyKey: string | null;
+}
+
+export interface ExecutionRecord {
+  jobId: string;
+  /** The occurrence's fire time: with the job id it is the X-Deduplication-Key. */
+  scheduledAtMs: number;
+  attempt: number;
+  state: ExecutionState;
+  startedAtMs: number | null;
+  finishedAtMs: number | null;
+  statusCode: number | null;
+  error: string | null;
+  /** First attempt's start minus scheduled time. */
+  latenessMs: number | null;
+  nodeId: string | null;
+  /** When the next attempt is due, while state is QUEUED after a failed attempt. */
+  retryAtMs: number | null;
+}
+
+export interface JobRecord extends JobSpec {
+  /** The stored state (QUEUED and RUNNING are overlaid by the leader from its wheel and dispatcher). */
+  state: JobState;
+  /** The occurrence to fire next, or null when none remains. */
+  nextFireAtMs: number | null;
+  runs: number;
+  shard: number;
+  createdAtMs: number;
+  updatedAtMs: number;
+}
+
+/** What the API shows: the record plus its last execution. */
+export interface JobView extends JobRecord {
+  lastExecution: ExecutionRecord | null;
+}
+
+export interface JobPatch {
+  schedule?: Schedule;
+  payload?: Uint8Array;
+  payloadEncoding?: 'json' | 'base64';
+  metadata?: Record<string, unknown> | null;
+}
+
+export interface JobListQuery {
+  state: JobState | null;
+  task: string | null;
+  limit: number;
+  cursor: string | null;
+}
