@@ -13,7 +13,7 @@ export type Command =
   | { type: 'put_task'; nowMs: number; task: TaskRecord }
   | { type: 'delete_task'; nowMs: number; name: string }
   /** Create jobs; each item succeeds or fails on its own (id repeat with same digest -> existing job). */
-  | { type: 'create_jobs'; nowMs: number; jobs: JobSpec[] }
+  | { type: 'create_jobs'; nowMs: number; shard: number; jobs: JobSpec[] }
   | { type: 'cancel_job'; nowMs: number; id: string }
   | { type: 'pause_job'; nowMs: number; id: string }
   | { type: 'resume_job'; nowMs: number; id: string }
