@@ -69,6 +69,14 @@ export const limits = {
   commitBatchCommandsMax: 20_000,
   /** How long a proposal may wait for its batch to fill. */
   commitBatchDelayMs: 1,
+
+  // --- src/dispatch (callback sender)
+  /** Connections to one callback origin (one undici pool per origin, keep-alive). */
+  dispatchConnectionsPerOriginMax: 128,
+  /** Parsed callback URLs kept by the dispatcher (the cache is cleared when it fills). */
+  dispatchUrlCacheMax: 10_000,
+  /** How long Dispatcher.close() lets in-flight callbacks finish before aborting them. */
+  dispatchCloseGraceMsDefault: 5_000,
 } as const;
 
 assert(limits.requestBodyBytesMax <= limits.batchBodyBytesMax, 'single body limit exceeds batch body limit');
