@@ -87,3 +87,16 @@ assert(limits.retryInitialBackoffMsDefault <= limits.retryMaxBackoffMsDefault, '
 assert(limits.loaderIntervalMs * 2 <= limits.wheelHorizonMs, 'loader must run at least twice per horizon');
 assert(limits.everyMsMin >= 1, 'every_ms minimum must be positive');
 assert(limits.callbackTimeoutMsDefault <= limits.callbackTimeoutMsMax, 'timeout default exceeds max');
+
+// --- cmd/ (the punctual CLI's client commands)
+export const cliLimits = {
+  /** How long a client command waits for a TCP connection to --server. */
+  connectTimeoutMs: 10_000,
+  /** How long a client command waits for response headers, then for the body. */
+  requestTimeoutMs: 60_000,
+  /** Pages followed by `job list --all` / `job history --all` before giving up (limit x pages rows at most). */
+  listPagesMax: 10_000,
+  /** Shards a node may be started with (`serve --shards`). */
+  shardsMax: 1024,
+} as const;
+assert(cliLimits.connectTimeoutMs <= cliLimits.requestTimeoutMs, 'cli connect timeout exceeds request timeout');
