@@ -1,0 +1,110 @@
+/**
+ * The node's one SQLite file (`<data>/punctual.db`, WAL mode) and its schema. Every table carries a `shard`
+ * column so one file holds every shard group this node is a member of.
+ *
+ * Durability (`--fsync`):
+ * - `always`: synchronous=FULL, and the node commits every proposal in its own transaction (one fsync each).
+ * - `batch` (default): synchronous=FULL, the node commits each group of proposals in one transaction: one WAL
+ *   fsync per batch (group commit). An acknowledged job survives kill -9 and power loss.
+ * - `off`: synchronous=OFF: SQLite never fsyncs. An acknowledged job survives kill -9 (the OS still holds the
+ *   writes) but not a power loss or kernel crash.
+ */
+import Database from 'better-sqlite3';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+export type FsyncMode = 'always' | 'batch' | 'off';
+export type Db = Database.Database;
+
+/** Bumped when the schema changes incompatibly; a file with another version is refused. */
+export const schemaVersion = 1;
+
+const schema = `
+CREATE TABLE IF NOT EXISTS node_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tasks (
+  shard INTEGER NOT NULL, name TEXT NOT NULL, data BLOB NOT NULL,
+  PRIMARY KEY (shard, name)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS jobs (
+  shard INTEGER NOT NULL, id TEXT NOT NULL, state TEXT NOT NULL, task TEXT, next_fire_at INTEGER,
+  data BLOB NOT NULL,
+  PRIMARY KEY (shard, id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS jobs_due ON jobs (shard, state, next_fire_at, id);
+CREATE INDEX IF NOT EXISTS jobs_task ON jobs (shard, task, state, id);
+CREATE TABLE IF NOT EXISTS executions (
+  shard INTEGER NOT NULL, job_id TEXT NOT NULL, scheduled_at INTEGER NOT NULL, state TEXT NOT NULL,
+  data BLOB NOT NULL,
+  PRIMARY KEY (shard, job_id, scheduled_at)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS executions_open ON executions (shard, job_id, scheduled_at)
+  WHERE state IN ('QUEUED', 'RUNNING');
+CREATE TABLE IF NOT EXISTS log (
+  shard INTEGER NOT NULL, idx INTEGER NOT NULL, term INTEGER NOT NULL, data BLOB NOT NULL, crc INTEGER NOT NULL,
+  PRIMARY KEY (shard, idx)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS shard_meta (
+  shard INTEGER PRIMARY KEY,
+  term INTEGER NOT NULL DEFAULT 0, vote TEXT, commit_index INTEGER NOT NULL DEFAULT 0,
+  applied_index INTEGER NOT NULL DEFAULT 0,
+  snapshot_index INTEGER NOT NULL DEFAULT 0, snapshot_term INTEGER NOT NULL DEFAULT 0);
+`;
+
+export function synchronousPragma(mode: FsyncMode): 'FULL' | 'OFF' {
+  return mode === 'off' ? 'OFF' : 'FULL';
+}
+
+/** Opens (creating if needed) `<dataDir>/punctual.db` with WAL and the schema. */
+export function openNodeDb(dataDir: string, fsync: FsyncMode): Db {
+  mkdirSync(dataDir, { recursive: true });
+  return openDbFile(join(dataDir, 'punctual.db'), fsync);
+}
+
+export function openDbFile(path: string, fsync: FsyncMode): Db {
+  const db = new Database(path);
+  try {
+    db.pragma('journal_mode = WAL');
+    db.pragma(`synchronous = ${synchronousPragma(fsync)}`);
+    db.pragma('cache_size = -65536');
+    db.pragma('temp_store = MEMORY');
+    db.exec(schema);
+    checkSchemaVersion(db);
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+  return db;
+}
+
+function checkSchemaVersion(db: Db): void {
+  const found = getNodeMeta(db, 'schema_version');
+  if (found === null) {
+    setNodeMeta(db, 'schema_version', String(schemaVersion));
+    return;
+  }
+  if (Number(found) !== schemaVersion) {
+    throw new Error(`database schema version ${found} is not supported (expected ${schemaVersion})`);
+  }
+}
+
+export function getNodeMeta(db: Db, key: string): string | null {
+  const row = db.prepare('SELECT value FROM node_meta WHERE key = ?').get(key) as { value: string } | undefined;
+  return row === undefined ? null : row.value;
+}
+
+export function setNodeMeta(db: Db, key: string, value: string): void {
+  db.prepare('INSERT INTO node_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value').run(
+    key,
+    value,
+  );
+}
+
+/** True for errors after which the database file can no longer be trusted: the process must exit. */
+export function isFatalStorageError(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return false;
+  return (
+    code.startsWith('SQLITE_IOERR') ||
+    code.startsWith('SQLITE_CORRUPT') ||
+    code === 'SQLITE_FULL' ||
+    code === 'SQLITE_NOTADB' ||
+    code.startsWith('SQLITE_CANTOPEN') ||
+    code.startsWith('SQLITE_READONLY')
+  );
+}

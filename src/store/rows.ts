@@ -1,0 +1,75 @@
+/**
+ * Row codec: the columns SQLite indexes are stored as columns, everything else as one msgpackr blob per row.
+ * msgpackr hands binary back as a Node Buffer; payloads are turned back into plain Uint8Array views so a record
+ * read from SQLite looks exactly like the one written.
+ */
+import { Packr } from 'msgpackr';
+import type { ExecutionRecord, ExecutionState, JobRecord, JobState, TaskRecord } from '../scheduler/types.js';
+
+const packr = new Packr({ useRecords: false, mapsAsObjects: true });
+
+export function pack(value: unknown): Uint8Array {
+  return packr.pack(value);
+}
+
+export function unpack<T>(bytes: Uint8Array): T {
+  return packr.unpack(bytes) as T;
+}
+
+export function plainBytes(b: Uint8Array): Uint8Array {
+  return Buffer.isBuffer(b) ? new Uint8Array(b.buffer, b.byteOffset, b.byteLength) : b;
+}
+
+// --- tasks: key column `name`
+export function encodeTask(task: TaskRecord): Uint8Array {
+  const { name: _name, ...rest } = task;
+  return pack(rest);
+}
+
+export function decodeTask(name: string, data: Uint8Array): TaskRecord {
+  return { ...unpack<Omit<TaskRecord, 'name'>>(data), name };
+}
+
+// --- jobs: columns id, state, task, next_fire_at
+export interface JobRow {
+  id: string;
+  state: string;
+  task: string | null;
+  next_fire_at: number | null;
+  data: Uint8Array;
+}
+
+export function encodeJob(job: JobRecord): Uint8Array {
+  const { id: _id, state: _state, task: _task, nextFireAtMs: _next, ...rest } = job;
+  return pack(rest);
+}
+
+export function decodeJob(row: JobRow): JobRecord {
+  const rest = unpack<Omit<JobRecord, 'id' | 'state' | 'task' | 'nextFireAtMs'>>(row.data);
+  return {
+    ...rest,
+    payload: plainBytes(rest.payload),
+    id: row.id,
+    state: row.state as JobState,
+    task: row.task,
+    nextFireAtMs: row.next_fire_at,
+  };
+}
+
+// --- executions: columns job_id, scheduled_at, state
+export interface ExecutionRow {
+  job_id: string;
+  scheduled_at: number;
+  state: string;
+  data: Uint8Array;
+}
+
+export function encodeExecution(e: ExecutionRecord): Uint8Array {
+  const { jobId: _j, scheduledAtMs: _s, state: _st, ...rest } = e;
+  return pack(rest);
+}
+
+export function decodeExecution(row: ExecutionRow): ExecutionRecord {
+  const rest = unpack<Omit<ExecutionRecord, 'jobId' | 'scheduledAtMs' | 'state'>>(row.data);
+  return { ...rest, jobId: row.job_id, scheduledAtMs: row.scheduled_at, state: row.state as ExecutionState };
+}

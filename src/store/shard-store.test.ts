@@ -1,0 +1,127 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { ExecutionRecord, JobRecord, TaskRecord } from '../scheduler/types.js';
+import { openNodeDb, type Db } from './db.js';
+import { SqliteShardStore } from './shard-store.js';
+
+const task = (name: string): TaskRecord => ({
+  name,
+  url: 'http://127.0.0.1:9/hook',
+  method: 'POST',
+  headers: { 'content-type': 'application/json' },
+  timeoutMs: 1000,
+  retry: { maxAttempts: 3, initialBackoffMs: 10, maxBackoffMs: 100, multiplier: 1.5, jitter: false },
+  signingSecret: null,
+  maxConcurrency: 10,
+  createdAtMs: 1,
+  updatedAtMs: 2,
+});
+
+const job = (id: string, over: Partial<JobRecord> = {}): JobRecord => ({
+  id,
+  task: 'email',
+  callback: null,
+  payload: new Uint8Array([123, 125]),
+  payloadEncoding: 'json',
+  schedule: { kind: 'every', everyMs: 1000, startAtMs: 1_700_000_000_000 },
+  endAtMs: null,
+  maxRuns: 0,
+  misfire: 'fire_once',
+  overlap: 'allow',
+  metadata: { a: 1 },
+  requestDigest: 'd',
+  idempotencyKey: null,
+  state: 'PENDING',
+  nextFireAtMs: 1_700_000_000_000,
+  runs: 0,
+  shard: 1,
+  createdAtMs: 5,
+  updatedAtMs: 6,
+  ...over,
+});
+
+const exec = (jobId: string, scheduledAtMs: number, state: ExecutionRecord['state']): ExecutionRecord => ({
+  jobId,
+  scheduledAtMs,
+  attempt: 1,
+  state,
+  startedAtMs: scheduledAtMs + 1,
+  finishedAtMs: null,
+  statusCode: null,
+  error: null,
+  latenessMs: 1,
+  nodeId: 'n1',
+  retryAtMs: null,
+});
+
+describe('SqliteShardStore (beyond the contract)', () => {
+  let dir: string;
+  let db: Db;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'punctual-store-'));
+    db = openNodeDb(dir, 'batch');
+  });
+  afterEach(() => {
+    if (db.open) db.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('round-trips records exactly, payload as a plain Uint8Array', () => {
+    const s = new SqliteShardStore(db, 1);
+    const j = job('a');
+    s.putJob(j);
+    s.putTask(task('email'));
+    s.putExecution(exec('a', 10, 'RUNNING'));
+    const got = s.getJob('a')!;
+    expect(got).toEqual(j);
+    expect(Object.getPrototypeOf(got.payload)).toBe(Uint8Array.prototype);
+    expect(s.getTask('email')).toEqual(task('email'));
+    expect(s.getExecution('a', 10)).toEqual(exec('a', 10, 'RUNNING'));
+  });
+
+  it('keeps shards apart in one file', () => {
+    const a = new SqliteShardStore(db, 0);
+    const b = new SqliteShardStore(db, 1);
+    a.putJob(job('x', { shard: 0 }));
+    expect(b.getJob('x')).toBeNull();
+    expect(a.countJobsByState().PENDING).toBe(1);
+    expect(b.countJobsByState().PENDING).toBe(0);
+  });
+
+  it('keeps every table across close and reopen', () => {
+    const s = new SqliteShardStore(db, 1);
+    s.putTask(task('email'));
+    s.putJob(job('a'));
+    s.putJob(job('b', { state: 'CANCELLED', nextFireAtMs: null }));
+    s.putExecution(exec('a', 10, 'QUEUED'));
+    s.putExecution(exec('a', 20, 'SUCCEEDED'));
+    db.close();
+    db = openNodeDb(dir, 'batch');
+    const again = new SqliteShardStore(db, 1);
+    expect(again.getTask('email')).toEqual(task('email'));
+    expect(again.getJob('a')).toEqual(job('a'));
+    expect(again.getJob('b')?.state).toBe('CANCELLED');
+    expect(again.dueJobs(Number.MAX_SAFE_INTEGER, 10, null).map((j) => j.id)).toEqual(['a']);
+    expect(again.allOpenExecutions(10, null).map((e) => e.scheduledAtMs)).toEqual([10]);
+    expect(again.lastExecution('a')?.scheduledAtMs).toBe(20);
+    expect(again.countLiveJobsOfTask('email')).toBe(1);
+  });
+
+  it('pages due jobs by (nextFireAtMs, id) through the loader index', () => {
+    const s = new SqliteShardStore(db, 1);
+    for (const [id, at] of [['c', 5], ['a', 5], ['b', 3], ['d', 9], ['e', 20]] as const) {
+      s.putJob(job(id, { nextFireAtMs: at }));
+    }
+    s.putJob(job('p', { nextFireAtMs: 1, state: 'PAUSED' }));
+    const first = s.dueJobs(10, 2, null);
+    expect(first.map((j) => j.id)).toEqual(['b', 'a']);
+    const second = s.dueJobs(10, 10, { atMs: 5, id: 'a' });
+    expect(second.map((j) => j.id)).toEqual(['c', 'd']);
+    const plan = db
+      .prepare("EXPLAIN QUERY PLAN SELECT id FROM jobs WHERE shard = 1 AND state = 'PENDING' AND next_fire_at <= 10 ORDER BY next_fire_at, id")
+      .all() as Array<{ detail: string }>;
+    expect(plan.map((p) => p.detail).join(' ')).toMatch(/jobs_due/);
+  });
+});

@@ -1,0 +1,185 @@
+/**
+ * SqliteShardStore: the scheduler's state for ONE shard, in the node's SQLite file (every row keyed by shard).
+ * Synchronous like SchedulerStore; the node wraps the apply of a whole batch in one transaction. Statements are
+ * prepared once per store and reused.
+ */
+import type { Statement } from 'better-sqlite3';
+import { jobStates } from '../scheduler/types.js';
+import type { ExecutionRecord, JobRecord, JobState, TaskRecord } from '../scheduler/types.js';
+import type { JobPageQuery, SchedulerStore } from '../scheduler/store.js';
+import type { Db } from './db.js';
+import {
+  decodeExecution,
+  decodeJob,
+  decodeTask,
+  encodeExecution,
+  encodeJob,
+  encodeTask,
+  type ExecutionRow,
+  type JobRow,
+} from './rows.js';
+
+const jobCols = 'id, state, task, next_fire_at, data';
+const execCols = 'job_id, scheduled_at, state, data';
+const live = `state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')`;
+const open = `state IN ('QUEUED', 'RUNNING')`;
+
+function statements(db: Db) {
+  const p = (sql: string): Statement => db.prepare(sql);
+  return {
+    getTask: p('SELECT data FROM tasks WHERE shard = ? AND name = ?'),
+    putTask: p('INSERT OR REPLACE INTO tasks (shard, name, data) VALUES (?, ?, ?)'),
+    deleteTask: p('DELETE FROM tasks WHERE shard = ? AND name = ?'),
+    listTasks: p('SELECT name, data FROM tasks WHERE shard = ? ORDER BY name'),
+    countLiveOfTask: p(`SELECT count(*) AS n FROM jobs WHERE shard = ? AND task = ? AND ${live}`),
+    getJob: p(`SELECT ${jobCols} FROM jobs WHERE shard = ? AND id = ?`),
+    putJob: p('INSERT OR REPLACE INTO jobs (shard, id, state, task, next_fire_at, data) VALUES (?, ?, ?, ?, ?, ?)'),
+    listJobs: p(`SELECT ${jobCols} FROM jobs WHERE shard = ? AND id > ? ORDER BY id LIMIT ?`),
+    listJobsByState: p(`SELECT ${jobCols} FROM jobs WHERE shard = ? AND state = ? AND id > ? ORDER BY id LIMIT ?`),
+    listJobsByTask: p(`SELECT ${jobCols} FROM jobs WHERE shard = ? AND task = ? AND id > ? ORDER BY id LIMIT ?`),
+    listJobsByStateTask: p(
+      `SELECT ${jobCols} FROM jobs WHERE shard = ? AND state = ? AND task = ? AND id > ? ORDER BY id LIMIT ?`,
+    ),
+    dueJobs: p(
+      `SELECT ${jobCols} FROM jobs WHERE shard = ? AND state = 'PENDING' AND next_fire_at <= ?
+       ORDER BY next_fire_at, id LIMIT ?`,
+    ),
+    dueJobsAfter: p(
+      `SELECT ${jobCols} FROM jobs WHERE shard = ? AND state = 'PENDING' AND next_fire_at <= ?
+       AND (next_fire_at, id) > (?, ?) ORDER BY next_fire_at, id LIMIT ?`,
+    ),
+    countByState: p('SELECT state, count(*) AS n FROM jobs WHERE shard = ? GROUP BY state'),
+    getExec: p(`SELECT ${execCols} FROM executions WHERE shard = ? AND job_id = ? AND scheduled_at = ?`),
+    putExec: p('INSERT OR REPLACE INTO executions (shard, job_id, scheduled_at, state, data) VALUES (?, ?, ?, ?, ?)'),
+    lastExec: p(
+      `SELECT ${execCols} FROM executions WHERE shard = ? AND job_id = ? ORDER BY scheduled_at DESC LIMIT 1`,
+    ),
+    listExecs: p(
+      `SELECT ${execCols} FROM executions WHERE shard = ? AND job_id = ? ORDER BY scheduled_at DESC LIMIT ?`,
+    ),
+    listExecsBefore: p(
+      `SELECT ${execCols} FROM executions WHERE shard = ? AND job_id = ? AND scheduled_at < ?
+       ORDER BY scheduled_at DESC LIMIT ?`,
+    ),
+    openExecs: p(
+      `SELECT ${execCols} FROM executions WHERE shard = ? AND job_id = ? AND ${open} ORDER BY scheduled_at`,
+    ),
+    allOpen: p(`SELECT ${execCols} FROM executions WHERE shard = ? AND ${open} ORDER BY job_id, scheduled_at LIMIT ?`),
+    allOpenAfter: p(
+      `SELECT ${execCols} FROM executions WHERE shard = ? AND ${open} AND (job_id, scheduled_at) > (?, ?)
+       ORDER BY job_id, scheduled_at LIMIT ?`,
+    ),
+  };
+}
+
+export class SqliteShardStore implements SchedulerStore {
+  private readonly s: ReturnType<typeof statements>;
+
+  constructor(
+    private readonly db: Db,
+    readonly shard: number,
+  ) {
+    this.s = statements(db);
+  }
+
+  getTask(name: string): TaskRecord | null {
+    const row = this.s.getTask.get(this.shard, name) as { data: Uint8Array } | undefined;
+    return row === undefined ? null : decodeTask(name, row.data);
+  }
+
+  putTask(task: TaskRecord): void {
+    this.s.putTask.run(this.shard, task.name, encodeTask(task));
+  }
+
+  deleteTask(name: string): boolean {
+    return this.s.deleteTask.run(this.shard, name).changes > 0;
+  }
+
+  listTasks(): TaskRecord[] {
+    const rows = this.s.listTasks.all(this.shard) as Array<{ name: string; data: Uint8Array }>;
+    return rows.map((r) => decodeTask(r.name, r.data));
+  }
+
+  countLiveJobsOfTask(name: string): number {
+    return (this.s.countLiveOfTask.get(this.shard, name) as { n: number }).n;
+  }
+
+  getJob(id: string): JobRecord | null {
+    const row = this.s.getJob.get(this.shard, id) as JobRow | undefined;
+    return row === undefined ? null : decodeJob(row);
+  }
+
+  putJob(job: JobRecord): void {
+    this.s.putJob.run(this.shard, job.id, job.state, job.task, job.nextFireAtMs, encodeJob(job));
+  }
+
+  listJobs(query: JobPageQuery): JobRecord[] {
+    const after = query.afterId ?? '';
+    let rows: unknown[];
+    if (query.state !== null && query.task !== null) {
+      rows = this.s.listJobsByStateTask.all(this.shard, query.state, query.task, after, query.limit);
+    } else if (query.state !== null) {
+      rows = this.s.listJobsByState.all(this.shard, query.state, after, query.limit);
+    } else if (query.task !== null) {
+      rows = this.s.listJobsByTask.all(this.shard, query.task, after, query.limit);
+    } else {
+      rows = this.s.listJobs.all(this.shard, after, query.limit);
+    }
+    return (rows as JobRow[]).map(decodeJob);
+  }
+
+  dueJobs(untilMs: number, limit: number, after: { atMs: number; id: string } | null): JobRecord[] {
+    const rows =
+      after === null
+        ? this.s.dueJobs.all(this.shard, untilMs, limit)
+        : this.s.dueJobsAfter.all(this.shard, untilMs, after.atMs, after.id, limit);
+    return (rows as JobRow[]).map(decodeJob);
+  }
+
+  countJobsByState(): Record<JobState, number> {
+    const counts = Object.fromEntries(jobStates.map((s) => [s, 0])) as Record<JobState, number>;
+    for (const row of this.s.countByState.all(this.shard) as Array<{ state: JobState; n: number }>) {
+      counts[row.state] = row.n;
+    }
+    return counts;
+  }
+
+  getExecution(jobId: string, scheduledAtMs: number): ExecutionRecord | null {
+    const row = this.s.getExec.get(this.shard, jobId, scheduledAtMs) as ExecutionRow | undefined;
+    return row === undefined ? null : decodeExecution(row);
+  }
+
+  putExecution(e: ExecutionRecord): void {
+    this.s.putExec.run(this.shard, e.jobId, e.scheduledAtMs, e.state, encodeExecution(e));
+  }
+
+  lastExecution(jobId: string): ExecutionRecord | null {
+    const row = this.s.lastExec.get(this.shard, jobId) as ExecutionRow | undefined;
+    return row === undefined ? null : decodeExecution(row);
+  }
+
+  listExecutions(jobId: string, limit: number, beforeScheduledAtMs: number | null): ExecutionRecord[] {
+    const rows =
+      beforeScheduledAtMs === null
+        ? this.s.listExecs.all(this.shard, jobId, limit)
+        : this.s.listExecsBefore.all(this.shard, jobId, beforeScheduledAtMs, limit);
+    return (rows as ExecutionRow[]).map(decodeExecution);
+  }
+
+  openExecutions(jobId: string): ExecutionRecord[] {
+    return (this.s.openExecs.all(this.shard, jobId) as ExecutionRow[]).map(decodeExecution);
+  }
+
+  allOpenExecutions(limit: number, after: { jobId: string; scheduledAtMs: number } | null): ExecutionRecord[] {
+    const rows =
+      after === null
+        ? this.s.allOpen.all(this.shard, limit)
+        : this.s.allOpenAfter.all(this.shard, after.jobId, after.scheduledAtMs, limit);
+    return (rows as ExecutionRow[]).map(decodeExecution);
+  }
+
+  /** Runs fn in one transaction (nested calls become savepoints). */
+  transaction<T>(fn: () => T): T {
+    return this.db.transaction(fn)();
+  }
+}
