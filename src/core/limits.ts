@@ -100,3 +100,21 @@ export const cliLimits = {
   shardsMax: 1024,
 } as const;
 assert(cliLimits.connectTimeoutMs <= cliLimits.requestTimeoutMs, 'cli connect timeout exceeds request timeout');
+
+// --- src/node and src/store (the single node host)
+export const nodeLimits = {
+  /** Log entries kept below a shard's applied index; older ones are compacted away. */
+  logKeepEntries: 10_000,
+  /** Compaction runs for a shard once this many entries were applied since its last compaction. */
+  logCompactEveryEntries: 1_000,
+  /** How long close() lets in-flight callbacks finish before aborting them. */
+  closeGraceMs: 5_000,
+  /** Open executions read per query when the node (re)starts firing. */
+  openExecutionsPageMax: 10_000,
+  /** Below this distance to a deadline the firing engine spins on setImmediate instead of a timer (timers fire ~1 ms early/late). */
+  firingSpinMs: 1,
+  /** Stored rows examined per page of GET /v1/jobs?state=QUEUED|RUNNING|PENDING (overlay states are filtered in memory). */
+  listScanRowsMax: 10_000,
+} as const;
+assert(nodeLimits.logCompactEveryEntries <= nodeLimits.logKeepEntries, 'compaction interval exceeds kept entries');
+assert(nodeLimits.listScanRowsMax >= limits.listLimitMax, 'list scan bound below a page');
