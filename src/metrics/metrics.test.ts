@@ -1,0 +1,39 @@
+import { describe, expect, it } from 'vitest';
+import { NodeMetrics } from './metrics.js';
+
+describe('NodeMetrics', () => {
+  it('serves every metric from its own registry, gauges collected at scrape', async () => {
+    let wheel = 3;
+    const counts = { PENDING: 2, QUEUED: 0, RUNNING: 1, SUCCEEDED: 4, FAILED: 0, PAUSED: 0, CANCELLED: 1 };
+    const m = new NodeMetrics({ jobCounts: () => counts, wheelSize: () => wheel, dispatchInFlight: () => 7 });
+    const other = new NodeMetrics({ jobCounts: () => counts, wheelSize: () => 99, dispatchInFlight: () => 0 });
+    try {
+      m.callbacks.inc({ outcome: 'succeeded' });
+      m.callbacks.inc({ outcome: 'retryable' }, 2);
+      m.fireLatenessMs.observe(0.7);
+      m.jobsSubmitted.inc(5);
+      m.commitBatchSize.observe(12);
+      m.commitDurationMs.observe(0.3);
+      wheel = 4;
+      const { contentType, body } = await m.scrape();
+      expect(contentType).toMatch(/^text\/plain/);
+      expect(body).toContain('punctual_jobs{state="PENDING"} 2');
+      expect(body).toContain('punctual_jobs{state="SUCCEEDED"} 4');
+      expect(body).toContain('punctual_callbacks_total{outcome="succeeded"} 1');
+      expect(body).toContain('punctual_callbacks_total{outcome="retryable"} 2');
+      expect(body).toContain('punctual_fire_lateness_ms_bucket{le="0.5"} 0');
+      expect(body).toContain('punctual_fire_lateness_ms_bucket{le="1"} 1');
+      expect(body).toContain('punctual_jobs_submitted_total 5');
+      expect(body).toContain('punctual_timer_wheel_size 4');
+      expect(body).toContain('punctual_dispatch_in_flight 7');
+      expect(body).toContain('punctual_commit_batch_size_count 1');
+      expect(body).toContain('punctual_commit_duration_ms_count 1');
+      expect(body).toContain('nodejs_eventloop_lag_seconds');
+      expect((await other.scrape()).body).toContain('punctual_timer_wheel_size 99');
+      expect((await other.scrape()).body).toContain('punctual_jobs_submitted_total 0');
+    } finally {
+      m.close();
+      other.close();
+    }
+  });
+});
