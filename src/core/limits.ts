@@ -118,3 +118,14 @@ export const nodeLimits = {
 } as const;
 assert(nodeLimits.logCompactEveryEntries <= nodeLimits.logKeepEntries, 'compaction interval exceeds kept entries');
 assert(nodeLimits.listScanRowsMax >= limits.listLimitMax, 'list scan bound below a page');
+
+// --- src/scheduler (the replicated state machine)
+export const schedulerLimits = {
+  /** Parsed cron expressions kept per process (an LRU keyed by expression and zone): parsing costs ~100 µs. */
+  cronCacheEntriesMax: 4_096,
+  /** Occurrences previewed or scanned per call never exceed this (preview count is clamped to it). */
+  occurrencesPerCallMax: 10_000,
+} as const;
+assert(schedulerLimits.cronCacheEntriesMax >= 1, 'cron cache must hold at least one entry');
+assert(limits.previewCountMax <= schedulerLimits.occurrencesPerCallMax, 'preview max exceeds the per-call bound');
+assert(limits.misfireFireAllMax < schedulerLimits.occurrencesPerCallMax, 'fire_all cap exceeds the per-call bound');
