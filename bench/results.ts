@@ -1,0 +1,157 @@
+/**
+ * A bench run's result: figures, targets and pass/miss per target, written as JSON to
+ * <out>/<scenario>-<ISO time>.json and copied to <out>/latest-<scenario>.json, and printed as a table.
+ */
+import { execFileSync } from 'node:child_process';
+import { copyFile, mkdir, writeFile } from 'node:fs/promises';
+import { cpus } from 'node:os';
+import { join } from 'node:path';
+import type { LatenessSummary } from './histogram.js';
+
+export const scenarioNames = ['submit', 'submit-batch', 'steady', 'hot-instant'] as const;
+export type ScenarioName = (typeof scenarioNames)[number];
+
+export interface Figures {
+  /** Jobs the generator tried to submit. */
+  submitted: number;
+  /** Jobs the server acknowledged. */
+  accepted: number;
+  /** Jobs refused (problem answers) or lost to transport errors while submitting. */
+  rejected: number;
+  submitErrors: Record<string, number>;
+  submitDurationMs: number;
+  acceptedPerS: number | null;
+  /** Distinct accepted jobs whose callback arrived. */
+  delivered: number;
+  /** Deliveries / time from the first to the last arrival. */
+  deliveredPerS: number | null;
+  lateness: LatenessSummary;
+  /** Deliveries that arrived before their scheduled time (must be 0). */
+  early: number;
+  /** Accepted jobs never delivered within the drain wait (must be 0). */
+  lost: number;
+  /** Re-deliveries of an already seen deduplication key. */
+  duplicates: number;
+  malformed: number;
+  foreign: number;
+  /** hot-instant: last arrival minus the instant; null elsewhere. */
+  deliveredWithinMs: number | null;
+  /** steady: most jobs owed by the open loop but not yet sent at one tick. */
+  backlogMax: number | null;
+  /** Jobs submitted less than 100 ms before their due time (the generator fell behind; their lateness is suspect). */
+  dueTooSoon: number;
+  /** VmHWM of each spawned node; null when the bench ran against --server. */
+  nodePeakRssBytes: Array<number | null> | null;
+  benchPeakRssBytes: number;
+}
+
+export type FigureName =
+  | 'acceptedPerS'
+  | 'early'
+  | 'lost'
+  | 'latenessP50Ms'
+  | 'latenessP99Ms'
+  | 'deliveredWithinMs';
+
+export interface Target {
+  figure: FigureName;
+  op: '>=' | '<=';
+  value: number;
+  /** Why this target exists (the issue's words). */
+  label: string;
+}
+
+export interface TargetResult extends Target {
+  actual: number | null;
+  pass: boolean;
+}
+
+export interface BenchResult {
+  scenario: ScenarioName;
+  startedAt: string;
+  parameters: Record<string, number | string | boolean | null>;
+  servers: { mode: 'spawned' | 'external'; urls: string[] };
+  gitCommit: string;
+  nodeVersion: string;
+  cpuCount: number;
+  cpuModel: string;
+  figures: Figures;
+  targets: TargetResult[];
+  /** Every target passed. */
+  pass: boolean;
+}
+
+/** The issue's targets (2-core machine, node + receiver + load generator together). */
+export function targetsFor(scenario: ScenarioName): Target[] {
+  const safety: Target[] = [
+    { figure: 'early', op: '<=', value: 0, label: 'no callback before its time' },
+    { figure: 'lost', op: '<=', value: 0, label: 'every accepted job delivered' },
+  ];
+  switch (scenario) {
+    case 'submit':
+      return [{ figure: 'acceptedPerS', op: '>=', value: 8_000, label: 'single-job submit' }, ...safety];
+    case 'submit-batch':
+      return [{ figure: 'acceptedPerS', op: '>=', value: 50_000, label: 'batch submit' }, ...safety];
+    case 'steady':
+      return [
+        { figure: 'latenessP50Ms', op: '<=', value: 1, label: 'steady 5,000/s lateness p50' },
+        { figure: 'latenessP99Ms', op: '<=', value: 5, label: 'steady 5,000/s lateness p99' },
+        ...safety,
+      ];
+    case 'hot-instant':
+      return [
+        { figure: 'deliveredWithinMs', op: '<=', value: 4_000, label: 'hot instant delivered within' },
+        ...safety,
+      ];
+  }
+}
+
+function figureValue(figures: Figures, name: FigureName): number | null {
+  switch (name) {
+    case 'latenessP50Ms':
+      return figures.lateness.p50Ms;
+    case 'latenessP99Ms':
+      return figures.lateness.p99Ms;
+    default:
+      return figures[name];
+  }
+}
+
+/** A target with no measured value (null) is a miss: a figure that could not be measured proves nothing. */
+export function evaluateTargets(figures: Figures, targets: Target[]): TargetResult[] {
+  return targets.map((t) => {
+    const actual = figureValue(figures, t.figure);
+    const pass = actual !== null && (t.op === '>=' ? actual >= t.value : actual <= t.value);
+    return { ...t, actual, pass };
+  });
+}
+
+/** The commit under test: $GIT_COMMIT, else `git rev-parse HEAD` (bench is a dev tool), else "unknown". */
+export function gitCommit(): string {
+  if (process.env.GIT_COMMIT) return process.env.GIT_COMMIT;
+  try {
+    const out = execFileSync('git', ['rev-parse', '--short=12', 'HEAD'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    return out.toString().trim() + (dirty.toString().trim().length > 0 ? '-dirty' : '');
+  } catch {
+    return 'unknown';
+  }
+}
+
+export function environmentInfo(): Pick<BenchResult, 'gitCommit' | 'nodeVersion' | 'cpuCount' | 'cpuModel'> {
+  const list = cpus();
+  return { gitCommit: gitCommit(), nodeVersion: process.version, cpuCount: list.length, cpuModel: list[0]?.model ?? 'unknown' };
+}
+
+/** Writes <outDir>/<scenario>-<time>.json and its copy <outDir>/latest-<scenario>.json. */
+export async function writeResult(result: BenchResult, outDir: string): Promise<{ path: string; latestPath: string }> {
+  await mkdir(outDir, { recursive: true });
+  const stamp = result.startedAt.replace(/[:.]/g, '-');
+  const path = join(outDir, `${result.scenario}-${stamp}.json`);
+  const latestPath = join(outDir, `latest-${result.scenario}.json`);
+  await writeFile(path, JSON.stringify(result, null, 2) + '\n');
+  await copyFile(path, latestPath);
+  return { path, latestPath };
+}

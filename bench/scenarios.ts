@@ -1,0 +1,224 @@
+/**
+ * One bench run: start the receiver, spawn local node(s) or use --server URLs, put the bench task, drive the
+ * scenario's load, wait for the callbacks to drain, measure, stop what was started, build the result.
+ */
+import { createLogger, type Logger } from '../src/core/log.js';
+import { summarize } from './histogram.js';
+import {
+  ServerSet,
+  submitClosedLoop,
+  submitOpenLoop,
+  sleepMs,
+  type JobPlan,
+  type OpenLoopOutcome,
+  type SubmitOutcome,
+} from './load.js';
+import { spawnLocalNodes, type LocalNodes } from './node-process.js';
+import { nowPreciseMs, startReceiver, type CallbackReceiver } from './receiver.js';
+import {
+  environmentInfo,
+  evaluateTargets,
+  targetsFor,
+  type BenchResult,
+  type Figures,
+  type ScenarioName,
+} from './results.js';
+
+export interface ScenarioParams {
+  count: number;
+  concurrency: number;
+  batchSize: number;
+  ratePerS: number;
+  durationS: number;
+  /** submit, submit-batch, hot-instant: jobs are due at start + leadMs (one instant after the submit phase). */
+  leadMs: number;
+  /** steady: each job is due this long after its submission. */
+  delayMs: number;
+  /** After the last due time, how long to wait for missing callbacks before counting them lost. */
+  drainTimeoutS: number;
+  /** The bench task's max_concurrency (callbacks in flight per task). */
+  taskMaxConcurrency: number;
+}
+
+export interface RunOptions {
+  scenario: ScenarioName;
+  params: ScenarioParams;
+  /** Client API URLs of an existing node or cluster; null = spawn `nodes` local nodes and stop them after. */
+  servers: string[] | null;
+  nodes: number;
+  token: string | null;
+  receiverPort: number;
+  logger?: Logger;
+}
+
+export const taskName = 'bench';
+/** A job submitted less than this before its due time is counted in dueTooSoon (the generator fell behind). */
+const dueTooSoonMs = 100;
+
+/** Defaults per scenario, from the issue's targets; every one can be overridden on the command line. */
+export function defaultParams(scenario: ScenarioName): ScenarioParams {
+  const common = { ratePerS: 0, delayMs: 1_000, drainTimeoutS: 15, taskMaxConcurrency: 1_000 };
+  switch (scenario) {
+    case 'submit':
+      return { ...common, count: 50_000, concurrency: 64, batchSize: 1, durationS: 30, leadMs: leadFor(50_000, 8_000) };
+    case 'submit-batch':
+      return { ...common, count: 200_000, concurrency: 4, batchSize: 2_000, durationS: 30, leadMs: leadFor(200_000, 50_000) };
+    case 'steady':
+      return { ...common, count: 0, concurrency: 64, batchSize: 50, ratePerS: 5_000, durationS: 10, leadMs: 0 };
+    case 'hot-instant':
+      return { ...common, count: 100_000, concurrency: 4, batchSize: 5_000, durationS: 30, leadMs: leadFor(100_000, 50_000) };
+  }
+}
+
+/** Time to submit count jobs at the target rate, with 50 % margin, plus 2 s. */
+export function leadFor(count: number, targetPerS: number): number {
+  return Math.ceil((count / targetPerS) * 1_500) + 2_000;
+}
+
+function runTag(): string {
+  return `b${Math.floor(nowPreciseMs()).toString(36)}${Math.floor(Math.random() * 1296).toString(36)}-`;
+}
+
+async function putTask(servers: ServerSet, receiver: CallbackReceiver, params: ScenarioParams): Promise<void> {
+  const body = JSON.stringify({
+    url: receiver.url,
+    method: 'POST',
+    timeout_ms: 10_000,
+    retry: { max_attempts: 5, initial_backoff_ms: 100, max_backoff_ms: 5_000, multiplier: 2, jitter: true },
+    max_concurrency: params.taskMaxConcurrency,
+  });
+  const { status, json } = await servers.send('PUT', `/v1/tasks/${taskName}`, body);
+  if (status !== 200 && status !== 201) {
+    throw new Error(`PUT /v1/tasks/${taskName} answered ${status}: ${JSON.stringify(json)}`);
+  }
+}
+
+interface LoadRun {
+  outcome: SubmitOutcome | OpenLoopOutcome;
+  /** The latest time any accepted job is due. */
+  lastDueMs: number;
+  /** hot-instant: the instant. */
+  instantMs: number | null;
+  dueTooSoon: number;
+}
+
+async function driveLoad(
+  scenario: ScenarioName,
+  servers: ServerSet,
+  params: ScenarioParams,
+  idPrefix: string,
+): Promise<LoadRun> {
+  const startMs = Math.floor(nowPreciseMs());
+  let dueTooSoon = 0;
+  let lastDueMs = 0;
+  const noteDue = (dueMs: number): number => {
+    if (dueMs - nowPreciseMs() < dueTooSoonMs) dueTooSoon++;
+    lastDueMs = Math.max(lastDueMs, dueMs);
+    return dueMs;
+  };
+  if (scenario === 'steady') {
+    // Due times follow the ideal schedule (start + i / rate) + delay, so callbacks are as smooth as the rate.
+    const plan: JobPlan = {
+      idPrefix,
+      taskName,
+      dueAtMs: (i) => noteDue(Math.floor(startMs + (i * 1000) / params.ratePerS) + params.delayMs),
+    };
+    const outcome = await submitOpenLoop({
+      servers, plan, ratePerS: params.ratePerS, durationS: params.durationS, tickMs: 5,
+      batchSize: params.batchSize, inFlightMax: params.concurrency,
+      deadlineMs: startMs + params.durationS * 1000 + 10_000,
+    });
+    return { outcome, lastDueMs, instantMs: null, dueTooSoon };
+  }
+  const instantMs = startMs + params.leadMs;
+  const plan: JobPlan = { idPrefix, taskName, dueAtMs: () => noteDue(instantMs) };
+  // hot-instant: a job submitted after the instant would not share it, so the instant also ends the submit phase.
+  const boundMs = startMs + params.durationS * 1000;
+  const deadlineMs = scenario === 'hot-instant' ? Math.min(boundMs, instantMs - dueTooSoonMs) : boundMs;
+  const outcome = await submitClosedLoop({
+    servers, plan, count: params.count, concurrency: params.concurrency, batchSize: params.batchSize, deadlineMs,
+  });
+  return { outcome, lastDueMs: instantMs, instantMs: scenario === 'hot-instant' ? instantMs : null, dueTooSoon };
+}
+
+async function drain(receiver: CallbackReceiver, run: LoadRun, params: ScenarioParams): Promise<void> {
+  const waitMs = Math.max(0, run.lastDueMs - nowPreciseMs()) + params.drainTimeoutS * 1000;
+  await receiver.waitForJobs(run.outcome.acked.length, waitMs);
+  // A short grace so re-deliveries racing the last first-delivery are counted as duplicates.
+  await sleepMs(250);
+}
+
+function buildFigures(run: LoadRun, receiver: CallbackReceiver, nodeRss: Array<number | null> | null): Figures {
+  const { outcome } = run;
+  const stats = receiver.stats();
+  const submitDurationMs = outcome.endMs - outcome.startMs;
+  const spanMs = stats.firstArrivalMs !== null && stats.lastArrivalMs !== null ? stats.lastArrivalMs - stats.firstArrivalMs : 0;
+  const delivered = stats.uniqueKeys;
+  return {
+    submitted: outcome.acked.length + outcome.failed,
+    accepted: outcome.acked.length,
+    rejected: outcome.failed,
+    submitErrors: outcome.errors,
+    submitDurationMs,
+    acceptedPerS: submitDurationMs > 0 ? (outcome.acked.length * 1000) / submitDurationMs : null,
+    delivered,
+    deliveredPerS: spanMs > 0 ? (stats.deliveries * 1000) / spanMs : null,
+    lateness: summarize(stats.lateness),
+    early: stats.early,
+    lost: receiver.countMissing(outcome.acked),
+    duplicates: stats.duplicates,
+    malformed: stats.malformed,
+    foreign: stats.foreign,
+    deliveredWithinMs: run.instantMs !== null && stats.lastArrivalMs !== null ? stats.lastArrivalMs - run.instantMs : null,
+    backlogMax: 'backlogMax' in outcome ? outcome.backlogMax : null,
+    dueTooSoon: run.dueTooSoon,
+    nodePeakRssBytes: nodeRss,
+    benchPeakRssBytes: process.resourceUsage().maxRSS * 1024,
+  };
+}
+
+async function startServers(options: RunOptions, log: Logger): Promise<{ urls: string[]; local: LocalNodes | null }> {
+  if (options.servers !== null) return { urls: options.servers, local: null };
+  const local = await spawnLocalNodes({ nodes: options.nodes, token: options.token });
+  log.info('bench: local node(s) ready', { urls: local.urls, pids: local.pids });
+  return { urls: local.urls, local };
+}
+
+/** Runs one scenario end to end; stops every process and server it started, even on failure. */
+export async function runScenario(options: RunOptions): Promise<BenchResult> {
+  const log = options.logger ?? createLogger({ format: 'pretty' });
+  const { scenario, params } = options;
+  const startedAt = new Date().toISOString();
+  const idPrefix = runTag();
+  const expected = scenario === 'steady' ? params.ratePerS * params.durationS : params.count;
+  const receiver = await startReceiver({ port: options.receiverPort, jobIdPrefix: idPrefix, expectedDeliveries: expected });
+  let local: LocalNodes | null = null;
+  let servers: ServerSet | null = null;
+  try {
+    const started = await startServers(options, log);
+    local = started.local;
+    const perServer = Math.max(1, Math.ceil(params.concurrency / started.urls.length));
+    servers = new ServerSet(started.urls, { connections: perServer, token: options.token });
+    await putTask(servers, receiver, params);
+    log.info('bench: submitting', { scenario, ...params });
+    const run = await driveLoad(scenario, servers, params, idPrefix);
+    log.info('bench: submitted, draining', { accepted: run.outcome.acked.length, rejected: run.outcome.failed });
+    await drain(receiver, run, params);
+    const figures = buildFigures(run, receiver, local ? local.peakRssBytes() : null);
+    const targets = evaluateTargets(figures, targetsFor(scenario));
+    return {
+      scenario,
+      startedAt,
+      parameters: { ...params, nodes: options.servers === null ? options.nodes : options.servers.length },
+      servers: { mode: local ? 'spawned' : 'external', urls: started.urls },
+      ...environmentInfo(),
+      figures,
+      targets,
+      pass: targets.every((t) => t.pass),
+    };
+  } finally {
+    await servers?.close();
+    await local?.stop();
+    await receiver.close();
+  }
+}

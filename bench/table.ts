@@ -1,0 +1,56 @@
+/** The human-readable form of a bench result: aligned rows of figures, then the targets with pass/miss. */
+import type { BenchResult } from './results.js';
+
+function num(value: number | null, digits = 0): string {
+  if (value === null || !Number.isFinite(value)) return '-';
+  return value.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+}
+
+function mib(bytes: number | null): string {
+  return bytes === null ? '-' : `${(bytes / (1024 * 1024)).toFixed(1)} MiB`;
+}
+
+function rows(result: BenchResult): Array<[string, string]> {
+  const f = result.figures;
+  const l = f.lateness;
+  const out: Array<[string, string]> = [
+    ['accepted / submitted', `${num(f.accepted)} / ${num(f.submitted)}`],
+    ['submit time', `${num(f.submitDurationMs)} ms`],
+    ['accepted jobs/s', num(f.acceptedPerS)],
+    ['delivered callbacks', num(f.delivered)],
+    ['delivered callbacks/s', num(f.deliveredPerS)],
+    ['lateness p50 / p90', `${num(l.p50Ms, 2)} / ${num(l.p90Ms, 2)} ms`],
+    ['lateness p99 / p999', `${num(l.p99Ms, 2)} / ${num(l.p999Ms, 2)} ms`],
+    ['lateness min / max', `${num(l.minMs, 2)} / ${num(l.maxMs, 2)} ms`],
+    ['early (must be 0)', num(f.early)],
+    ['lost (must be 0)', num(f.lost)],
+    ['duplicates', num(f.duplicates)],
+  ];
+  if (f.deliveredWithinMs !== null) out.push(['delivered within', `${num(f.deliveredWithinMs)} ms`]);
+  if (f.backlogMax !== null) out.push(['open-loop backlog max', num(f.backlogMax)]);
+  if (f.dueTooSoon > 0) out.push(['submitted < 100 ms before due', num(f.dueTooSoon)]);
+  if (f.rejected > 0) out.push(['rejected', `${num(f.rejected)} ${JSON.stringify(f.submitErrors)}`]);
+  if (f.malformed > 0 || f.foreign > 0) out.push(['malformed / foreign', `${num(f.malformed)} / ${num(f.foreign)}`]);
+  const nodeRss = f.nodePeakRssBytes === null ? 'n/a (--server)' : f.nodePeakRssBytes.map(mib).join(', ');
+  out.push(['peak RSS node(s)', nodeRss], ['peak RSS bench', mib(f.benchPeakRssBytes)]);
+  return out;
+}
+
+export function formatTable(result: BenchResult): string {
+  const header =
+    `scenario ${result.scenario}  (${result.servers.mode} ${result.servers.urls.join(' ')}; ` +
+    `commit ${result.gitCommit}; node ${result.nodeVersion}; ${result.cpuCount} cpus)`;
+  const params = Object.entries(result.parameters)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(' ');
+  const figureRows = rows(result);
+  const width = Math.max(...figureRows.map(([k]) => k.length));
+  const lines = [header, `parameters: ${params}`, ''];
+  for (const [k, v] of figureRows) lines.push(`  ${k.padEnd(width)}  ${v}`);
+  lines.push('', 'targets:');
+  for (const t of result.targets) {
+    const mark = t.pass ? 'PASS' : 'MISS';
+    lines.push(`  ${mark}  ${t.label}: ${t.figure} ${t.op} ${num(t.value)} (measured ${num(t.actual, 2)})`);
+  }
+  return lines.join('\n') + '\n';
+}
