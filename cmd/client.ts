@@ -1,0 +1,140 @@
+/**
+ * The HTTP side of the client commands: one undici Agent per command (closed at the end, so the process exits
+ * at once), bearer token, JSON in and out, and the two ways a call fails: the server answered with a problem
+ * (exit 1, `error: <code>: <detail>`), or it could not be reached (exit 1, naming the server).
+ */
+import { Agent, request } from 'undici';
+import { cliLimits } from '../src/core/limits.js';
+import { CliError, exitCodes, usageError, type CliIo } from './io.js';
+import { isPlainObject } from './format.js';
+
+export const defaultServer = 'http://127.0.0.1:8080';
+
+/** The options every client command takes. */
+export interface ClientOptions {
+  server?: string;
+  token?: string;
+  json?: boolean;
+}
+
+export interface CallOptions {
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+export interface Client {
+  readonly server: string;
+  readonly json: boolean;
+  /** Sends one request; resolves with the parsed JSON body (null when empty), throws CliError on failure. */
+  call(method: string, path: string, options?: CallOptions): Promise<{ status: number; body: unknown }>;
+  close(): Promise<void>;
+}
+
+/** --server, else PUNCTUAL_SERVER, else the default; an http(s) base URL without query or fragment. */
+export function resolveServer(flag: string | undefined, env: Record<string, string | undefined>): string {
+  const fromEnv = env.PUNCTUAL_SERVER;
+  const what = flag !== undefined ? '--server' : 'PUNCTUAL_SERVER';
+  const text = flag ?? (fromEnv !== undefined && fromEnv !== '' ? fromEnv : defaultServer);
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw usageError(`${what}: not a URL: ${JSON.stringify(text)}`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw usageError(`${what}: must be an http:// or https:// URL, got ${JSON.stringify(text)}`);
+  }
+  if (url.search !== '' || url.hash !== '' || url.username !== '' || url.password !== '') {
+    throw usageError(`${what}: must be a plain base URL (no credentials, query or fragment)`);
+  }
+  return url.origin + url.pathname.replace(/\/+$/, '');
+}
+
+export function openClient(opts: ClientOptions, io: CliIo): Client {
+  const server = resolveServer(opts.server, io.env);
+  const fromEnv = io.env.PUNCTUAL_TOKEN;
+  const token = opts.token ?? (fromEnv !== undefined && fromEnv !== '' ? fromEnv : null);
+  if (token === '') throw usageError('--token: must not be empty');
+  const agent = new Agent({
+    connect: { timeout: cliLimits.connectTimeoutMs },
+    headersTimeout: cliLimits.requestTimeoutMs,
+    bodyTimeout: cliLimits.requestTimeoutMs,
+  });
+  const call = async (method: string, path: string, options: CallOptions = {}) => {
+    const headers: Record<string, string> = { accept: 'application/json', ...options.headers };
+    if (token !== null) headers.authorization = `Bearer ${token}`;
+    let body: string | undefined;
+    if (options.body !== undefined) {
+      body = JSON.stringify(options.body);
+      headers['content-type'] = 'application/json';
+    }
+    let status: number;
+    let text: string;
+    try {
+      const res = await request(server + path, { method: method as 'GET', headers, body, dispatcher: agent });
+      status = res.statusCode;
+      text = await res.body.text();
+    } catch (err) {
+      throw unreachable(server, err);
+    }
+    if (status >= 400) throw apiError(status, text);
+    return { status, body: parseBody(status, text) };
+  };
+  return { server, json: opts.json === true, call, close: () => agent.close() };
+}
+
+function parseBody(status: number, text: string): unknown {
+  if (text === '') return null;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    throw new CliError(exitCodes.runtime, `error: bad_response: HTTP ${status} with a body that is not JSON`);
+  }
+}
+
+/** `error: <code>: <detail>`, then one indented line per field error. */
+export function apiError(status: number, text: string): CliError {
+  let problem: unknown = null;
+  try {
+    problem = JSON.parse(text);
+  } catch {
+    // not problem+json (a proxy in between, say): show the status and the start of the body
+  }
+  if (!isPlainObject(problem) || typeof problem.code !== 'string') {
+    const snippet = text.replace(/\s+/g, ' ').trim().slice(0, 200);
+    return new CliError(exitCodes.runtime, `error: http_${status}: ${snippet === '' ? `HTTP ${status}` : snippet}`);
+  }
+  const detail = typeof problem.detail === 'string' ? problem.detail : String(problem.title ?? `HTTP ${status}`);
+  const lines = [`error: ${problem.code}: ${detail}`];
+  if (Array.isArray(problem.errors)) {
+    for (const e of problem.errors) {
+      if (isPlainObject(e)) lines.push(`  ${String(e.field)}: ${String(e.message)}`);
+    }
+  }
+  return new CliError(exitCodes.runtime, lines.join('\n'));
+}
+
+function unreachable(server: string, err: unknown): CliError {
+  const code = isPlainObject(err) && typeof err.code === 'string' ? err.code : '';
+  const message = err instanceof Error ? err.message : String(err);
+  if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
+    return new CliError(exitCodes.runtime, `punctual: server ${server} did not answer within ${cliLimits.requestTimeoutMs} ms`);
+  }
+  const reason = code !== '' && !message.includes(code) ? `${code}: ${message}` : message;
+  return new CliError(exitCodes.runtime, `punctual: cannot reach server ${server}: ${reason}`);
+}
+
+/** Runs fn with an open client and closes it whatever happens. */
+export async function withClient<T>(opts: ClientOptions, io: CliIo, fn: (client: Client) => Promise<T>): Promise<T> {
+  const client = openClient(opts, io);
+  try {
+    return await fn(client);
+  } finally {
+    await client.close();
+  }
+}
+
+/** Path segment of a user-given id or name. */
+export function seg(value: string): string {
+  return encodeURIComponent(value);
+}

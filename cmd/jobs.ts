@@ -1,0 +1,291 @@
+/** `punctual job add|get|list|cancel|pause|resume|run|history`: the jobs half of API.md section 2. */
+import type { Command } from 'commander';
+import { jobIdPattern, taskNamePattern } from '../src/core/ids.js';
+import { cliLimits, limits } from '../src/core/limits.js';
+import { jobStates } from '../src/scheduler/types.js';
+import { seg, withClient, type Client, type ClientOptions } from './client.js';
+import { collect, printJson, printOne, withClientOptions } from './common.js';
+import { executionsTable, isPlainObject, jobsTable } from './format.js';
+import { CliError, exitCodes, usageError, type CliIo } from './io.js';
+import {
+  parseBase64,
+  parseEnum,
+  parseHeader,
+  parseIntIn,
+  parseJson,
+  parseJsonObject,
+  parseTime,
+  readTextFile,
+} from './parse.js';
+
+export interface JobAddOptions extends ClientOptions {
+  task?: string;
+  url?: string;
+  method?: string;
+  header?: string[];
+  timeoutMs?: string;
+  maxAttempts?: string;
+  payload?: string;
+  payloadFile?: string;
+  payloadBase64?: string;
+  at?: string;
+  delayMs?: string;
+  cron?: string;
+  timezone?: string;
+  everyMs?: string;
+  startAt?: string;
+  id?: string;
+  endAt?: string;
+  maxRuns?: string;
+  misfire?: string;
+  overlap?: string;
+  metadata?: string;
+  idempotencyKey?: string;
+}
+
+export const callbackMethods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+
+/** The flags of exactly-one-of groups that were given, by name. */
+function given(entries: Array<[string, unknown]>): string[] {
+  return entries.filter(([, v]) => v !== undefined).map(([k]) => k);
+}
+
+function atMostOne(names: string[], group: string): void {
+  if (names.length > 1) throw usageError(`${names.join(' and ')} are mutually exclusive (${group})`);
+}
+
+export function parseUrl(what: string, text: string): string {
+  let url: URL | null = null;
+  try {
+    url = new URL(text);
+  } catch {
+    url = null;
+  }
+  if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+    throw usageError(`${what}: expected an absolute http(s) URL, got ${JSON.stringify(text)}`);
+  }
+  return text;
+}
+
+/** The inline `callback` of `job add --url ...`: only the fields given, the server fills the defaults. */
+function callbackBody(opts: JobAddOptions): Record<string, unknown> {
+  const callback: Record<string, unknown> = { url: parseUrl('--url', opts.url!) };
+  if (opts.method !== undefined) callback.method = parseEnum('--method', opts.method.toUpperCase(), callbackMethods);
+  if (opts.header !== undefined) callback.headers = Object.fromEntries(opts.header.map((h) => parseHeader('--header', h)));
+  if (opts.timeoutMs !== undefined) {
+    callback.timeout_ms = parseIntIn('--timeout-ms', opts.timeoutMs, 1, limits.callbackTimeoutMsMax);
+  }
+  if (opts.maxAttempts !== undefined) {
+    callback.retry = { max_attempts: parseIntIn('--max-attempts', opts.maxAttempts, 1, limits.retryMaxAttemptsMax) };
+  }
+  return callback;
+}
+
+function targetFields(opts: JobAddOptions, body: Record<string, unknown>): void {
+  atMostOne(given([['--task', opts.task], ['--url', opts.url]]), 'a job calls a task or an inline callback');
+  if (opts.task === undefined && opts.url === undefined) throw usageError('job add: give --task NAME or --url URL');
+  if (opts.task !== undefined) {
+    const inline = given([
+      ['--method', opts.method],
+      ['--header', opts.header],
+      ['--timeout-ms', opts.timeoutMs],
+      ['--max-attempts', opts.maxAttempts],
+    ]);
+    if (inline.length > 0) throw usageError(`${inline.join(', ')}: only with --url (the task defines them)`);
+    if (!taskNamePattern.test(opts.task)) throw usageError(`--task: invalid task name ${JSON.stringify(opts.task)}`);
+    body.task = opts.task;
+  } else {
+    body.callback = callbackBody(opts);
+  }
+}
+
+function payloadFields(opts: JobAddOptions, body: Record<string, unknown>): void {
+  const names = given([['--payload', opts.payload], ['--payload-file', opts.payloadFile], ['--payload-base64', opts.payloadBase64]]);
+  atMostOne(names, 'one payload');
+  if (opts.payload !== undefined) body.payload = parseJson('--payload', opts.payload);
+  if (opts.payloadFile !== undefined) {
+    body.payload = parseJson('--payload-file', readTextFile('--payload-file', opts.payloadFile));
+  }
+  if (opts.payloadBase64 !== undefined) body.payload_base64 = parseBase64('--payload-base64', opts.payloadBase64);
+}
+
+function scheduleField(opts: JobAddOptions): Record<string, unknown> | undefined {
+  const kinds = given([['--at', opts.at], ['--delay-ms', opts.delayMs], ['--cron', opts.cron], ['--every-ms', opts.everyMs]]);
+  atMostOne(kinds, 'one schedule');
+  if (opts.timezone !== undefined && opts.cron === undefined) throw usageError('--timezone: only with --cron');
+  if (opts.startAt !== undefined && opts.everyMs === undefined) throw usageError('--start-at: only with --every-ms');
+  if (opts.at !== undefined) return { at: parseTime('--at', opts.at) };
+  if (opts.delayMs !== undefined) return { delay_ms: parseIntIn('--delay-ms', opts.delayMs, 0, Number.MAX_SAFE_INTEGER) };
+  if (opts.cron !== undefined) {
+    if (opts.cron.trim() === '') throw usageError('--cron: must not be empty');
+    return opts.timezone === undefined ? { cron: opts.cron } : { cron: opts.cron, timezone: opts.timezone };
+  }
+  if (opts.everyMs !== undefined) {
+    const every: Record<string, unknown> = { every_ms: parseIntIn('--every-ms', opts.everyMs, limits.everyMsMin, limits.everyMsMax) };
+    if (opts.startAt !== undefined) every.start_at = parseTime('--start-at', opts.startAt);
+    return every;
+  }
+  return undefined; // absent = now
+}
+
+/** The POST /v1/jobs body and headers that `job add` sends; usage errors (exit 2) before any request. */
+export function buildJobRequest(opts: JobAddOptions): { body: Record<string, unknown>; headers: Record<string, string> } {
+  const body: Record<string, unknown> = {};
+  if (opts.id !== undefined) {
+    if (!jobIdPattern.test(opts.id)) throw usageError(`--id: must match [A-Za-z0-9._:-]{1,128}, got ${JSON.stringify(opts.id)}`);
+    body.id = opts.id;
+  }
+  targetFields(opts, body);
+  payloadFields(opts, body);
+  const schedule = scheduleField(opts);
+  if (schedule !== undefined) body.schedule = schedule;
+  if (opts.endAt !== undefined) body.end_at = parseTime('--end-at', opts.endAt);
+  if (opts.maxRuns !== undefined) body.max_runs = parseIntIn('--max-runs', opts.maxRuns, 0, Number.MAX_SAFE_INTEGER);
+  if (opts.misfire !== undefined) body.misfire = parseEnum('--misfire', opts.misfire, ['fire_once', 'skip', 'fire_all'] as const);
+  if (opts.overlap !== undefined) body.overlap = parseEnum('--overlap', opts.overlap, ['allow', 'skip', 'buffer_one'] as const);
+  if (opts.metadata !== undefined) body.metadata = parseJsonObject('--metadata', opts.metadata);
+  const headers: Record<string, string> = {};
+  if (opts.idempotencyKey !== undefined) {
+    if (opts.idempotencyKey.trim() === '') throw usageError('--idempotency-key: must not be empty');
+    headers['idempotency-key'] = opts.idempotencyKey;
+  }
+  return { body, headers };
+}
+
+interface PageOptions extends ClientOptions {
+  limit?: string;
+  cursor?: string;
+  all?: boolean;
+}
+
+/**
+ * GET a paged list (`{<key>: [...], next_cursor}`); with --all, follow next_cursor until null (bounded by
+ * cliLimits.listPagesMax) and answer one page holding every item.
+ */
+async function fetchPages(
+  client: Client,
+  path: string,
+  query: URLSearchParams,
+  key: string,
+  opts: PageOptions,
+): Promise<{ items: Record<string, unknown>[]; nextCursor: string | null; raw: unknown }> {
+  if (opts.limit !== undefined) query.set('limit', String(parseIntIn('--limit', opts.limit, 1, limits.listLimitMax)));
+  let cursor = opts.cursor ?? null;
+  const items: Record<string, unknown>[] = [];
+  for (let page = 0; page < cliLimits.listPagesMax; page++) {
+    if (cursor !== null) query.set('cursor', cursor);
+    const qs = query.toString();
+    const { body } = await client.call('GET', qs === '' ? path : `${path}?${qs}`);
+    const list = isPlainObject(body) ? body[key] : undefined;
+    if (!Array.isArray(list)) throw new CliError(exitCodes.runtime, `error: bad_response: ${path} answered without a "${key}" list`);
+    items.push(...(list as Record<string, unknown>[]));
+    const next = isPlainObject(body) && typeof body.next_cursor === 'string' ? body.next_cursor : null;
+    if (opts.all !== true) return { items, nextCursor: next, raw: body };
+    if (next === null) return { items, nextCursor: null, raw: { [key]: items, next_cursor: null } };
+    cursor = next;
+  }
+  throw new CliError(exitCodes.runtime, `punctual: --all stopped after ${cliLimits.listPagesMax} pages`);
+}
+
+function printPage(client: Client, io: CliIo, page: { nextCursor: string | null; raw: unknown }, table: string): void {
+  if (client.json) {
+    printJson(io, page.raw);
+    return;
+  }
+  io.stdout.write(table);
+  if (page.nextCursor !== null) io.stdout.write(`next cursor: ${page.nextCursor}\n`);
+}
+
+function addJobAdd(job: Command, io: CliIo): void {
+  withClientOptions(job.command('add').description('create a job (POST /v1/jobs)'))
+    .option('--task <name>', 'the task to run (or --url for an inline callback)')
+    .option('--url <url>', 'inline callback URL')
+    .option('--method <method>', 'inline callback method: GET|POST|PUT|PATCH|DELETE (default POST)')
+    .option('--header <name:value>', 'inline callback header (repeatable)', collect)
+    .option('--timeout-ms <ms>', 'inline callback timeout')
+    .option('--max-attempts <n>', 'inline callback attempts before the execution fails')
+    .option('--payload <json>', 'callback body, JSON')
+    .option('--payload-file <file>', 'callback body, a JSON file')
+    .option('--payload-base64 <b64>', 'callback body, raw bytes in base64')
+    .option('--at <time>', 'fire once at TIME (RFC 3339 or epoch ms)')
+    .option('--delay-ms <ms>', 'fire once after MS milliseconds')
+    .option('--cron <expr>', 'cron expression, 5 fields or 6 with seconds first')
+    .option('--timezone <zone>', 'IANA time zone of --cron (default UTC)')
+    .option('--every-ms <ms>', 'fire every MS milliseconds')
+    .option('--start-at <time>', 'first fire time of --every-ms (default now)')
+    .option('--id <id>', 'client job id, [A-Za-z0-9._:-]{1,128} (default: generated)')
+    .option('--end-at <time>', 'end of a recurring schedule')
+    .option('--max-runs <n>', 'stop after N runs (0 = unlimited)')
+    .option('--misfire <policy>', 'fire_once|skip|fire_all (recurring jobs, after downtime)')
+    .option('--overlap <policy>', 'allow|skip|buffer_one (recurring jobs, while a run is going)')
+    .option('--metadata <json>', 'free-form JSON object (<= 4 KiB)')
+    .option('--idempotency-key <key>', 'Idempotency-Key header: a repeat returns the existing job')
+    .action(async (opts: JobAddOptions) => {
+      const req = buildJobRequest(opts);
+      await withClient(opts, io, async (client) => {
+        const { body } = await client.call('POST', '/v1/jobs', { body: req.body, headers: req.headers });
+        printOne(client, io, body);
+      });
+    });
+}
+
+function addJobList(job: Command, io: CliIo): void {
+  withClientOptions(job.command('list').description('list jobs (GET /v1/jobs)'))
+    .option('--state <state>', `only jobs in this state: ${jobStates.join('|')}`)
+    .option('--task <name>', 'only jobs of this task')
+    .option('--limit <n>', `jobs per page, 1..${limits.listLimitMax} (server default ${limits.listLimitDefault})`)
+    .option('--cursor <cursor>', 'continue from a previous next cursor')
+    .option('--all', 'follow next cursors until the end')
+    .action(async (opts: PageOptions & { state?: string; task?: string }) => {
+      const query = new URLSearchParams();
+      if (opts.state !== undefined) query.set('state', parseEnum('--state', opts.state.toUpperCase(), jobStates));
+      if (opts.task !== undefined) query.set('task', opts.task);
+      await withClient(opts, io, async (client) => {
+        const page = await fetchPages(client, '/v1/jobs', query, 'jobs', opts);
+        printPage(client, io, page, jobsTable(page.items));
+      });
+    });
+}
+
+function addJobHistory(job: Command, io: CliIo): void {
+  withClientOptions(job.command('history').argument('<id>', 'job id').description('executions of a job'))
+    .option('--limit <n>', `executions per page, 1..${limits.listLimitMax}`)
+    .option('--cursor <cursor>', 'continue from a previous next cursor')
+    .option('--all', 'follow next cursors until the end')
+    .action(async (id: string, opts: PageOptions) => {
+      await withClient(opts, io, async (client) => {
+        const page = await fetchPages(client, `/v1/jobs/${seg(id)}/executions`, new URLSearchParams(), 'executions', opts);
+        printPage(client, io, page, executionsTable(page.items));
+      });
+    });
+}
+
+/** get, cancel, pause, resume, run: one id in, the job out. */
+function addJobVerbs(job: Command, io: CliIo): void {
+  const verbs: Array<[string, string, string | null]> = [
+    ['get', 'show a job', null],
+    ['cancel', 'cancel a job: once acknowledged, it never fires again', 'cancel'],
+    ['pause', 'pause a job', 'pause'],
+    ['resume', 'resume a paused job', 'resume'],
+    ['run', 'fire one extra run now', 'run'],
+  ];
+  for (const [name, description, action] of verbs) {
+    withClientOptions(job.command(name).argument('<id>', 'job id').description(description)).action(
+      async (id: string, opts: ClientOptions) => {
+        await withClient(opts, io, async (client) => {
+          const path = `/v1/jobs/${seg(id)}` + (action === null ? '' : `/${action}`);
+          const { body } = await client.call(action === null ? 'GET' : 'POST', path);
+          printOne(client, io, body);
+        });
+      },
+    );
+  }
+}
+
+export function registerJobCommands(program: Command, io: CliIo): void {
+  const job = program.command('job').description('create, inspect and control jobs');
+  addJobAdd(job, io);
+  addJobVerbs(job, io);
+  addJobList(job, io);
+  addJobHistory(job, io);
+}

@@ -1,0 +1,171 @@
+/**
+ * Value parsers for flags and env vars. Each returns the parsed value or throws usageError with a reason that
+ * names the flag, so the user sees exactly one line saying what to fix.
+ */
+import { isIPv4, isIPv6 } from 'node:net';
+import { readFileSync } from 'node:fs';
+import { nodeIdPattern } from '../src/core/ids.js';
+import { usageError } from './io.js';
+
+export interface HostPort {
+  /** Without brackets for IPv6 (what net.Server.listen and undici expect). */
+  host: string;
+  port: number;
+}
+
+const hostnamePattern = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
+
+/** HOST:PORT with HOST an IPv4 address, a host name, or [IPv6]. Port 0 (pick a free port) only if allowed. */
+export function parseHostPort(what: string, text: string, allowPortZero: boolean): HostPort {
+  const m = /^(\[[^\]]+\]|[^:[\]]+):(\d{1,5})$/.exec(text);
+  if (m === null) throw usageError(`${what}: expected HOST:PORT, got ${JSON.stringify(text)}`);
+  const rawHost = m[1];
+  const port = Number(m[2]);
+  const host = rawHost.startsWith('[') ? rawHost.slice(1, -1) : rawHost;
+  const hostOk = rawHost.startsWith('[') ? isIPv6(host) : isIPv4(host) || hostnamePattern.test(host);
+  if (!hostOk) throw usageError(`${what}: invalid host ${JSON.stringify(rawHost)}`);
+  const portMin = allowPortZero ? 0 : 1;
+  if (port < portMin || port > 65535) {
+    throw usageError(`${what}: port must be in ${portMin}..65535, got ${m[2]}`);
+  }
+  return { host, port };
+}
+
+export function formatHostPort(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+export function parseNodeId(what: string, text: string): string {
+  if (!nodeIdPattern.test(text)) {
+    throw usageError(`${what}: node id must match [a-z0-9-]{1,32}, got ${JSON.stringify(text)}`);
+  }
+  return text;
+}
+
+export interface PeerAddress {
+  id: string;
+  host: string;
+  port: number;
+}
+
+/** `ID=HOST:PORT,...`: no empty entry, no duplicate id or address, never this node itself. */
+export function parsePeers(text: string, selfId: string): PeerAddress[] {
+  const peers: PeerAddress[] = [];
+  const seenIds = new Set<string>();
+  const seenAddrs = new Set<string>();
+  for (const entry of text.split(',')) {
+    const eq = entry.indexOf('=');
+    if (eq < 0) throw usageError(`--peers: expected ID=HOST:PORT, got ${JSON.stringify(entry)}`);
+    const id = parseNodeId('--peers', entry.slice(0, eq));
+    const addr = parseHostPort(`--peers (${id})`, entry.slice(eq + 1), false);
+    if (id === selfId) throw usageError(`--peers: lists this node's own id ${JSON.stringify(id)}`);
+    if (seenIds.has(id)) throw usageError(`--peers: duplicate node id ${JSON.stringify(id)}`);
+    const key = formatHostPort(addr.host, addr.port);
+    if (seenAddrs.has(key)) throw usageError(`--peers: duplicate address ${key}`);
+    seenIds.add(id);
+    seenAddrs.add(key);
+    peers.push({ id, ...addr });
+  }
+  return peers;
+}
+
+/** A decimal integer in [min, max] (no sign unless min < 0, no exponent, no fraction). */
+export function parseIntIn(what: string, text: string, min: number, max: number): number {
+  if (!/^-?\d+$/.test(text)) throw usageError(`${what}: expected an integer, got ${JSON.stringify(text)}`);
+  const n = Number(text);
+  if (!Number.isSafeInteger(n) || n < min || n > max) {
+    throw usageError(`${what}: must be in ${min}..${max}, got ${text}`);
+  }
+  return n;
+}
+
+export function parseNumberIn(what: string, text: string, min: number, max: number): number {
+  const n = /^\d+(\.\d+)?$/.test(text) ? Number(text) : NaN;
+  if (!Number.isFinite(n) || n < min || n > max) {
+    throw usageError(`${what}: expected a number in ${min}..${max}, got ${JSON.stringify(text)}`);
+  }
+  return n;
+}
+
+export function parseEnum<T extends string>(what: string, text: string, allowed: readonly T[]): T {
+  if (!(allowed as readonly string[]).includes(text)) {
+    throw usageError(`${what}: must be one of ${allowed.join('|')}, got ${JSON.stringify(text)}`);
+  }
+  return text as T;
+}
+
+export function parseBool(what: string, text: string): boolean {
+  const t = text.toLowerCase();
+  if (t === 'true' || t === '1' || t === 'yes') return true;
+  if (t === 'false' || t === '0' || t === 'no') return false;
+  throw usageError(`${what}: expected true|false, got ${JSON.stringify(text)}`);
+}
+
+/** A secret read from a file: readable, trailing newline(s) dropped, not empty. */
+export function readSecretFile(what: string, path: string): string {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw usageError(`${what}: cannot read ${JSON.stringify(path)}: ${errorCode(err)}`);
+  }
+  const secret = text.replace(/[\r\n]+$/, '');
+  if (secret.trim() === '') throw usageError(`${what}: ${JSON.stringify(path)} is empty`);
+  if (secret.includes('\n')) throw usageError(`${what}: ${JSON.stringify(path)} must hold one line`);
+  return secret;
+}
+
+export function readTextFile(what: string, path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    throw usageError(`${what}: cannot read ${JSON.stringify(path)}: ${errorCode(err)}`);
+  }
+}
+
+/** JSON text (a flag value or a file), with the parser's reason on failure. */
+export function parseJson(what: string, text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    throw usageError(`${what}: invalid JSON: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+export function parseJsonObject(what: string, text: string): Record<string, unknown> {
+  const value = parseJson(what, text);
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw usageError(`${what}: expected a JSON object`);
+  }
+  return value as Record<string, unknown>;
+}
+
+const rfc3339Pattern = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
+
+/** A time as API.md accepts it: RFC 3339 with any offset (sent as is) or epoch milliseconds (sent as a number). */
+export function parseTime(what: string, text: string): string | number {
+  if (/^\d+$/.test(text)) return parseIntIn(what, text, 0, Number.MAX_SAFE_INTEGER);
+  if (rfc3339Pattern.test(text) && Number.isFinite(Date.parse(text))) return text;
+  throw usageError(`${what}: expected an RFC 3339 time (2026-12-01T09:00:00Z) or epoch ms, got ${JSON.stringify(text)}`);
+}
+
+/** `name:value` (the first colon splits; the name is lower-cased as the API stores it). */
+export function parseHeader(what: string, text: string): [string, string] {
+  const colon = text.indexOf(':');
+  const name = colon > 0 ? text.slice(0, colon).trim().toLowerCase() : '';
+  if (name === '' || !/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(name)) {
+    throw usageError(`${what}: expected NAME:VALUE, got ${JSON.stringify(text)}`);
+  }
+  return [name, text.slice(colon + 1).trim()];
+}
+
+export function parseBase64(what: string, text: string): string {
+  const ok = text.length % 4 === 0 && /^[A-Za-z0-9+/]*={0,2}$/.test(text);
+  if (!ok) throw usageError(`${what}: expected standard base64 (A-Z a-z 0-9 + / with = padding)`);
+  return text;
+}
+
+function errorCode(err: unknown): string {
+  if (typeof err === 'object' && err !== null && 'code' in err) return String((err as { code: unknown }).code);
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,245 @@
+/**
+ * `punctual serve`: flags and PUNCTUAL_* env vars (API.md section 1) -> a validated NodeConfig -> startNode.
+ * Precedence: flag, then env var, then default. A bad value is a usage error (exit 2) naming the flag or the
+ * env var it came from; a failure to start is a runtime error (exit 1).
+ */
+import { resolve as resolvePath } from 'node:path';
+import { Command, Option } from 'commander';
+import type { NodeConfig } from '../src/node/api.js';
+import { startNode } from '../src/node/node.js';
+import { cliLimits } from '../src/core/limits.js';
+import { createLogger, type LogLevel, type Logger } from '../src/core/log.js';
+import { CliError, exitCodes, usageError, type CliIo } from './io.js';
+import {
+  formatHostPort,
+  parseBool,
+  parseEnum,
+  parseHostPort,
+  parseIntIn,
+  parseNodeId,
+  parsePeers,
+  readSecretFile,
+} from './parse.js';
+
+/** Raw option values as commander hands them over (strings; undefined when the flag is absent). */
+export interface ServeOptions {
+  listen?: string;
+  data?: string;
+  nodeId?: string;
+  peerListen?: string;
+  peers?: string;
+  shards?: string;
+  authToken?: string;
+  authTokenFile?: string;
+  clusterSecret?: string;
+  clusterSecretFile?: string;
+  fsync?: string;
+  logLevel?: string;
+  logFormat?: string;
+  metricsAuth?: boolean;
+  clockOffsetMs?: string;
+  checkConfig?: boolean;
+}
+
+type Env = Record<string, string | undefined>;
+
+export const serveDefaults = {
+  listen: '127.0.0.1:8080',
+  data: './punctual-data',
+  nodeId: 'n1',
+  peerListen: '127.0.0.1:8081',
+  shards: 8,
+  fsync: 'batch',
+  logLevel: 'info',
+  logFormat: 'json',
+} as const;
+
+const shardsMax = cliLimits.shardsMax;
+const clockOffsetMsMax = 365 * 24 * 60 * 60 * 1000;
+const logLevels: readonly LogLevel[] = ['debug', 'info', 'warn', 'error'];
+
+/** `--node-id` -> `PUNCTUAL_NODE_ID`. */
+export function envName(flag: string): string {
+  return 'PUNCTUAL_' + flag.replace(/^--/, '').replace(/-/g, '_').toUpperCase();
+}
+
+interface Picked {
+  value: string;
+  /** The flag or env var it came from, for error messages. */
+  source: string;
+}
+
+/** Flag wins over env; an empty env var counts as unset (a blank line in a unit file must not mean ""). */
+function pick(flag: string, flagValue: string | undefined, env: Env): Picked | null {
+  if (flagValue !== undefined) {
+    if (flagValue === '') throw usageError(`${flag}: must not be empty`);
+    return { value: flagValue, source: flag };
+  }
+  const name = envName(flag);
+  const fromEnv = env[name];
+  if (fromEnv !== undefined && fromEnv !== '') return { value: fromEnv, source: name };
+  return null;
+}
+
+/**
+ * A secret given inline or as a file, by flag or env. Both forms at the same level is a usage error; any flag
+ * form wins over both env forms.
+ */
+function pickSecret(flag: string, inline: string | undefined, file: string | undefined, env: Env): string | null {
+  const fileFlag = `${flag}-file`;
+  if (inline !== undefined && file !== undefined) {
+    throw usageError(`${flag} and ${fileFlag} are mutually exclusive`);
+  }
+  if (inline !== undefined || file !== undefined) {
+    if (file !== undefined) return readSecretFile(fileFlag, file);
+    if (inline === '') throw usageError(`${flag}: must not be empty`);
+    return inline ?? null;
+  }
+  const envInline = pick(flag, undefined, env);
+  const envFile = pick(fileFlag, undefined, env);
+  if (envInline !== null && envFile !== null) {
+    throw usageError(`${envName(flag)} and ${envName(fileFlag)} are mutually exclusive`);
+  }
+  if (envFile !== null) return readSecretFile(envFile.source, envFile.value);
+  return envInline?.value ?? null;
+}
+
+/** Validates every serve flag and env var into a NodeConfig; throws a usage error (exit 2) on the first bad one. */
+export function resolveServeConfig(opts: ServeOptions, env: Env): NodeConfig {
+  const valueOf = (flag: string, flagValue: string | undefined, fallback: string): Picked =>
+    pick(flag, flagValue, env) ?? { value: fallback, source: flag };
+
+  const nodeIdP = valueOf('--node-id', opts.nodeId, serveDefaults.nodeId);
+  const nodeId = parseNodeId(nodeIdP.source, nodeIdP.value);
+  const listenP = valueOf('--listen', opts.listen, serveDefaults.listen);
+  const listen = parseHostPort(listenP.source, listenP.value, true);
+  const peerListenP = valueOf('--peer-listen', opts.peerListen, serveDefaults.peerListen);
+  const peerListen = parseHostPort(peerListenP.source, peerListenP.value, true);
+  if (listen.port !== 0 && listen.port === peerListen.port && listen.host === peerListen.host) {
+    throw usageError(`--listen and --peer-listen must differ, both are ${listenP.value}`);
+  }
+  const peersP = pick('--peers', opts.peers, env);
+  const peers = peersP === null ? [] : parsePeers(peersP.value, nodeId);
+  const shardsP = valueOf('--shards', opts.shards, String(serveDefaults.shards));
+  const dataP = valueOf('--data', opts.data, serveDefaults.data);
+  const fsyncP = valueOf('--fsync', opts.fsync, serveDefaults.fsync);
+  const levelP = valueOf('--log-level', opts.logLevel, serveDefaults.logLevel);
+  const formatP = valueOf('--log-format', opts.logFormat, serveDefaults.logFormat);
+  const authToken = pickSecret('--auth-token', opts.authToken, opts.authTokenFile, env);
+  const clusterSecret = pickSecret('--cluster-secret', opts.clusterSecret, opts.clusterSecretFile, env);
+  const metricsAuth = resolveMetricsAuth(opts.metricsAuth, env);
+  if (metricsAuth && authToken === null) {
+    throw usageError('--metrics-auth needs an auth token (--auth-token or --auth-token-file)');
+  }
+  const offsetP = valueOf('--clock-offset-ms', opts.clockOffsetMs, '0');
+  return {
+    listenHost: listen.host,
+    listenPort: listen.port,
+    dataDir: resolvePath(dataP.value),
+    nodeId,
+    peerListenHost: peerListen.host,
+    peerListenPort: peerListen.port,
+    peers,
+    shards: parseIntIn(shardsP.source, shardsP.value, 1, shardsMax),
+    authToken,
+    clusterSecret,
+    fsync: parseEnum(fsyncP.source, fsyncP.value, ['always', 'batch', 'off'] as const),
+    logLevel: parseEnum(levelP.source, levelP.value, logLevels),
+    logFormat: parseEnum(formatP.source, formatP.value, ['json', 'pretty'] as const),
+    metricsAuth,
+    clockOffsetMs: parseIntIn(offsetP.source, offsetP.value, -clockOffsetMsMax, clockOffsetMsMax),
+  };
+}
+
+function resolveMetricsAuth(flag: boolean | undefined, env: Env): boolean {
+  if (flag === true) return true;
+  const fromEnv = pick('--metrics-auth', undefined, env);
+  return fromEnv === null ? false : parseBool(fromEnv.source, fromEnv.value);
+}
+
+/** The config as printed by --check-config and logged at start: secrets never leave the process. */
+export function redactedConfig(config: NodeConfig): Record<string, unknown> {
+  const redact = (s: string | null): string | null => (s === null ? null : `<redacted, ${s.length} chars>`);
+  return { ...config, authToken: redact(config.authToken), clusterSecret: redact(config.clusterSecret) };
+}
+
+export function registerServeCommand(program: Command, io: CliIo): void {
+  const cmd = program
+    .command('serve')
+    .description('run a node (the daemon); every flag also reads PUNCTUAL_<FLAG_IN_CAPS> from the environment')
+    .option('--listen <host:port>', `client API address (default ${serveDefaults.listen})`)
+    .option('--data <dir>', `where this node keeps its SQLite files (default ${serveDefaults.data})`)
+    .option('--node-id <id>', `this node's id, [a-z0-9-]{1,32} (default ${serveDefaults.nodeId})`)
+    .option('--peer-listen <host:port>', `Raft transport address (default ${serveDefaults.peerListen})`)
+    .option('--peers <list>', "the other members' peer addresses, ID=HOST:PORT,... (default: none, single node)")
+    .option('--shards <n>', `shard groups, 1..${shardsMax}, fixed at bootstrap (default ${serveDefaults.shards})`)
+    .option('--auth-token <token>', 'require Authorization: Bearer TOKEN on /v1/*')
+    .option('--auth-token-file <file>', 'read the auth token from a file')
+    .option('--cluster-secret <secret>', 'secret that peers must present')
+    .option('--cluster-secret-file <file>', 'read the cluster secret from a file')
+    .option('--fsync <mode>', `always|batch|off (default ${serveDefaults.fsync})`)
+    .option('--log-level <level>', `debug|info|warn|error (default ${serveDefaults.logLevel})`)
+    .option('--log-format <format>', `json|pretty (default ${serveDefaults.logFormat})`)
+    .option('--metrics-auth', 'require the auth token on /metrics too')
+    .option('--check-config', 'validate the configuration, print it as JSON (secrets redacted) and exit')
+    .addOption(new Option('--clock-offset-ms <ms>', 'test only: skew this node clock').hideHelp());
+  cmd.action(async (opts: ServeOptions) => {
+    const config = resolveServeConfig(opts, io.env);
+    if (opts.checkConfig === true) {
+      io.stdout.write(JSON.stringify(redactedConfig(config), null, 2) + '\n');
+      return;
+    }
+    await serve(config, io);
+  });
+}
+
+async function serve(config: NodeConfig, io: CliIo): Promise<void> {
+  const logger = createLogger({
+    level: config.logLevel,
+    format: config.logFormat,
+    write: (line) => io.stderr.write(line + '\n'),
+  });
+  logger.debug('starting', { config: redactedConfig(config) });
+  let handle: { nodeId: string; apiPort: number; close(): Promise<void> };
+  try {
+    handle = await startNode(config, { logger });
+  } catch (err) {
+    logger.error('failed to start', { err });
+    throw new CliError(exitCodes.runtime, '');
+  }
+  logger.info('ready', {
+    node_id: handle.nodeId,
+    listen: formatHostPort(config.listenHost, handle.apiPort),
+    peer_listen: formatHostPort(config.peerListenHost, config.peerListenPort),
+    peers: config.peers.map((p) => p.id),
+    shards: config.shards,
+    data: config.dataDir,
+  });
+  installShutdown(handle, logger, io);
+}
+
+/** First SIGTERM/SIGINT: close gracefully, then exit 0 (1 if close fails). A second one: exit 1 at once. */
+function installShutdown(handle: { close(): Promise<void> }, logger: Logger, io: CliIo): void {
+  let closing = false;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (closing) {
+      logger.warn('second signal, exiting now', { signal });
+      io.exit(exitCodes.runtime);
+      return;
+    }
+    closing = true;
+    logger.info('shutting down', { signal });
+    handle.close().then(
+      () => {
+        logger.info('stopped');
+        io.exit(exitCodes.ok);
+      },
+      (err: unknown) => {
+        logger.error('shutdown failed', { err });
+        io.exit(exitCodes.runtime);
+      },
+    );
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+}
