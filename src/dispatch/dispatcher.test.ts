@@ -1,0 +1,471 @@
+/**
+ * The dispatcher against real receivers on 127.0.0.1 (node:http and raw node:net servers, port 0).
+ * Assertions are about behaviour and ordering, never about how long something took.
+ */
+import { createHmac } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock, systemClock } from '../core/clock.js';
+import { limits } from '../core/limits.js';
+import { silentLogger } from '../core/log.js';
+import type { CallbackSpec } from '../scheduler/types.js';
+import { Dispatcher, type AttemptOutcome, type Delivery, type DispatcherOptions } from './dispatcher.js';
+import { verifySignature } from './signature.js';
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()!();
+});
+
+type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+async function httpReceiver(handler: Handler): Promise<{ url: string; server: Server }> {
+  const server = createServer(handler);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  const port = (server.address() as { port: number }).port;
+  return { url: `http://127.0.0.1:${port}`, server };
+}
+
+async function netReceiver(onConnection: (socket: Socket) => void): Promise<string> {
+  const sockets = new Set<Socket>();
+  const server: NetServer = createNetServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => {});
+    onConnection(socket);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(async () => {
+    for (const s of sockets) s.destroy();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  return `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+}
+
+function dispatcher(options: Partial<DispatcherOptions> = {}): Dispatcher {
+  const d = new Dispatcher({ clock: systemClock(), logger: silentLogger, ...options });
+  cleanups.push(() => d.close(0));
+  return d;
+}
+
+function spec(url: string, overrides: Partial<CallbackSpec> = {}): CallbackSpec {
+  return {
+    url,
+    method: 'POST',
+    headers: {},
+    timeoutMs: 5_000,
+    retry: { maxAttempts: 3, initialBackoffMs: 100, maxBackoffMs: 1000, multiplier: 2, jitter: false },
+    signingSecret: null,
+    maxConcurrency: 100,
+    ...overrides,
+  };
+}
+
+let jobCounter = 0;
+function delivery(s: CallbackSpec, overrides: Partial<Delivery> = {}): Delivery {
+  jobCounter++;
+  return {
+    jobId: `job-${jobCounter}`,
+    scheduledAtMs: 1_700_000_000_000 + jobCounter,
+    attempt: 1,
+    fencingToken: '0.1',
+    spec: s,
+    body: new TextEncoder().encode('{"n":1}'),
+    concurrencyKey: 'task-a',
+    ...overrides,
+  };
+}
+
+function readBody(req: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+  });
+}
+
+describe('headers and signature', () => {
+  it('sends every callback header exactly, the body as is, and a signature that verifies', async () => {
+    const seen: Array<{ method: string; url: string; headers: IncomingMessage['headers']; raw: string[]; body: Buffer }> = [];
+    const { url } = await httpReceiver(async (req, res) => {
+      const body = await readBody(req);
+      seen.push({ method: req.method!, url: req.url!, headers: req.headers, raw: req.rawHeaders, body });
+      res.end('ok');
+    });
+    const clock = new ManualClock(1_700_000_123_456);
+    const d = dispatcher({ clock });
+    const secret = 'shh-its-a-secret';
+    const s = spec(`${url}/hooks/run?x=1`, {
+      headers: { 'x-custom': 'v1', 'x-punctual-attempt': '999', 'x-deduplication-key': 'forged' },
+      signingSecret: secret,
+    });
+    const body = new TextEncoder().encode('{"hello":"wörld"}');
+    const outcome = await d.send(
+      delivery(s, { jobId: 'j-42', scheduledAtMs: 1_700_000_000_000, attempt: 3, fencingToken: '2.7', body }),
+    );
+
+    expect(outcome).toEqual({
+      kind: 'succeeded',
+      statusCode: 200,
+      error: null,
+      retryAfterMs: null,
+      startedAtMs: 1_700_000_123_456,
+      finishedAtMs: 1_700_000_123_456,
+    });
+    expect(seen).toHaveLength(1);
+    const got = seen[0];
+    expect(got.method).toBe('POST');
+    expect(got.url).toBe('/hooks/run?x=1');
+    expect(got.headers['x-deduplication-key']).toBe('j-42:1700000000000');
+    expect(got.headers['x-punctual-job-id']).toBe('j-42');
+    expect(got.headers['x-punctual-scheduled-at']).toBe('1700000000000');
+    expect(got.headers['x-punctual-attempt']).toBe('3');
+    expect(got.headers['x-punctual-fencing-token']).toBe('2.7');
+    expect(got.headers['x-custom']).toBe('v1');
+    expect(got.headers['content-type']).toBe('application/json');
+    // A user header never overrides ours, and is not sent alongside it either.
+    const names = got.raw.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase());
+    expect(names.filter((n) => n === 'x-punctual-attempt')).toHaveLength(1);
+    expect(names.filter((n) => n === 'x-deduplication-key')).toHaveLength(1);
+    expect(Buffer.compare(got.body, Buffer.from(body))).toBe(0);
+
+    const signature = got.headers['x-punctual-signature'] as string;
+    expect(signature).toMatch(/^t=1700000123456,v1=[0-9a-f]{64}$/);
+    expect(verifySignature(secret, signature, got.body, 5_000, 1_700_000_124_000)).toBe(true);
+    const independent = createHmac('sha256', secret)
+      .update(Buffer.concat([Buffer.from('1700000123456.'), got.body]))
+      .digest('hex');
+    expect(signature).toBe(`t=1700000123456,v1=${independent}`);
+    expect(verifySignature('other-secret', signature, got.body, 5_000, 1_700_000_124_000)).toBe(false);
+  });
+
+  it('keeps a user content-type, signs nothing without a secret, and sends an empty GET without a body', async () => {
+    const seen: Array<{ method: string; headers: IncomingMessage['headers']; body: Buffer }> = [];
+    const { url } = await httpReceiver(async (req, res) => {
+      seen.push({ method: req.method!, headers: req.headers, body: await readBody(req) });
+      res.end();
+    });
+    const d = dispatcher();
+    const typed = spec(url, { headers: { 'content-type': 'text/plain' } });
+    expect((await d.send(delivery(typed))).kind).toBe('succeeded');
+    const get = spec(`${url}/ping`, { method: 'GET' });
+    expect((await d.send(delivery(get, { body: new Uint8Array(0) }))).kind).toBe('succeeded');
+
+    expect(seen[0].headers['content-type']).toBe('text/plain');
+    expect(seen[0].headers['x-punctual-signature']).toBeUndefined();
+    expect(seen[1].method).toBe('GET');
+    expect(seen[1].headers['content-type']).toBeUndefined();
+    expect(seen[1].headers['content-length']).toBeUndefined();
+    expect(seen[1].body.length).toBe(0);
+  });
+
+  it('calls onStart with the startedAtMs of the outcome', async () => {
+    const { url } = await httpReceiver((_req, res) => res.end());
+    const starts: Array<[string, number]> = [];
+    const clock = new ManualClock(5_000);
+    const d = dispatcher({ clock, onStart: (dl, at) => starts.push([dl.jobId, at]) });
+    const dl = delivery(spec(url));
+    const pending = d.send(dl);
+    clock.advance(10);
+    const outcome = await pending;
+    expect(starts).toEqual([[dl.jobId, 5_000]]);
+    expect(outcome.startedAtMs).toBe(5_000);
+    expect(outcome.finishedAtMs).toBe(5_010);
+  });
+});
+
+describe('classification', () => {
+  it('maps statuses: 2xx succeeded, 408/429/5xx retryable, 3xx and other 4xx permanent', async () => {
+    let redirectFollowed = 0;
+    const { url } = await httpReceiver((req, res) => {
+      if (req.url === '/elsewhere') {
+        redirectFollowed++;
+        res.end();
+        return;
+      }
+      const status = Number(req.url!.slice('/status/'.length));
+      if (status >= 300 && status < 400) res.setHeader('location', '/elsewhere');
+      res.statusCode = status;
+      res.end(status === 204 || status === 304 ? undefined : `status ${status}`);
+    });
+    const d = dispatcher();
+    const expected: Array<[number, AttemptOutcome['kind']]> = [
+      [200, 'succeeded'], [201, 'succeeded'], [204, 'succeeded'], [299, 'succeeded'],
+      [301, 'permanent'], [302, 'permanent'], [304, 'permanent'], [307, 'permanent'],
+      [400, 'permanent'], [401, 'permanent'], [404, 'permanent'], [409, 'permanent'], [422, 'permanent'],
+      [408, 'retryable'], [429, 'retryable'], [500, 'retryable'], [502, 'retryable'], [503, 'retryable'],
+      [599, 'retryable'],
+    ];
+    for (const [status, kind] of expected) {
+      const outcome = await d.send(delivery(spec(`${url}/status/${status}`)));
+      expect({ status, kind: outcome.kind }).toEqual({ status, kind });
+      expect(outcome.statusCode).toBe(status);
+      expect(outcome.error).toBe(kind === 'succeeded' ? null : `HTTP ${status}`);
+    }
+    expect(redirectFollowed).toBe(0);
+  });
+
+  it('parses Retry-After in seconds and as an HTTP date, clamps it, and ignores it on success', async () => {
+    const { url } = await httpReceiver((req, res) => {
+      const [, status, value] = decodeURIComponent(req.url!).split('|');
+      res.statusCode = Number(status);
+      res.setHeader('retry-after', value);
+      res.end();
+    });
+    const clock = new ManualClock(1_700_000_000_000);
+    const d = dispatcher({ clock });
+    const send = (status: number, value: string) =>
+      d.send(delivery(spec(`${url}/${encodeURIComponent(`|${status}|${value}`)}`)));
+
+    expect((await send(503, '7')).retryAfterMs).toBe(7_000);
+    const date = new Date(1_700_000_120_000).toUTCString();
+    expect(await send(429, date)).toMatchObject({ kind: 'retryable', statusCode: 429, retryAfterMs: 120_000 });
+    expect((await send(503, '99999999')).retryAfterMs).toBe(limits.retryAfterMsMax);
+    expect((await send(503, new Date(1_600_000_000_000).toUTCString())).retryAfterMs).toBe(0);
+    expect((await send(503, 'soon-ish')).retryAfterMs).toBeNull();
+    expect((await send(200, '7')).retryAfterMs).toBeNull();
+  });
+
+  it('times out a receiver that never answers, and drops its connection', async () => {
+    let closedByClient = 0;
+    const { url } = await httpReceiver((req) => {
+      req.socket.on('close', () => closedByClient++);
+    });
+    const d = dispatcher();
+    const outcome = await d.send(delivery(spec(url, { timeoutMs: 200 })));
+    expect(outcome).toMatchObject({ kind: 'retryable', statusCode: null, error: 'timeout after 200 ms' });
+    await waitFor(() => closedByClient === 1);
+    expect(d.inFlight()).toBe(0);
+  });
+
+  it('times out a body that never ends (the timeout covers the body)', async () => {
+    const { url } = await httpReceiver((_req, res) => {
+      res.writeHead(200, { 'content-length': '100' });
+      res.write('partial');
+    });
+    const d = dispatcher();
+    const outcome = await d.send(delivery(spec(url, { timeoutMs: 200 })));
+    expect(outcome).toMatchObject({ kind: 'retryable', statusCode: 200, error: 'timeout after 200 ms' });
+  });
+
+  it('treats a destroyed socket, a TCP reset and a refused connection as retryable', async () => {
+    const { url: destroying } = await httpReceiver((req) => req.socket.destroy());
+    const resetting = await netReceiver((socket) => socket.once('data', () => socket.resetAndDestroy()));
+    const closedPort = await netReceiver(() => {});
+    await cleanups.pop()!(); // close it now: its port refuses connections
+    await new Promise((r) => setTimeout(r, 10));
+    const d = dispatcher();
+
+    const destroyed = await d.send(delivery(spec(destroying)));
+    expect(destroyed).toMatchObject({ kind: 'retryable', statusCode: null });
+    expect(destroyed.error).toMatch(/other side closed|ECONNRESET|UND_ERR_SOCKET/);
+    expect(await d.send(delivery(spec(resetting)))).toMatchObject({ kind: 'retryable', error: 'ECONNRESET' });
+    expect(await d.send(delivery(spec(closedPort)))).toMatchObject({ kind: 'retryable', error: 'ECONNREFUSED' });
+  });
+
+  it('treats a garbage response as retryable', async () => {
+    const url = await netReceiver((socket) =>
+      socket.once('data', () => socket.end('THIS IS NOT HTTP AT ALL\r\n\u0000\u0001\r\n\r\n')),
+    );
+    const d = dispatcher();
+    const outcome = await d.send(delivery(spec(url)));
+    expect(outcome).toMatchObject({ kind: 'retryable', statusCode: null });
+    expect(outcome.error).toMatch(/^(HTTPParserError|HPE_\w+): /);
+  });
+
+  it('fails invalid and non-HTTP URLs permanently without sending', async () => {
+    const d = dispatcher();
+    expect(await d.send(delivery(spec('not a url')))).toMatchObject({ kind: 'permanent', error: 'invalid url' });
+    expect(await d.send(delivery(spec('ftp://127.0.0.1/x')))).toMatchObject({
+      kind: 'permanent',
+      error: 'unsupported url scheme ftp:',
+    });
+  });
+
+  it('fails a header undici cannot send permanently, and keeps going', async () => {
+    const { url } = await httpReceiver((_req, res) => res.end());
+    const d = dispatcher();
+    const bad = spec(url, { headers: { 'x-bad': 'line\r\nbreak' } });
+    const outcome = await d.send(delivery(bad));
+    expect(outcome.kind).toBe('permanent');
+    expect(outcome.error).toMatch(/UND_ERR_INVALID_ARG/);
+    expect((await d.send(delivery(spec(url)))).kind).toBe('succeeded');
+  });
+});
+
+describe('response bodies', () => {
+  it('does not buffer a huge body: it settles on the status and drops the connection', async () => {
+    let bytesWritten = 0;
+    let receiverSawClose = false;
+    const { url } = await httpReceiver((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      const chunk = Buffer.alloc(16 * 1024, 0x61);
+      // An endless body: only a client that stops reading can ever settle.
+      const pump = (): void => {
+        let more = true;
+        while (!res.destroyed && more) {
+          more = res.write(chunk);
+          bytesWritten += chunk.length;
+        }
+        if (!res.destroyed) res.once('drain', pump);
+      };
+      res.on('close', () => (receiverSawClose = true));
+      pump();
+    });
+    const d = dispatcher();
+    const outcome = await d.send(delivery(spec(url)));
+    expect(outcome).toMatchObject({ kind: 'succeeded', statusCode: 200, error: null });
+    await waitFor(() => receiverSawClose);
+    expect(bytesWritten).toBeGreaterThan(limits.responseBodyBytesMax);
+  });
+
+  it('reads a small body to its end and reuses keep-alive connections', async () => {
+    const ports: number[] = [];
+    const { url } = await httpReceiver((req, res) => {
+      ports.push(req.socket.remotePort!);
+      res.end('x'.repeat(limits.responseBodyBytesMax));
+    });
+    const d = dispatcher();
+    for (let i = 0; i < 6; i++) expect((await d.send(delivery(spec(url)))).kind).toBe('succeeded');
+    // undici's pool may alternate between two idle sockets, but sequential sends never need a new one each.
+    expect(new Set(ports).size).toBeLessThanOrEqual(2);
+  });
+});
+
+describe('isolation and concurrency', () => {
+  it('a slow target does not delay a fast one', async () => {
+    const releaseSlow: Array<() => void> = [];
+    const { url: slow } = await httpReceiver((_req, res) => releaseSlow.push(() => res.end('slow')));
+    const { url: fast } = await httpReceiver((_req, res) => res.end('fast'));
+    const d = dispatcher();
+    const order: string[] = [];
+    const slowSpec = spec(slow, { maxConcurrency: 1 });
+    const slowOnes = [1, 2].map((i) =>
+      d.send(delivery(slowSpec, { concurrencyKey: 'slow' })).then((o) => (order.push(`slow${i}`), o)),
+    );
+    await waitFor(() => releaseSlow.length === 1); // the first slow request is held by its receiver
+    const fastOutcome = await d.send(delivery(spec(fast), { concurrencyKey: 'fast' }));
+    order.push('fast');
+    expect(fastOutcome.kind).toBe('succeeded');
+    expect(d.queued()).toBe(1); // the second slow one waits for its own key only
+    releaseSlow.shift()!();
+    await waitFor(() => releaseSlow.length === 1);
+    releaseSlow.shift()!();
+    for (const o of await Promise.all(slowOnes)) expect(o.kind).toBe('succeeded');
+    expect(order).toEqual(['fast', 'slow1', 'slow2']);
+  });
+
+  it('a hanging target does not stall another target on the same key budget', async () => {
+    const { url: hanging } = await httpReceiver(() => {});
+    const { url: fast } = await httpReceiver((_req, res) => res.end());
+    const d = dispatcher();
+    const hung = d.send(delivery(spec(hanging, { timeoutMs: 300 }), { concurrencyKey: 'hang' }));
+    const ok = await d.send(delivery(spec(fast), { concurrencyKey: 'other' }));
+    expect(ok.kind).toBe('succeeded');
+    expect(d.inFlight()).toBe(1);
+    expect((await hung).error).toBe('timeout after 300 ms');
+  });
+
+  it('enforces maxConcurrency per key and starts a key in FIFO order', async () => {
+    let current = 0;
+    let maxSeen = 0;
+    const arrivals: string[] = [];
+    const { url } = await httpReceiver((req, res) => {
+      current++;
+      maxSeen = Math.max(maxSeen, current);
+      arrivals.push(req.headers['x-punctual-job-id'] as string);
+      setTimeout(() => {
+        current--;
+        res.end();
+      }, 20);
+    });
+    const d = dispatcher();
+    const s = spec(url, { maxConcurrency: 3 });
+    const deliveries = Array.from({ length: 12 }, () => delivery(s, { concurrencyKey: 'limited' }));
+    const pending = deliveries.map((dl) => d.send(dl));
+    expect(d.inFlight()).toBe(3);
+    expect(d.queued()).toBe(9);
+    for (const o of await Promise.all(pending)) expect(o.kind).toBe('succeeded');
+    expect(maxSeen).toBe(3);
+    expect(d.inFlight()).toBe(0);
+    expect(d.queued()).toBe(0);
+
+    arrivals.length = 0;
+    const one = spec(url, { maxConcurrency: 1 });
+    const serial = Array.from({ length: 6 }, () => delivery(one, { concurrencyKey: 'serial' }));
+    await Promise.all(serial.map((dl) => d.send(dl)));
+    expect(arrivals).toEqual(serial.map((dl) => dl.jobId));
+  });
+
+  it('enforces the global inFlightMax across keys', async () => {
+    let current = 0;
+    let maxSeen = 0;
+    const { url } = await httpReceiver((_req, res) => {
+      current++;
+      maxSeen = Math.max(maxSeen, current);
+      setTimeout(() => {
+        current--;
+        res.end();
+      }, 20);
+    });
+    const d = dispatcher({ inFlightMax: 2 });
+    const pending = Array.from({ length: 8 }, (_, i) => d.send(delivery(spec(url), { concurrencyKey: `k${i}` })));
+    for (const o of await Promise.all(pending)) expect(o.kind).toBe('succeeded');
+    expect(maxSeen).toBe(2);
+  });
+
+  it('frees the slot of a timed-out attempt for the next one of its key', async () => {
+    let hits = 0;
+    const { url } = await httpReceiver((req, res) => {
+      hits++;
+      if (req.url === '/ok') res.end();
+    });
+    const d = dispatcher();
+    const first = d.send(delivery(spec(`${url}/hang`, { timeoutMs: 200, maxConcurrency: 1 })));
+    const second = d.send(delivery(spec(`${url}/ok`, { maxConcurrency: 1 })));
+    expect(d.queued()).toBe(1);
+    expect((await first).error).toBe('timeout after 200 ms');
+    expect((await second).kind).toBe('succeeded');
+    expect(hits).toBe(2);
+  });
+});
+
+describe('close', () => {
+  it('fails queued sends, aborts in-flight ones after the grace, and refuses new ones', async () => {
+    let closedByClient = 0;
+    const { url } = await httpReceiver((req) => req.socket.on('close', () => closedByClient++));
+    const d = new Dispatcher({ clock: systemClock(), logger: silentLogger });
+    const s = spec(url, { maxConcurrency: 1 });
+    const inFlight = d.send(delivery(s));
+    const queued = d.send(delivery(s));
+    await waitFor(() => d.inFlight() === 1 && d.queued() === 1);
+    await d.close(50);
+    expect(await queued).toMatchObject({ kind: 'retryable', error: 'dispatcher closed' });
+    expect(await inFlight).toMatchObject({ kind: 'retryable', error: 'aborted: dispatcher closed' });
+    expect(await d.send(delivery(s))).toMatchObject({ kind: 'retryable', error: 'dispatcher closed' });
+    expect(d.inFlight()).toBe(0);
+    await waitFor(() => closedByClient === 1);
+  });
+
+  it('lets in-flight requests finish within the grace', async () => {
+    const { url } = await httpReceiver((_req, res) => setTimeout(() => res.end(), 30));
+    const d = new Dispatcher({ clock: systemClock(), logger: silentLogger });
+    const pending = d.send(delivery(spec(url)));
+    await waitFor(() => d.inFlight() === 1);
+    await d.close(10_000);
+    expect((await pending).kind).toBe('succeeded');
+  });
+});
+
+async function waitFor(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
