@@ -1,0 +1,276 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { limits } from '../core/limits.js';
+import {
+  fireAllStart,
+  firstOccurrence,
+  nextOccurrence,
+  previewOccurrences,
+  validateCron,
+} from './schedule.js';
+import type { Schedule } from './types.js';
+
+const ms = (iso: string): number => Date.parse(iso);
+const iso = (t: number | null): string | null => (t === null ? null : new Date(t).toISOString());
+const cron = (expr: string, timezone = 'UTC', startAtMs: number | null = null): Schedule => ({
+  kind: 'cron',
+  cron: expr,
+  timezone,
+  startAtMs,
+});
+/** n successive occurrences from fromMs (first at or after, then strictly after each). */
+function walk(s: Schedule, fromMs: number, n: number): string[] {
+  return previewOccurrences(s, fromMs, n).map((t) => iso(t)!);
+}
+
+describe('once (at / delay / now, resolved by the proposer)', () => {
+  const s: Schedule = { kind: 'once', atMs: ms('2027-01-01T00:00:00.000Z') };
+  it('first is atMs, even in the past', () => {
+    expect(firstOccurrence(s, ms('2026-01-01T00:00:00Z'))).toBe(s.atMs);
+    expect(firstOccurrence(s, ms('2028-01-01T00:00:00Z'))).toBe(s.atMs);
+  });
+  it('has no next after its time, and previews only when not past', () => {
+    expect(nextOccurrence(s, s.atMs)).toBeNull();
+    expect(nextOccurrence(s, s.atMs - 1)).toBe(s.atMs);
+    expect(previewOccurrences(s, s.atMs, 5)).toEqual([s.atMs]);
+    expect(previewOccurrences(s, s.atMs + 1, 5)).toEqual([]);
+  });
+});
+
+describe('every', () => {
+  const start = ms('2027-01-01T00:00:00.000Z');
+  const s: Schedule = { kind: 'every', everyMs: 60_000, startAtMs: start };
+  it('starts at startAtMs and steps by everyMs', () => {
+    expect(firstOccurrence(s, start - 10_000)).toBe(start);
+    expect(firstOccurrence(s, start)).toBe(start);
+    expect(firstOccurrence(s, start + 1)).toBe(start + 60_000);
+    expect(firstOccurrence(s, start + 60_000)).toBe(start + 60_000);
+    expect(nextOccurrence(s, start)).toBe(start + 60_000);
+    expect(nextOccurrence(s, start + 59_999)).toBe(start + 60_000);
+    expect(previewOccurrences(s, start + 30_000, 3)).toEqual([start + 60_000, start + 120_000, start + 180_000]);
+  });
+});
+
+describe('cron', () => {
+  it('5 fields: first is at or after fromMs, next strictly after', () => {
+    const s = cron('0 * * * *');
+    const t = ms('2027-01-01T00:00:00.000Z');
+    expect(firstOccurrence(s, t)).toBe(t);
+    expect(firstOccurrence(s, t + 1)).toBe(t + 3_600_000);
+    expect(nextOccurrence(s, t)).toBe(t + 3_600_000);
+    expect(nextOccurrence(s, t - 1)).toBe(t);
+  });
+  it('6 fields: seconds first', () => {
+    expect(walk(cron('*/15 * * * * *'), ms('2027-01-01T00:00:00.500Z'), 3)).toEqual([
+      '2027-01-01T00:00:15.000Z',
+      '2027-01-01T00:00:30.000Z',
+      '2027-01-01T00:00:45.000Z',
+    ]);
+    expect(walk(cron('30 0 9 * * MON-FRI', 'Europe/Berlin'), ms('2027-03-26T12:00:00Z'), 2)).toEqual([
+      '2027-03-29T07:00:30.000Z', // Monday, CEST (UTC+2): the weekend is skipped
+      '2027-03-30T07:00:30.000Z',
+    ]);
+  });
+  it('respects startAtMs', () => {
+    const s = cron('0 0 * * *', 'UTC', ms('2027-06-01T12:00:00Z'));
+    expect(iso(firstOccurrence(s, ms('2027-01-01T00:00:00Z')))).toBe('2027-06-02T00:00:00.000Z');
+  });
+  it('computes in the zone', () => {
+    expect(iso(firstOccurrence(cron('0 9 * * *', 'Asia/Tokyo'), ms('2027-01-01T00:00:00Z')))).toBe(
+      '2027-01-01T00:00:00.000Z',
+    );
+    expect(iso(firstOccurrence(cron('0 9 * * *', 'America/New_York'), ms('2027-01-01T00:00:00Z')))).toBe(
+      '2027-01-01T14:00:00.000Z',
+    );
+  });
+  it('an expression that never matches has no occurrence', () => {
+    expect(firstOccurrence(cron('0 0 30 2 *'), 0)).toBeNull();
+  });
+  it('@macros', () => {
+    expect(iso(firstOccurrence(cron('@daily', 'UTC'), ms('2027-01-01T00:00:01Z')))).toBe('2027-01-02T00:00:00.000Z');
+  });
+});
+
+describe('DST (exact instants computed by cron-parser 5.10)', () => {
+  it('America/New_York spring forward 2027-03-14: 02:30 runs at 03:30 EDT', () => {
+    expect(walk(cron('30 2 * * *', 'America/New_York'), ms('2027-03-12T12:00:00Z'), 4)).toEqual([
+      '2027-03-13T07:30:00.000Z', // 02:30 EST
+      '2027-03-14T07:30:00.000Z', // 02:30 does not exist: 03:30 EDT
+      '2027-03-15T06:30:00.000Z', // 02:30 EDT
+      '2027-03-16T06:30:00.000Z',
+    ]);
+  });
+  it('America/New_York fall back 2027-11-07: 01:30 runs once, at its first occurrence', () => {
+    expect(walk(cron('30 1 * * *', 'America/New_York'), ms('2027-11-05T12:00:00Z'), 4)).toEqual([
+      '2027-11-06T05:30:00.000Z',
+      '2027-11-07T05:30:00.000Z', // 01:30 EDT; 01:30 EST (06:30Z) is not a second run
+      '2027-11-08T06:30:00.000Z',
+      '2027-11-09T06:30:00.000Z',
+    ]);
+    expect(iso(nextOccurrence(cron('30 1 * * *', 'America/New_York'), ms('2027-11-07T05:30:00Z')))).toBe(
+      '2027-11-08T06:30:00.000Z',
+    );
+  });
+  it('America/New_York */30 keeps counting through both copies of the repeated hour', () => {
+    expect(walk(cron('*/30 * * * *', 'America/New_York'), ms('2027-11-07T04:45:00Z'), 7)).toEqual([
+      '2027-11-07T05:00:00.000Z', // 01:00 EDT
+      '2027-11-07T05:30:00.000Z', // 01:30 EDT
+      '2027-11-07T06:00:00.000Z', // 01:00 EST
+      '2027-11-07T06:30:00.000Z', // 01:30 EST
+      '2027-11-07T07:00:00.000Z', // 02:00 EST
+      '2027-11-07T07:30:00.000Z',
+      '2027-11-07T08:00:00.000Z',
+    ]);
+    expect(walk(cron('*/30 * * * *', 'America/New_York'), ms('2027-03-14T06:15:00Z'), 3)).toEqual([
+      '2027-03-14T06:30:00.000Z', // 01:30 EST
+      '2027-03-14T07:00:00.000Z', // 03:00 EDT (02:xx does not exist)
+      '2027-03-14T07:30:00.000Z',
+    ]);
+  });
+  it('Europe/Berlin 2027: 02:30 on 03-28 runs at 03:30 CEST; on 10-31 once at 02:30 CEST', () => {
+    expect(walk(cron('30 2 * * *', 'Europe/Berlin'), ms('2027-03-26T12:00:00Z'), 4)).toEqual([
+      '2027-03-27T01:30:00.000Z',
+      '2027-03-28T01:30:00.000Z',
+      '2027-03-29T00:30:00.000Z',
+      '2027-03-30T00:30:00.000Z',
+    ]);
+    expect(walk(cron('30 2 * * *', 'Europe/Berlin'), ms('2027-10-29T12:00:00Z'), 4)).toEqual([
+      '2027-10-30T00:30:00.000Z',
+      '2027-10-31T00:30:00.000Z',
+      '2027-11-01T01:30:00.000Z',
+      '2027-11-02T01:30:00.000Z',
+    ]);
+  });
+});
+
+/** The local calendar day of an instant in a zone, as YYYY-MM-DD. */
+function localDay(t: number, timeZone: string): string {
+  return new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' }).format(t);
+}
+
+describe('properties (fast-check)', () => {
+  const zones = ['America/New_York', 'Europe/Berlin', 'Australia/Sydney', 'America/Santiago'];
+  const start2027 = ms('2027-01-01T00:00:00Z');
+
+  it('nextOccurrence is strictly increasing', () => {
+    const schedules = fc.oneof(
+      fc.record({
+        kind: fc.constant('cron' as const),
+        cron: fc.constantFrom('*/30 * * * *', '30 2 * * *', '0 1-3 * * *', '15 */7 * * * *', '0 0 9 * * MON-FRI'),
+        timezone: fc.constantFrom(...zones),
+        startAtMs: fc.constant(null),
+      }),
+      fc.record({
+        kind: fc.constant('every' as const),
+        everyMs: fc.integer({ min: 10, max: 86_400_000 }),
+        startAtMs: fc.integer({ min: start2027 - 1e10, max: start2027 + 1e10 }),
+      }),
+    );
+    fc.assert(
+      fc.property(schedules, fc.integer({ min: start2027, max: start2027 + 2 * 365 * 86_400_000 }), (s, from) => {
+        let prev = firstOccurrence(s, from);
+        expect(prev).not.toBeNull();
+        expect(prev!).toBeGreaterThanOrEqual(from);
+        for (let i = 0; i < 20; i++) {
+          const next = nextOccurrence(s, prev!);
+          expect(next).not.toBeNull();
+          expect(next!).toBeGreaterThan(prev!);
+          prev = next;
+        }
+      }),
+      { numRuns: 60, seed: 20270314 },
+    );
+  });
+
+  it('a daily cron in a DST zone fires exactly once per local day over 2 years', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...zones),
+        fc.integer({ min: 0, max: 23 }),
+        fc.constantFrom(0, 15, 30, 45),
+        (zone, hour, minute) => {
+          const s = cron(`${minute} ${hour} * * *`, zone);
+          const from = ms('2027-01-01T12:00:00Z');
+          const days: string[] = [];
+          let at = firstOccurrence(s, from);
+          while (at !== null && at < from + 730 * 86_400_000) {
+            days.push(localDay(at, zone));
+            at = nextOccurrence(s, at);
+          }
+          expect(new Set(days).size).toBe(days.length); // never twice a day
+          // never skips a day: consecutive fires are on consecutive local days
+          for (let i = 1; i < days.length; i++) {
+            const gapDays = (Date.parse(days[i]!) - Date.parse(days[i - 1]!)) / 86_400_000;
+            expect(gapDays, `${zone} ${hour}:${minute} ${days[i - 1]} -> ${days[i]}`).toBe(1);
+          }
+          expect(days.length).toBeGreaterThanOrEqual(729);
+        },
+      ),
+      { numRuns: 12, seed: 1107 },
+    );
+  });
+});
+
+describe('previewOccurrences', () => {
+  it('returns count occurrences, clamps negative counts', () => {
+    const s = cron('0 0 * * *');
+    expect(previewOccurrences(s, ms('2027-01-01T00:00:00Z'), 3).map(iso)).toEqual([
+      '2027-01-01T00:00:00.000Z',
+      '2027-01-02T00:00:00.000Z',
+      '2027-01-03T00:00:00.000Z',
+    ]);
+    expect(previewOccurrences(s, 0, -1)).toEqual([]);
+    expect(previewOccurrences(s, 0, 0)).toEqual([]);
+  });
+});
+
+describe('fireAllStart', () => {
+  it('keeps the first missed when at most misfireFireAllMax were missed', () => {
+    const s: Schedule = { kind: 'every', everyMs: 1000, startAtMs: 0 };
+    expect(fireAllStart(s, 5000, 5000 + (limits.misfireFireAllMax - 1) * 1000)).toBe(5000);
+  });
+  it('every: replays only the latest misfireFireAllMax', () => {
+    const s: Schedule = { kind: 'every', everyMs: 1000, startAtMs: 0 };
+    const limitMs = 5000 + (limits.misfireFireAllMax + 9) * 1000;
+    const start = fireAllStart(s, 5000, limitMs);
+    expect(start).toBe(5000 + 10 * 1000);
+    expect((limitMs - start) / 1000 + 1).toBe(limits.misfireFireAllMax);
+  });
+  it('cron: replays only the latest misfireFireAllMax', () => {
+    const s = cron('* * * * *');
+    const next = ms('2027-01-01T00:00:00Z');
+    const limitMs = next + (limits.misfireFireAllMax + 99) * 60_000 + 30_000;
+    const start = fireAllStart(s, next, limitMs);
+    expect(start).toBe(next + 100 * 60_000);
+    expect(previewOccurrences(s, start, limits.misfireFireAllMax + 1).filter((t) => t <= limitMs)).toHaveLength(
+      limits.misfireFireAllMax,
+    );
+    expect(fireAllStart(s, next, next + 10 * 60_000)).toBe(next);
+  });
+});
+
+describe('validateCron', () => {
+  it('accepts 5 and 6 fields and macros', () => {
+    expect(validateCron('*/5 * * * *', 'UTC')).toBeNull();
+    expect(validateCron('0 0 9 * * MON-FRI', 'Europe/Berlin')).toBeNull();
+    expect(validateCron('0 0 * * THU', 'America/New_York')).toBeNull();
+    expect(validateCron('@daily', 'UTC')).toBeNull();
+  });
+  it('names the field at fault', () => {
+    expect(validateCron('* * * *', 'UTC')).toEqual({
+      field: 'schedule.cron',
+      message: 'expected 5 fields, or 6 with seconds first; got 4',
+    });
+    expect(validateCron('* * * * * * *', 'UTC')?.field).toBe('schedule.cron');
+    expect(validateCron('61 * * * *', 'UTC')?.message).toMatch(/61/);
+    expect(validateCron('H * * * *', 'UTC')?.message).toMatch(/H/);
+    expect(validateCron('0 0 31 2 *', 'UTC')?.field).toBe('schedule.cron');
+    expect(validateCron('', 'UTC')?.field).toBe('schedule.cron');
+    expect(validateCron('@often', 'UTC')?.field).toBe('schedule.cron');
+    expect(validateCron('* * * * *', 'Mars/Olympus')).toEqual({
+      field: 'schedule.timezone',
+      message: 'unknown time zone "Mars/Olympus"',
+    });
+    expect(validateCron('* * * * *', '')?.field).toBe('schedule.timezone');
+  });
+});
