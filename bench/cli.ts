@@ -109,7 +109,7 @@ export function registerBenchCommand(program: Command): void {
             nodes: flags.nodes,
             token: flags.token ?? null,
             receiverPort: flags.receiverPort,
-            logger: createLogger({ format: 'pretty', level: 'info' }),
+            logger: createLogger({ format: 'pretty', level: 'info', write: (line) => writeErr(line + '\n') }),
           });
           const files = await writeResult(result, flags.out);
           results.push(result);
