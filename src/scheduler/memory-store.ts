@@ -1,0 +1,147 @@
+/**
+ * SchedulerStore in memory: the simulator's and the unit tests' store. Records are deep-copied in and out, like
+ * a real database, so a caller that mutates what it read never changes the store behind apply's back.
+ * Queries scan and sort: fine for tests and simulations, not meant for millions of jobs.
+ */
+import type { JobPageQuery, SchedulerStore } from './store.js';
+import { jobStates, type ExecutionRecord, type JobRecord, type JobState, type TaskRecord } from './types.js';
+
+const finalJobStates: ReadonlySet<JobState> = new Set<JobState>(['SUCCEEDED', 'FAILED', 'CANCELLED']);
+
+function isOpen(e: ExecutionRecord): boolean {
+  return e.state === 'QUEUED' || e.state === 'RUNNING';
+}
+
+function byId(a: { id: string }, b: { id: string }): number {
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}
+
+function compareStrings(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+export class MemoryStore implements SchedulerStore {
+  private readonly tasks = new Map<string, TaskRecord>();
+  private readonly jobs = new Map<string, JobRecord>();
+  /** jobId -> scheduledAtMs -> execution. */
+  private readonly executions = new Map<string, Map<number, ExecutionRecord>>();
+
+  getTask(name: string): TaskRecord | null {
+    const t = this.tasks.get(name);
+    return t === undefined ? null : structuredClone(t);
+  }
+
+  putTask(task: TaskRecord): void {
+    this.tasks.set(task.name, structuredClone(task));
+  }
+
+  deleteTask(name: string): boolean {
+    return this.tasks.delete(name);
+  }
+
+  listTasks(): TaskRecord[] {
+    return [...this.tasks.values()]
+      .sort((a, b) => compareStrings(a.name, b.name))
+      .map((t) => structuredClone(t));
+  }
+
+  countLiveJobsOfTask(name: string): number {
+    let n = 0;
+    for (const j of this.jobs.values()) if (j.task === name && !finalJobStates.has(j.state)) n++;
+    return n;
+  }
+
+  getJob(id: string): JobRecord | null {
+    const j = this.jobs.get(id);
+    return j === undefined ? null : structuredClone(j);
+  }
+
+  putJob(job: JobRecord): void {
+    this.jobs.set(job.id, structuredClone(job));
+  }
+
+  listJobs(query: JobPageQuery): JobRecord[] {
+    const out: JobRecord[] = [];
+    for (const j of this.jobs.values()) {
+      if (query.state !== null && j.state !== query.state) continue;
+      if (query.task !== null && j.task !== query.task) continue;
+      if (query.afterId !== null && !(j.id > query.afterId)) continue;
+      out.push(j);
+    }
+    return out
+      .sort(byId)
+      .slice(0, Math.max(0, query.limit))
+      .map((j) => structuredClone(j));
+  }
+
+  dueJobs(untilMs: number, limit: number, after: { atMs: number; id: string } | null): JobRecord[] {
+    const out: JobRecord[] = [];
+    for (const j of this.jobs.values()) {
+      const at = j.nextFireAtMs;
+      if (j.state !== 'PENDING' || at === null || at > untilMs) continue;
+      if (after !== null && (at < after.atMs || (at === after.atMs && !(j.id > after.id)))) continue;
+      out.push(j);
+    }
+    out.sort((a, b) => a.nextFireAtMs! - b.nextFireAtMs! || byId(a, b));
+    return out.slice(0, Math.max(0, limit)).map((j) => structuredClone(j));
+  }
+
+  countJobsByState(): Record<JobState, number> {
+    const counts = Object.fromEntries(jobStates.map((s) => [s, 0])) as Record<JobState, number>;
+    for (const j of this.jobs.values()) counts[j.state]++;
+    return counts;
+  }
+
+  getExecution(jobId: string, scheduledAtMs: number): ExecutionRecord | null {
+    const e = this.executions.get(jobId)?.get(scheduledAtMs);
+    return e === undefined ? null : structuredClone(e);
+  }
+
+  putExecution(execution: ExecutionRecord): void {
+    let perJob = this.executions.get(execution.jobId);
+    if (perJob === undefined) {
+      perJob = new Map();
+      this.executions.set(execution.jobId, perJob);
+    }
+    perJob.set(execution.scheduledAtMs, structuredClone(execution));
+  }
+
+  lastExecution(jobId: string): ExecutionRecord | null {
+    let last: ExecutionRecord | null = null;
+    for (const e of this.executions.get(jobId)?.values() ?? []) {
+      if (last === null || e.scheduledAtMs > last.scheduledAtMs) last = e;
+    }
+    return last === null ? null : structuredClone(last);
+  }
+
+  listExecutions(jobId: string, limit: number, beforeScheduledAtMs: number | null): ExecutionRecord[] {
+    const all = [...(this.executions.get(jobId)?.values() ?? [])];
+    return all
+      .filter((e) => beforeScheduledAtMs === null || e.scheduledAtMs < beforeScheduledAtMs)
+      .sort((a, b) => b.scheduledAtMs - a.scheduledAtMs)
+      .slice(0, Math.max(0, limit))
+      .map((e) => structuredClone(e));
+  }
+
+  openExecutions(jobId: string): ExecutionRecord[] {
+    const all = [...(this.executions.get(jobId)?.values() ?? [])];
+    return all
+      .filter(isOpen)
+      .sort((a, b) => a.scheduledAtMs - b.scheduledAtMs)
+      .map((e) => structuredClone(e));
+  }
+
+  allOpenExecutions(limit: number, after: { jobId: string; scheduledAtMs: number } | null): ExecutionRecord[] {
+    const out: ExecutionRecord[] = [];
+    for (const [jobId, perJob] of this.executions) {
+      if (after !== null && jobId < after.jobId) continue;
+      for (const e of perJob.values()) {
+        if (!isOpen(e)) continue;
+        if (after !== null && jobId === after.jobId && e.scheduledAtMs <= after.scheduledAtMs) continue;
+        out.push(e);
+      }
+    }
+    out.sort((a, b) => compareStrings(a.jobId, b.jobId) || a.scheduledAtMs - b.scheduledAtMs);
+    return out.slice(0, Math.max(0, limit)).map((e) => structuredClone(e));
+  }
+}

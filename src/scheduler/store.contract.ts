@@ -1,0 +1,242 @@
+/**
+ * The SchedulerStore contract: one suite, run against every implementation (MemoryStore in
+ * memory-store.test.ts, SqliteShardStore in src/store). Call runSchedulerStoreContract from a *.test.ts file.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import type { SchedulerStore } from './store.js';
+import type { ExecutionRecord, JobRecord, JobState, TaskRecord } from './types.js';
+
+export function contractTask(name: string, overrides: Partial<TaskRecord> = {}): TaskRecord {
+  return {
+    name,
+    url: `http://127.0.0.1:9/${name}`,
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-extra': 'é' },
+    timeoutMs: 10_000,
+    retry: { maxAttempts: 5, initialBackoffMs: 1000, maxBackoffMs: 60_000, multiplier: 2.5, jitter: true },
+    signingSecret: null,
+    maxConcurrency: 100,
+    createdAtMs: 1_800_000_000_000,
+    updatedAtMs: 1_800_000_000_000,
+    ...overrides,
+  };
+}
+
+export function contractJob(id: string, overrides: Partial<JobRecord> = {}): JobRecord {
+  return {
+    id,
+    task: 'email',
+    callback: null,
+    payload: new Uint8Array([123, 34, 97, 34, 58, 49, 125, 0, 255]),
+    payloadEncoding: 'json',
+    schedule: { kind: 'cron', cron: '0 0 9 * * MON-FRI', timezone: 'Europe/Berlin', startAtMs: null },
+    endAtMs: null,
+    maxRuns: 0,
+    misfire: 'fire_once',
+    overlap: 'allow',
+    metadata: { labels: { team: 'growth' }, n: 1.5, list: [1, 'two', null, false] },
+    requestDigest: `digest-${id}`,
+    idempotencyKey: null,
+    state: 'PENDING',
+    nextFireAtMs: 1_800_000_060_000,
+    runs: 0,
+    shard: 3,
+    createdAtMs: 1_800_000_000_000,
+    updatedAtMs: 1_800_000_000_001,
+    ...overrides,
+  };
+}
+
+export function contractExecution(jobId: string, scheduledAtMs: number, overrides: Partial<ExecutionRecord> = {}) {
+  const e: ExecutionRecord = {
+    jobId,
+    scheduledAtMs,
+    attempt: 1,
+    state: 'RUNNING',
+    startedAtMs: scheduledAtMs + 3,
+    finishedAtMs: null,
+    statusCode: null,
+    error: null,
+    latenessMs: 3,
+    nodeId: 'n1',
+    retryAtMs: null,
+    ...overrides,
+  };
+  return e;
+}
+
+const ids = (jobs: JobRecord[]): string[] => jobs.map((j) => j.id);
+const keys = (es: ExecutionRecord[]): string[] => es.map((e) => `${e.jobId}@${e.scheduledAtMs}`);
+
+export function runSchedulerStoreContract(
+  name: string,
+  makeStore: () => { store: SchedulerStore; cleanup?: () => void },
+): void {
+  describe(`SchedulerStore contract: ${name}`, () => {
+    let cleanups: Array<() => void> = [];
+    const open = (): SchedulerStore => {
+      const made = makeStore();
+      if (made.cleanup) cleanups.push(made.cleanup);
+      return made.store;
+    };
+    afterEach(() => {
+      for (const c of cleanups) c();
+      cleanups = [];
+    });
+
+    it('tasks: put, get, replace, list by name, delete', () => {
+      const s = open();
+      expect(s.getTask('a')).toBeNull();
+      const b = contractTask('b', { signingSecret: 's3cret', headers: {} });
+      s.putTask(b);
+      s.putTask(contractTask('a'));
+      expect(s.getTask('b')).toEqual(b);
+      s.putTask({ ...b, url: 'http://127.0.0.1:9/changed', updatedAtMs: 5 });
+      expect(s.getTask('b')?.url).toBe('http://127.0.0.1:9/changed');
+      expect(s.listTasks().map((t) => t.name)).toEqual(['a', 'b']);
+      expect(s.deleteTask('a')).toBe(true);
+      expect(s.deleteTask('a')).toBe(false);
+      expect(s.getTask('a')).toBeNull();
+      expect(s.listTasks().map((t) => t.name)).toEqual(['b']);
+    });
+
+    it('jobs: round-trip every field exactly, payload as a Uint8Array', () => {
+      const s = open();
+      const cron = contractJob('j-cron');
+      const once = contractJob('j-once', {
+        task: null,
+        callback: contractTask('inline'),
+        payload: new Uint8Array([]),
+        payloadEncoding: 'base64',
+        schedule: { kind: 'once', atMs: 1_800_000_000_500 },
+        endAtMs: 1_900_000_000_000,
+        maxRuns: 7,
+        misfire: 'skip',
+        overlap: 'buffer_one',
+        metadata: null,
+        idempotencyKey: 'idem-1',
+        state: 'RUNNING',
+        nextFireAtMs: null,
+        runs: 1,
+      });
+      const every = contractJob('j-every', { schedule: { kind: 'every', everyMs: 60_000, startAtMs: -1000 } });
+      for (const j of [cron, once, every]) s.putJob(j);
+      for (const j of [cron, once, every]) {
+        const got = s.getJob(j.id)!;
+        expect(got).toEqual(j);
+        expect(got.payload).toBeInstanceOf(Uint8Array);
+        expect(Array.from(got.payload)).toEqual(Array.from(j.payload));
+      }
+      expect(s.getJob('missing')).toBeNull();
+    });
+
+    it('jobs: putJob replaces, and returned records are copies', () => {
+      const s = open();
+      s.putJob(contractJob('j'));
+      s.putJob(contractJob('j', { state: 'PAUSED', runs: 4, nextFireAtMs: 42 }));
+      const got = s.getJob('j')!;
+      expect(got.state).toBe('PAUSED');
+      expect(got.runs).toBe(4);
+      got.runs = 99;
+      got.payload[0] = 0;
+      expect(s.getJob('j')!.runs).toBe(4);
+      expect(s.getJob('j')!.payload[0]).toBe(123);
+      expect(s.listJobs({ state: null, task: null, limit: 10, afterId: null })).toHaveLength(1);
+    });
+
+    it('listJobs: ordered by id, filtered by stored state and task, paged by afterId', () => {
+      const s = open();
+      s.putJob(contractJob('c', { state: 'PAUSED' }));
+      s.putJob(contractJob('a'));
+      s.putJob(contractJob('b', { task: 'other' }));
+      s.putJob(contractJob('d', { task: null, callback: contractTask('x') }));
+      const all = { state: null, task: null, limit: 100, afterId: null };
+      expect(ids(s.listJobs(all))).toEqual(['a', 'b', 'c', 'd']);
+      expect(ids(s.listJobs({ ...all, limit: 2 }))).toEqual(['a', 'b']);
+      expect(ids(s.listJobs({ ...all, afterId: 'b' }))).toEqual(['c', 'd']);
+      expect(ids(s.listJobs({ ...all, state: 'PENDING' }))).toEqual(['a', 'b', 'd']);
+      expect(ids(s.listJobs({ ...all, task: 'email' }))).toEqual(['a', 'c']);
+      expect(ids(s.listJobs({ ...all, state: 'PENDING', task: 'email' }))).toEqual(['a']);
+      expect(ids(s.listJobs({ ...all, state: 'CANCELLED' }))).toEqual([]);
+    });
+
+    it('dueJobs: PENDING only, nextFireAtMs <= until, ordered by (next, id), paged strictly after', () => {
+      const s = open();
+      s.putJob(contractJob('b', { nextFireAtMs: 100 }));
+      s.putJob(contractJob('a', { nextFireAtMs: 100 }));
+      s.putJob(contractJob('c', { nextFireAtMs: 50 }));
+      s.putJob(contractJob('d', { nextFireAtMs: 200 }));
+      s.putJob(contractJob('e', { nextFireAtMs: 10, state: 'PAUSED' }));
+      s.putJob(contractJob('f', { nextFireAtMs: null }));
+      s.putJob(contractJob('g', { nextFireAtMs: 101 }));
+      expect(ids(s.dueJobs(100, 10, null))).toEqual(['c', 'a', 'b']);
+      expect(ids(s.dueJobs(100, 2, null))).toEqual(['c', 'a']);
+      expect(ids(s.dueJobs(100, 10, { atMs: 100, id: 'a' }))).toEqual(['b']);
+      expect(ids(s.dueJobs(1000, 10, { atMs: 50, id: 'c' }))).toEqual(['a', 'b', 'g', 'd']);
+      expect(ids(s.dueJobs(49, 10, null))).toEqual([]);
+    });
+
+    it('countJobsByState has every state; countLiveJobsOfTask ignores final states', () => {
+      const s = open();
+      const states: JobState[] = ['PENDING', 'PENDING', 'RUNNING', 'PAUSED', 'SUCCEEDED', 'FAILED', 'CANCELLED'];
+      states.forEach((state, i) => s.putJob(contractJob(`j${i}`, { state })));
+      s.putJob(contractJob('other', { task: 'other' }));
+      expect(s.countJobsByState()).toEqual({
+        PENDING: 3,
+        QUEUED: 0,
+        RUNNING: 1,
+        SUCCEEDED: 1,
+        FAILED: 1,
+        PAUSED: 1,
+        CANCELLED: 1,
+      });
+      expect(s.countLiveJobsOfTask('email')).toBe(4);
+      expect(s.countLiveJobsOfTask('other')).toBe(1);
+      expect(s.countLiveJobsOfTask('none')).toBe(0);
+    });
+
+    it('executions: round-trip, replace by (jobId, scheduledAtMs), last, list newest first', () => {
+      const s = open();
+      const e1 = contractExecution('j', 1000, { state: 'SUCCEEDED', finishedAtMs: 1010, statusCode: 200 });
+      const e2 = contractExecution('j', 3000, {
+        state: 'QUEUED',
+        attempt: 2,
+        statusCode: 503,
+        error: 'unavailable',
+        retryAtMs: 5000,
+      });
+      const e3 = contractExecution('j', 2000, { state: 'FAILED', error: 'x', finishedAtMs: 2100, statusCode: 404 });
+      const other = contractExecution('k', 9000, { nodeId: null, startedAtMs: null, latenessMs: null });
+      for (const e of [e1, e2, e3, other]) s.putExecution(e);
+      expect(s.getExecution('j', 3000)).toEqual(e2);
+      expect(s.getExecution('k', 9000)).toEqual(other);
+      expect(s.getExecution('j', 4000)).toBeNull();
+      expect(s.lastExecution('j')).toEqual(e2);
+      expect(s.lastExecution('none')).toBeNull();
+      expect(keys(s.listExecutions('j', 10, null))).toEqual(['j@3000', 'j@2000', 'j@1000']);
+      expect(keys(s.listExecutions('j', 2, null))).toEqual(['j@3000', 'j@2000']);
+      expect(keys(s.listExecutions('j', 10, 2000))).toEqual(['j@1000']);
+      s.putExecution({ ...e2, state: 'SUCCEEDED', attempt: 3, retryAtMs: null, finishedAtMs: 5100 });
+      expect(s.getExecution('j', 3000)?.state).toBe('SUCCEEDED');
+      expect(s.listExecutions('j', 10, null)).toHaveLength(3);
+    });
+
+    it('open executions: per job, and for the shard paged by (jobId, scheduledAtMs)', () => {
+      const s = open();
+      s.putExecution(contractExecution('b', 20, { state: 'QUEUED', retryAtMs: 30 }));
+      s.putExecution(contractExecution('b', 10));
+      s.putExecution(contractExecution('b', 5, { state: 'SUCCEEDED' }));
+      s.putExecution(contractExecution('a', 99));
+      s.putExecution(contractExecution('c', 1, { state: 'CANCELLED' }));
+      s.putExecution(contractExecution('c', 2, { state: 'FAILED' }));
+      expect(keys(s.openExecutions('b'))).toEqual(['b@10', 'b@20']);
+      expect(s.openExecutions('c')).toEqual([]);
+      expect(keys(s.allOpenExecutions(10, null))).toEqual(['a@99', 'b@10', 'b@20']);
+      expect(keys(s.allOpenExecutions(2, null))).toEqual(['a@99', 'b@10']);
+      expect(keys(s.allOpenExecutions(10, { jobId: 'b', scheduledAtMs: 10 }))).toEqual(['b@20']);
+      expect(keys(s.allOpenExecutions(10, { jobId: 'a', scheduledAtMs: 1000 }))).toEqual(['b@10', 'b@20']);
+      s.putExecution(contractExecution('b', 10, { state: 'SUCCEEDED' }));
+      expect(keys(s.allOpenExecutions(10, null))).toEqual(['a@99', 'b@20']);
+    });
+  });
+}
