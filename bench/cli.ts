@@ -115,9 +115,8 @@ export function registerBenchCommand(program: Command): void {
           results.push(result);
           if (!flags.json) writeOut(formatTable(result) + `written: ${files.path}\n\n`);
         } catch (err) {
-          writeErr(`punctual: bench ${scenario} failed: ${(err as Error).message}\n`);
-          process.exitCode = 1;
-          return;
+          // A commander error with exit code 1: the CLI prints the one line and exits 1 (runtime failure).
+          this.error(`punctual: bench ${scenario} failed: ${(err as Error).message}`, { exitCode: 1 });
         }
       }
       if (flags.json) writeOut(JSON.stringify(results.length === 1 ? results[0] : results, null, 2) + '\n');

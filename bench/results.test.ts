@@ -8,6 +8,7 @@ import { registerBenchCommand } from './cli.js';
 import { startFixtureNode, type FixtureNode } from './fixture-node.js';
 import { evaluateTargets, targetsFor, writeResult, type BenchResult, type Figures } from './results.js';
 import { formatTable } from './table.js';
+import { freePort } from './node-process.js';
 
 const dirs: string[] = [];
 let fixture: FixtureNode | null = null;
@@ -113,6 +114,16 @@ describe('bench command', () => {
     expect(names).toHaveLength(2);
     expect(names[0]).toBe('latest-submit-batch.json');
     expect(names[1]).toMatch(/^submit-batch-\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z\.json$/);
+  });
+
+  it('fails with exit code 1 and one line when the server cannot be reached', async () => {
+    const port = await freePort();
+    const { cmd, err } = program();
+    const run = cmd.parseAsync(['bench', '--scenario', 'submit', '--server', `http://127.0.0.1:${port}`, '--out', await tempDir()], {
+      from: 'user',
+    });
+    await expect(run).rejects.toMatchObject({ exitCode: 1 });
+    expect(err.join('')).toMatch(/punctual: bench submit failed: .*ECONNREFUSED/);
   });
 
   it('refuses an unknown scenario and a bad number (commander usage errors)', async () => {
