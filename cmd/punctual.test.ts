@@ -1,0 +1,775 @@
+/**
+ * The CLI end to end: commands run in-process through buildProgram/run with buffered io; client commands talk
+ * to a real node:http server on 127.0.0.1 that answers like API.md (a fixture for these tests, recording every
+ * request); the built executable runs as a real process for --version and exit codes.
+ */
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { run, type CliIo } from './punctual.js';
+import { resolveServeConfig } from './serve.js';
+
+interface Result {
+  stdout: string;
+  stderr: string;
+  code: number;
+}
+
+async function cli(argv: string[], env: Record<string, string> = {}): Promise<Result> {
+  let stdout = '';
+  let stderr = '';
+  const exits: number[] = [];
+  const io: CliIo = {
+    stdout: { write: (s: string) => (stdout += s) },
+    stderr: { write: (s: string) => (stderr += s) },
+    env,
+    exit: (code) => void exits.push(code),
+  };
+  await run(argv, io);
+  expect(exits.length).toBeLessThanOrEqual(1);
+  return { stdout, stderr, code: exits[0] ?? 0 };
+}
+
+const tmp = mkdtempSync(join(tmpdir(), 'punctual-cli-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+function file(name: string, text: string): string {
+  const path = join(tmp, name);
+  writeFileSync(path, text);
+  return path;
+}
+
+async function config(argv: string[], env: Record<string, string> = {}): Promise<Record<string, unknown>> {
+  const r = await cli(['serve', '--check-config', ...argv], env);
+  expect(r.stderr).toBe('');
+  expect(r.code).toBe(0);
+  return JSON.parse(r.stdout) as Record<string, unknown>;
+}
+
+describe('serve: flags and env', () => {
+  it('uses the defaults of API.md section 1', async () => {
+    expect(await config([])).toEqual({
+      listenHost: '127.0.0.1',
+      listenPort: 8080,
+      dataDir: resolve('./punctual-data'),
+      nodeId: 'n1',
+      peerListenHost: '127.0.0.1',
+      peerListenPort: 8081,
+      peers: [],
+      shards: 8,
+      authToken: null,
+      clusterSecret: null,
+      fsync: 'batch',
+      logLevel: 'info',
+      logFormat: 'json',
+      metricsAuth: false,
+      clockOffsetMs: 0,
+    });
+  });
+
+  it('reads every flag', async () => {
+    const c = await config([
+      '--listen', '0.0.0.0:8001', '--data', join(tmp, 'd1'), '--node-id', 'node-1', '--peer-listen', '[::1]:9001',
+      '--peers', 'n2=127.0.0.1:9002,n3=localhost:9003', '--shards', '1024', '--auth-token', 'tok',
+      '--cluster-secret', 'sec', '--fsync', 'always', '--log-level', 'debug', '--log-format', 'pretty',
+      '--metrics-auth', '--clock-offset-ms', '-250',
+    ]); // prettier-ignore
+    expect(c).toEqual({
+      listenHost: '0.0.0.0',
+      listenPort: 8001,
+      dataDir: join(tmp, 'd1'),
+      nodeId: 'node-1',
+      peerListenHost: '::1',
+      peerListenPort: 9001,
+      peers: [
+        { id: 'n2', host: '127.0.0.1', port: 9002 },
+        { id: 'n3', host: 'localhost', port: 9003 },
+      ],
+      shards: 1024,
+      authToken: '<redacted, 3 chars>',
+      clusterSecret: '<redacted, 3 chars>',
+      fsync: 'always',
+      logLevel: 'debug',
+      logFormat: 'pretty',
+      metricsAuth: true,
+      clockOffsetMs: -250,
+    });
+  });
+
+  it('reads PUNCTUAL_<FLAG_IN_CAPS> env vars, and a flag wins over its env var', async () => {
+    const env = {
+      PUNCTUAL_LISTEN: '127.0.0.1:7000',
+      PUNCTUAL_NODE_ID: 'env-node',
+      PUNCTUAL_PEER_LISTEN: '127.0.0.1:7001',
+      PUNCTUAL_PEERS: 'n9=127.0.0.1:7009',
+      PUNCTUAL_SHARDS: '3',
+      PUNCTUAL_FSYNC: 'off',
+      PUNCTUAL_LOG_LEVEL: 'warn',
+      PUNCTUAL_LOG_FORMAT: 'pretty',
+      PUNCTUAL_DATA: join(tmp, 'env-data'),
+      PUNCTUAL_AUTH_TOKEN_FILE: file('token', 'from-file-token\n'),
+      PUNCTUAL_CLUSTER_SECRET: 'env-secret',
+      PUNCTUAL_METRICS_AUTH: 'true',
+      PUNCTUAL_CLOCK_OFFSET_MS: '1000',
+    };
+    const fromEnv = await config([], env);
+    expect(fromEnv).toMatchObject({
+      listenPort: 7000,
+      nodeId: 'env-node',
+      peerListenPort: 7001,
+      peers: [{ id: 'n9', host: '127.0.0.1', port: 7009 }],
+      shards: 3,
+      fsync: 'off',
+      logLevel: 'warn',
+      logFormat: 'pretty',
+      dataDir: join(tmp, 'env-data'),
+      authToken: '<redacted, 15 chars>',
+      clusterSecret: '<redacted, 10 chars>',
+      metricsAuth: true,
+      clockOffsetMs: 1000,
+    });
+    const flagged = await config(['--node-id', 'flag-node', '--shards', '5', '--auth-token', 'flag'], env);
+    expect(flagged).toMatchObject({ nodeId: 'flag-node', shards: 5, authToken: '<redacted, 4 chars>', listenPort: 7000 });
+  });
+
+  it('reads secrets from files without their trailing newline; an empty env var counts as unset', () => {
+    const c = resolveServeConfig(
+      { authTokenFile: file('t2', 's3cret\r\n'), clusterSecretFile: file('c2', 'cluster-key') },
+      { PUNCTUAL_NODE_ID: '', PUNCTUAL_AUTH_TOKEN: 'ignored-because-the-flag-wins' },
+    );
+    expect(c.authToken).toBe('s3cret');
+    expect(c.clusterSecret).toBe('cluster-key');
+    expect(c.nodeId).toBe('n1');
+  });
+
+  it('accepts port 0 for the listeners (tests pick a free port) and a bracketed IPv6 host', async () => {
+    const c = await config(['--listen', '127.0.0.1:0', '--peer-listen', '127.0.0.1:0']);
+    expect(c).toMatchObject({ listenPort: 0, peerListenPort: 0 });
+  });
+
+  const missing = join(tmp, 'does-not-exist');
+  const badConfigs: Array<[string, string[], Record<string, string>, string]> = [
+    ['listen without port', ['--listen', '127.0.0.1'], {}, '--listen: expected HOST:PORT'],
+    ['listen port too big', ['--listen', '127.0.0.1:70000'], {}, '--listen: port must be in 0..65535'],
+    ['listen bad host', ['--listen', 'bad_host!:80'], {}, '--listen: invalid host'],
+    ['listen bad IPv6', ['--listen', '[::zz]:80'], {}, '--listen: invalid host'],
+    ['peer-listen garbage', ['--peer-listen', 'nope'], {}, '--peer-listen: expected HOST:PORT'],
+    ['listen equals peer-listen', ['--listen', '127.0.0.1:9000', '--peer-listen', '127.0.0.1:9000'], {}, 'must differ'],
+    ['node id upper case', ['--node-id', 'N1'], {}, '--node-id: node id must match [a-z0-9-]{1,32}'],
+    ['node id too long', ['--node-id', 'a'.repeat(33)], {}, '--node-id: node id must match'],
+    ['node id from env', [], { PUNCTUAL_NODE_ID: 'bad id' }, 'PUNCTUAL_NODE_ID: node id must match'],
+    ['peer without =', ['--peers', 'n2:127.0.0.1:9002'], {}, '--peers: expected ID=HOST:PORT'],
+    ['peer bad id', ['--peers', 'N2=127.0.0.1:9002'], {}, '--peers: node id must match'],
+    ['peer bad address', ['--peers', 'n2=127.0.0.1'], {}, '--peers (n2): expected HOST:PORT'],
+    ['peer port 0', ['--peers', 'n2=127.0.0.1:0'], {}, '--peers (n2): port must be in 1..65535'],
+    ['peer empty entry', ['--peers', 'n2=127.0.0.1:9002,'], {}, '--peers: expected ID=HOST:PORT'],
+    ['duplicate peer id', ['--peers', 'n2=127.0.0.1:9002,n2=127.0.0.1:9003'], {}, '--peers: duplicate node id "n2"'],
+    ['duplicate peer address', ['--peers', 'n2=127.0.0.1:9002,n3=127.0.0.1:9002'], {}, '--peers: duplicate address'],
+    ['self in peers', ['--node-id', 'n1', '--peers', 'n1=127.0.0.1:9002'], {}, "--peers: lists this node's own id"],
+    ['shards 0', ['--shards', '0'], {}, '--shards: must be in 1..1024, got 0'],
+    ['shards 1025', ['--shards', '1025'], {}, '--shards: must be in 1..1024, got 1025'],
+    ['shards not a number', ['--shards', 'many'], {}, '--shards: expected an integer'],
+    ['shards fraction', ['--shards', '1.5'], {}, '--shards: expected an integer'],
+    ['shards from env', [], { PUNCTUAL_SHARDS: '0' }, 'PUNCTUAL_SHARDS: must be in 1..1024'],
+    ['token file missing', ['--auth-token-file', missing], {}, '--auth-token-file: cannot read'],
+    ['token file empty', ['--auth-token-file', file('empty', '\n')], {}, '--auth-token-file: ' + JSON.stringify(join(tmp, 'empty')) + ' is empty'],
+    ['token file of two lines', ['--auth-token-file', file('two', 'a\nb\n')], {}, 'must hold one line'],
+    ['token env file missing', [], { PUNCTUAL_AUTH_TOKEN_FILE: missing }, 'PUNCTUAL_AUTH_TOKEN_FILE: cannot read'],
+    ['token and token file', ['--auth-token', 'x', '--auth-token-file', file('t3', 'y')], {}, '--auth-token and --auth-token-file are mutually exclusive'],
+    ['token env and token file env', [], { PUNCTUAL_AUTH_TOKEN: 'x', PUNCTUAL_AUTH_TOKEN_FILE: file('t4', 'y') }, 'PUNCTUAL_AUTH_TOKEN and PUNCTUAL_AUTH_TOKEN_FILE are mutually exclusive'],
+    ['empty token', ['--auth-token', ''], {}, '--auth-token: must not be empty'],
+    ['cluster secret file missing', ['--cluster-secret-file', missing], {}, '--cluster-secret-file: cannot read'],
+    ['cluster secret file empty', ['--cluster-secret-file', file('empty2', '')], {}, 'is empty'],
+    ['secret and secret file', ['--cluster-secret', 'x', '--cluster-secret-file', file('c3', 'y')], {}, 'mutually exclusive'],
+    ['fsync enum', ['--fsync', 'sometimes'], {}, '--fsync: must be one of always|batch|off, got "sometimes"'],
+    ['fsync env enum', [], { PUNCTUAL_FSYNC: 'never' }, 'PUNCTUAL_FSYNC: must be one of always|batch|off'],
+    ['log level', ['--log-level', 'trace'], {}, '--log-level: must be one of debug|info|warn|error'],
+    ['log format', ['--log-format', 'xml'], {}, '--log-format: must be one of json|pretty'],
+    ['metrics auth without token', ['--metrics-auth'], {}, '--metrics-auth needs an auth token'],
+    ['metrics auth env not a bool', [], { PUNCTUAL_METRICS_AUTH: 'maybe' }, 'PUNCTUAL_METRICS_AUTH: expected true|false'],
+    ['clock offset', ['--clock-offset-ms', 'soon'], {}, '--clock-offset-ms: expected an integer'],
+    ['unknown flag', ['--nope'], {}, "unknown option '--nope'"],
+    ['flag without value', ['--shards'], {}, "option '--shards <n>' argument missing"],
+  ]; // prettier-ignore
+
+  it.each(badConfigs)('%s: one line on stderr, exit 2, nothing started', async (_name, argv, env, reason) => {
+    const r = await cli(['serve', ...argv], env);
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr.startsWith('punctual: ')).toBe(true);
+    expect(r.stderr.endsWith('\n')).toBe(true);
+    expect(r.stderr.trimEnd().split('\n')).toHaveLength(1);
+    expect(r.stderr).toContain(reason);
+  });
+});
+
+describe('program', () => {
+  it('--version prints the package version and a commit', async () => {
+    const r = await cli(['--version'], { PUNCTUAL_BUILD_COMMIT: 'ABCDEF0123456789abcdef' });
+    expect(r).toEqual({ stdout: 'punctual 0.1.0 (abcdef012345)\n', stderr: '', code: 0 });
+    const fallback = await cli(['--version']);
+    expect(fallback.stdout).toMatch(/^punctual 0\.1\.0 \(([0-9a-f]{12}|unknown)\)\n$/);
+  });
+
+  it('--help lists the command groups, exit 0', async () => {
+    const r = await cli(['--help']);
+    expect(r.code).toBe(0);
+    for (const c of ['serve', 'job', 'task', 'cluster', 'bench']) expect(r.stdout).toContain(c);
+  });
+
+  it('no command, or a group without its subcommand, is bad usage: exit 2', async () => {
+    expect((await cli([])).code).toBe(2);
+    expect((await cli(['job'])).code).toBe(2);
+    const r = await cli(['jbo']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("punctual: unknown command 'jbo'");
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------------
+// Client commands against a real HTTP server on 127.0.0.1 that answers like API.md section 2.
+
+interface Recorded {
+  method: string;
+  url: string;
+  headers: Record<string, string | string[] | undefined>;
+  body: unknown;
+}
+
+interface Reply {
+  status: number;
+  body?: unknown;
+  /** Sent as is instead of JSON (for a proxy's HTML error page). */
+  raw?: string;
+  contentType?: string;
+}
+
+type Route = (req: Recorded) => Reply;
+
+const job = {
+  id: 'j1',
+  task: 'send-email',
+  schedule: { cron: '0 9 * * MON-FRI', timezone: 'Europe/Berlin' },
+  state: 'PENDING',
+  next_fire_at: '2026-12-01T08:00:00.000Z',
+  created_at: '2026-11-30T10:00:00.000Z',
+  updated_at: '2026-11-30T10:00:00.000Z',
+  runs: 0,
+  shard: 5,
+  last_execution: null,
+};
+
+const execution = {
+  id: 'j1:1796112000000',
+  scheduled_at: '2026-12-01T08:00:00.000Z',
+  attempt: 2,
+  state: 'FAILED',
+  started_at: '2026-12-01T08:00:00.001Z',
+  finished_at: '2026-12-01T08:00:00.120Z',
+  status_code: 500,
+  error: 'HTTP 500',
+  lateness_ms: 1,
+  node_id: 'n2',
+};
+
+const task = {
+  name: 'send-email',
+  url: 'https://example.com/hooks/email',
+  method: 'POST',
+  headers: {},
+  timeout_ms: 10000,
+  retry: { max_attempts: 5, initial_backoff_ms: 1000, max_backoff_ms: 60000, multiplier: 2, jitter: true },
+  max_concurrency: 100,
+  created_at: '2026-11-30T10:00:00.000Z',
+  updated_at: '2026-11-30T10:00:00.000Z',
+};
+
+let server: Server;
+let base = '';
+let requests: Recorded[] = [];
+let route: Route = () => ({ status: 404, body: { code: 'not_found', detail: 'no route in this test' } });
+
+beforeAll(async () => {
+  server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      const rec: Recorded = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: text === '' ? undefined : JSON.parse(text) };
+      requests.push(rec);
+      const reply = route(rec);
+      if (reply.raw !== undefined) {
+        res.writeHead(reply.status, { 'content-type': reply.contentType ?? 'text/html' }).end(reply.raw);
+        return;
+      }
+      const type = reply.status >= 400 ? 'application/problem+json' : 'application/json';
+      if (reply.body === undefined) res.writeHead(reply.status).end();
+      else res.writeHead(reply.status, { 'content-type': type }).end(JSON.stringify(reply.body));
+    });
+  });
+  await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+
+afterAll(async () => {
+  await new Promise<void>((ok) => server.close(() => ok()));
+});
+
+afterEach(() => {
+  requests = [];
+  route = () => ({ status: 404, body: { code: 'not_found', detail: 'no route in this test' } });
+});
+
+/** Runs a client command against the fixture server. */
+function client(argv: string[], env: Record<string, string> = {}): Promise<Result> {
+  return cli([...argv, '--server', base], env);
+}
+
+describe('job add', () => {
+  it('sends a task job with payload, cron schedule, id, metadata, idempotency key and bearer token', async () => {
+    route = () => ({ status: 201, body: job });
+    const r = await client([
+      'job', 'add', '--task', 'send-email', '--payload', '{"to":"a@b.c"}', '--cron', '0 9 * * MON-FRI',
+      '--timezone', 'Europe/Berlin', '--id', 'j1', '--metadata', '{"team":"x"}', '--idempotency-key', 'k-1',
+      '--misfire', 'skip', '--overlap', 'buffer_one', '--max-runs', '10', '--end-at', '2027-01-01T00:00:00+01:00',
+      '--token', 's3cret',
+    ]); // prettier-ignore
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(requests).toHaveLength(1);
+    const req = requests[0];
+    expect(req.method).toBe('POST');
+    expect(req.url).toBe('/v1/jobs');
+    expect(req.headers.authorization).toBe('Bearer s3cret');
+    expect(req.headers['idempotency-key']).toBe('k-1');
+    expect(req.headers['content-type']).toBe('application/json');
+    expect(req.body).toEqual({
+      id: 'j1',
+      task: 'send-email',
+      payload: { to: 'a@b.c' },
+      schedule: { cron: '0 9 * * MON-FRI', timezone: 'Europe/Berlin' },
+      end_at: '2027-01-01T00:00:00+01:00',
+      max_runs: 10,
+      misfire: 'skip',
+      overlap: 'buffer_one',
+      metadata: { team: 'x' },
+    });
+    expect(r.stdout).toBe(
+      [
+        'id:                j1',
+        'task:              send-email',
+        'schedule.cron:     0 9 * * MON-FRI',
+        'schedule.timezone: Europe/Berlin',
+        'state:             PENDING',
+        'next_fire_at:      2026-12-01T08:00:00.000Z',
+        'created_at:        2026-11-30T10:00:00.000Z',
+        'updated_at:        2026-11-30T10:00:00.000Z',
+        'runs:              0',
+        'shard:             5',
+        'last_execution:    -',
+      ].join('\n') + '\n',
+    );
+  });
+
+  it('sends an inline callback with every callback flag, base64 payload and an every_ms schedule; --json', async () => {
+    route = () => ({ status: 201, body: { ...job, task: null } });
+    const r = await client([
+      'job', 'add', '--url', 'http://127.0.0.1:9999/hook', '--method', 'put', '--header', 'X-Team: ops',
+      '--header', 'content-type:text/plain', '--timeout-ms', '2500', '--max-attempts', '3',
+      '--payload-base64', 'aGVsbG8=', '--every-ms', '60000', '--start-at', '1796112000000', '--json',
+    ]); // prettier-ignore
+    expect(r.code).toBe(0);
+    expect(requests[0].body).toEqual({
+      callback: {
+        url: 'http://127.0.0.1:9999/hook',
+        method: 'PUT',
+        headers: { 'x-team': 'ops', 'content-type': 'text/plain' },
+        timeout_ms: 2500,
+        retry: { max_attempts: 3 },
+      },
+      payload_base64: 'aGVsbG8=',
+      schedule: { every_ms: 60000, start_at: 1796112000000 },
+    });
+    expect(requests[0].headers.authorization).toBeUndefined();
+    expect(JSON.parse(r.stdout)).toEqual({ ...job, task: null });
+  });
+
+  it('reads --payload-file, sends --at and --delay-ms schedules, and no schedule means now', async () => {
+    route = () => ({ status: 200, body: job });
+    await client(['job', 'add', '--task', 't', '--payload-file', file('p.json', '[1,2,3]\n'), '--at', '2026-12-01T09:00:00Z']);
+    await client(['job', 'add', '--task', 't', '--delay-ms', '5000']);
+    await client(['job', 'add', '--task', 't']);
+    expect(requests.map((q) => q.body)).toEqual([
+      { task: 't', payload: [1, 2, 3], schedule: { at: '2026-12-01T09:00:00Z' } },
+      { task: 't', schedule: { delay_ms: 5000 } },
+      { task: 't' },
+    ]);
+  });
+
+  const badAdds: Array<[string, string[], string]> = [
+    ['no target', [], 'give --task NAME or --url URL'],
+    ['task and url', ['--task', 't', '--url', 'http://x/'], '--task and --url are mutually exclusive'],
+    ['callback flag with task', ['--task', 't', '--header', 'a:b'], '--header: only with --url'],
+    ['bad url', ['--url', 'ftp://x/'], '--url: expected an absolute http(s) URL'],
+    ['bad method', ['--url', 'http://x/', '--method', 'TRACE'], '--method: must be one of GET|POST|PUT|PATCH|DELETE'],
+    ['bad header', ['--url', 'http://x/', '--header', 'no-colon'], '--header: expected NAME:VALUE'],
+    ['bad task name', ['--task', 'a b'], '--task: invalid task name'],
+    ['bad id', ['--task', 't', '--id', 'a/b'], '--id: must match'],
+    ['two payloads', ['--task', 't', '--payload', '1', '--payload-base64', 'AA=='], '--payload and --payload-base64 are mutually exclusive'],
+    ['payload not JSON', ['--task', 't', '--payload', '{oops'], '--payload: invalid JSON'],
+    ['payload file missing', ['--task', 't', '--payload-file', join(tmp, 'nope.json')], '--payload-file: cannot read'],
+    ['bad base64', ['--task', 't', '--payload-base64', 'abc'], '--payload-base64: expected standard base64'],
+    ['two schedules', ['--task', 't', '--at', '1', '--cron', '* * * * *'], '--at and --cron are mutually exclusive'],
+    ['timezone without cron', ['--task', 't', '--timezone', 'UTC'], '--timezone: only with --cron'],
+    ['start-at without every', ['--task', 't', '--start-at', '1'], '--start-at: only with --every-ms'],
+    ['bad time', ['--task', 't', '--at', 'tomorrow'], '--at: expected an RFC 3339 time'],
+    ['negative delay', ['--task', 't', '--delay-ms', '-5'], '--delay-ms: must be in 0..'],
+    ['every too small', ['--task', 't', '--every-ms', '1'], '--every-ms: must be in 10..'],
+    ['bad misfire', ['--task', 't', '--misfire', 'sometimes'], '--misfire: must be one of fire_once|skip|fire_all'],
+    ['bad overlap', ['--task', 't', '--overlap', 'never'], '--overlap: must be one of allow|skip|buffer_one'],
+    ['metadata not an object', ['--task', 't', '--metadata', '[1]'], '--metadata: expected a JSON object'],
+    ['max runs negative', ['--task', 't', '--max-runs', '-1'], '--max-runs: must be in 0..'],
+    ['timeout 0', ['--url', 'http://x/', '--timeout-ms', '0'], '--timeout-ms: must be in 1..'],
+  ]; // prettier-ignore
+
+  it.each(badAdds)('%s: exit 2 with one line, no request sent', async (_name, argv, reason) => {
+    const r = await client(['job', 'add', ...argv]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`punctual: ${r.stderr.slice('punctual: '.length).trimEnd()}\n`);
+    expect(r.stderr).toContain(reason);
+    expect(r.stderr.trimEnd().split('\n')).toHaveLength(1);
+    expect(requests).toHaveLength(0);
+  });
+});
+
+describe('job get|cancel|pause|resume|run|list|history', () => {
+  it('maps each verb to its method and path, escaping the id', async () => {
+    route = () => ({ status: 200, body: job });
+    for (const verb of ['get', 'cancel', 'pause', 'resume', 'run']) {
+      const r = await client(['job', verb, 'a/b c']);
+      expect(r.code).toBe(0);
+      expect(r.stdout).toContain('id:                j1\n');
+    }
+    expect(requests.map((q) => `${q.method} ${q.url}`)).toEqual([
+      'GET /v1/jobs/a%2Fb%20c',
+      'POST /v1/jobs/a%2Fb%20c/cancel',
+      'POST /v1/jobs/a%2Fb%20c/pause',
+      'POST /v1/jobs/a%2Fb%20c/resume',
+      'POST /v1/jobs/a%2Fb%20c/run',
+    ]);
+  });
+
+  it('list sends the filters and prints a table and the next cursor', async () => {
+    route = () => ({ status: 200, body: { jobs: [job, { ...job, id: 'job-two', task: null, schedule: { every_ms: 500 }, runs: 12 }], next_cursor: 'c2' } });
+    const r = await client(['job', 'list', '--state', 'pending', '--task', 'send-email', '--limit', '2']);
+    expect(r.code).toBe(0);
+    expect(requests[0].method).toBe('GET');
+    expect(requests[0].url).toBe('/v1/jobs?state=PENDING&task=send-email&limit=2');
+    expect(r.stdout).toBe(
+      [
+        'ID       TASK        STATE    SCHEDULE                              NEXT FIRE AT              RUNS  SHARD',
+        'j1       send-email  PENDING  cron "0 9 * * MON-FRI" Europe/Berlin  2026-12-01T08:00:00.000Z  0     5',
+        'job-two  (callback)  PENDING  every 500ms                           2026-12-01T08:00:00.000Z  12    5',
+        'next cursor: c2',
+      ].join('\n') + '\n',
+    );
+  });
+
+  it('list --all follows next_cursor to the end; with --json it prints one merged page', async () => {
+    route = (q) => {
+      const cursor = new URL(q.url, 'http://x').searchParams.get('cursor');
+      if (cursor === null) return { status: 200, body: { jobs: [job], next_cursor: 'p2' } };
+      if (cursor === 'p2') return { status: 200, body: { jobs: [{ ...job, id: 'j2' }], next_cursor: 'p3' } };
+      return { status: 200, body: { jobs: [{ ...job, id: 'j3' }], next_cursor: null } };
+    };
+    const r = await client(['job', 'list', '--all', '--json']);
+    expect(r.code).toBe(0);
+    expect(requests.map((q) => q.url)).toEqual(['/v1/jobs', '/v1/jobs?cursor=p2', '/v1/jobs?cursor=p3']);
+    const page = JSON.parse(r.stdout) as { jobs: Array<{ id: string }>; next_cursor: null };
+    expect(page.jobs.map((j) => j.id)).toEqual(['j1', 'j2', 'j3']);
+    expect(page.next_cursor).toBeNull();
+  });
+
+  it('list rejects a state that does not exist and a limit over the maximum', async () => {
+    expect((await client(['job', 'list', '--state', 'DONE'])).stderr).toContain('--state: must be one of PENDING|');
+    expect((await client(['job', 'list', '--limit', '1001'])).stderr).toContain('--limit: must be in 1..1000');
+    expect(requests).toHaveLength(0);
+  });
+
+  it('history prints the executions table', async () => {
+    route = () => ({ status: 200, body: { executions: [execution], next_cursor: null } });
+    const r = await client(['job', 'history', 'j1', '--limit', '5', '--cursor', 'c0']);
+    expect(requests[0].url).toBe('/v1/jobs/j1/executions?limit=5&cursor=c0');
+    expect(r.stdout).toBe(
+      [
+        'SCHEDULED AT              ATTEMPT  STATE   STATUS  LATENESS MS  NODE  FINISHED AT               ERROR',
+        '2026-12-01T08:00:00.000Z  2        FAILED  500     1            n2    2026-12-01T08:00:00.120Z  HTTP 500',
+      ].join('\n') + '\n',
+    );
+  });
+});
+
+describe('task put|get|list|delete', () => {
+  it('put sends the flags as the API.md task body', async () => {
+    route = () => ({ status: 201, body: task });
+    const r = await client([
+      'task', 'put', 'send-email', '--url', 'https://example.com/hooks/email', '--method', 'post',
+      '--header', 'content-type:application/json', '--timeout-ms', '10000', '--max-attempts', '5',
+      '--initial-backoff-ms', '1000', '--max-backoff-ms', '60000', '--multiplier', '1.5', '--no-jitter',
+      '--signing-secret', 'shh', '--max-concurrency', '100', '--token', 't0k',
+    ]); // prettier-ignore
+    expect(r.code).toBe(0);
+    expect(requests[0].method).toBe('PUT');
+    expect(requests[0].url).toBe('/v1/tasks/send-email');
+    expect(requests[0].headers.authorization).toBe('Bearer t0k');
+    expect(requests[0].body).toEqual({
+      url: 'https://example.com/hooks/email',
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      timeout_ms: 10000,
+      retry: { max_attempts: 5, initial_backoff_ms: 1000, max_backoff_ms: 60000, multiplier: 1.5, jitter: false },
+      signing_secret: 'shh',
+      max_concurrency: 100,
+    });
+    expect(r.stdout).toContain('retry.max_attempts:       5\n');
+  });
+
+  it('put --file sends the file as the body; with other flags it is bad usage', async () => {
+    route = () => ({ status: 200, body: task });
+    const body = { url: 'http://127.0.0.1:1/x', retry: { jitter: false } };
+    const f = file('task.json', JSON.stringify(body));
+    expect((await client(['task', 'put', 'x', '--file', f])).code).toBe(0);
+    expect(requests[0].body).toEqual(body);
+    const bad = await client(['task', 'put', 'x', '--file', f, '--url', 'http://a/']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toBe('punctual: --file and --url are mutually exclusive\n');
+    expect((await client(['task', 'put', 'x'])).stderr).toContain('give --url URL');
+    expect((await client(['task', 'put', 'bad name', '--url', 'http://a/'])).code).toBe(2);
+    expect(requests).toHaveLength(1);
+  });
+
+  it('get, list and delete', async () => {
+    route = (q) => {
+      if (q.method === 'DELETE') return { status: 204 };
+      if (q.url === '/v1/tasks') return { status: 200, body: { tasks: [task] } };
+      return { status: 200, body: task };
+    };
+    expect((await client(['task', 'get', 'send-email'])).stdout).toContain('url:                      https://example.com/hooks/email\n');
+    expect((await client(['task', 'list'])).stdout).toBe(
+      'NAME        METHOD  URL                              TIMEOUT MS  MAX ATTEMPTS  MAX CONCURRENCY\n' +
+        'send-email  POST    https://example.com/hooks/email  10000       5             100\n',
+    );
+    expect(await client(['task', 'delete', 'send-email'])).toEqual({ stdout: 'deleted task send-email\n', stderr: '', code: 0 });
+    expect(requests.map((q) => `${q.method} ${q.url}`)).toEqual([
+      'GET /v1/tasks/send-email',
+      'GET /v1/tasks',
+      'DELETE /v1/tasks/send-email',
+    ]);
+  });
+});
+
+describe('cluster status|transfer-leader', () => {
+  const view = {
+    node_id: 'n1',
+    nodes: [{ id: 'n1', peer_addr: '127.0.0.1:9001', api_addr: '127.0.0.1:8001', reachable: true }],
+    shards: [{ id: 0, leader: 'n1', term: 3, commit_index: 42, applied_index: 42, members: ['n1'] }],
+  };
+
+  it('status prints the nodes and shards; --json the raw view', async () => {
+    route = () => ({ status: 200, body: view });
+    const r = await client(['cluster', 'status']);
+    expect(requests[0].url).toBe('/v1/cluster');
+    expect(r.stdout).toContain('node: n1\n');
+    expect(r.stdout).toContain('0      n1      3     42      42       n1\n');
+    expect(JSON.parse((await client(['cluster', 'status', '--json'])).stdout)).toEqual(view);
+  });
+
+  it('transfer-leader posts {to} for the shard', async () => {
+    route = () => ({ status: 202 });
+    const r = await client(['cluster', 'transfer-leader', '3', '--to', 'n2']);
+    expect(r).toEqual({ stdout: 'leadership transfer of shard 3 to n2 requested\n', stderr: '', code: 0 });
+    expect(requests[0].method).toBe('POST');
+    expect(requests[0].url).toBe('/v1/cluster/shards/3/transfer-leader');
+    expect(requests[0].body).toEqual({ to: 'n2' });
+    expect((await client(['cluster', 'transfer-leader', '3'])).code).toBe(2); // --to is required
+    expect((await client(['cluster', 'transfer-leader', 'x', '--to', 'n2'])).stderr).toContain('<shard>: expected an integer');
+    expect(requests).toHaveLength(1);
+  });
+});
+
+describe('client errors and settings', () => {
+  it('an API problem prints `error: <code>: <detail>` and the field errors, exit 1', async () => {
+    route = () => ({
+      status: 400,
+      body: {
+        type: 'https://punctual.dev/problems/invalid-argument',
+        title: 'Invalid argument',
+        status: 400,
+        detail: 'schedule.cron: bad cron expression',
+        code: 'invalid_argument',
+        errors: [
+          { field: 'schedule.cron', message: 'bad cron expression' },
+          { field: 'metadata', message: 'too large' },
+        ],
+      },
+    });
+    const r = await client(['job', 'add', '--task', 't', '--cron', 'x x']);
+    expect(r).toEqual({
+      stdout: '',
+      stderr: 'error: invalid_argument: schedule.cron: bad cron expression\n  schedule.cron: bad cron expression\n  metadata: too large\n',
+      code: 1,
+    });
+  });
+
+  it('a 404 and a non-JSON error page are both runtime errors (exit 1)', async () => {
+    route = () => ({ status: 404, body: { code: 'not_found', detail: 'job "nope" not found', status: 404 } });
+    expect(await client(['job', 'get', 'nope'])).toEqual({ stdout: '', stderr: 'error: not_found: job "nope" not found\n', code: 1 });
+    route = () => ({ status: 502, raw: '<html>\n<b>Bad gateway</b></html>' });
+    expect((await client(['job', 'get', 'x'])).stderr).toBe('error: http_502: <html> <b>Bad gateway</b></html>\n');
+  });
+
+  it('a server that cannot be reached is named, exit 1', async () => {
+    const closed = createServer();
+    await new Promise<void>((ok) => closed.listen(0, '127.0.0.1', ok));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise<void>((ok) => closed.close(() => ok()));
+    const r = await cli(['job', 'list', '--server', `http://127.0.0.1:${port}`]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(new RegExp(`^punctual: cannot reach server http://127\\.0\\.0\\.1:${port}: .*ECONNREFUSED.*\\n$`));
+  });
+
+  it('PUNCTUAL_SERVER and PUNCTUAL_TOKEN are used when the flags are absent; --token wins', async () => {
+    route = () => ({ status: 200, body: { tasks: [] } });
+    const env = { PUNCTUAL_SERVER: base + '/', PUNCTUAL_TOKEN: 'env-token' };
+    expect((await cli(['task', 'list'], env)).code).toBe(0);
+    expect((await cli(['task', 'list', '--token', 'flag-token'], env)).code).toBe(0);
+    expect(requests.map((q) => q.headers.authorization)).toEqual(['Bearer env-token', 'Bearer flag-token']);
+    expect(requests[0].url).toBe('/v1/tasks');
+  });
+
+  it('a bad --server is bad usage', async () => {
+    expect((await cli(['task', 'list', '--server', 'ftp://x'])).stderr).toBe(
+      'punctual: --server: must be an http:// or https:// URL, got "ftp://x"\n',
+    );
+    expect((await cli(['task', 'list'], { PUNCTUAL_SERVER: 'not a url' })).code).toBe(2);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------------
+// The built executable as a real process (npm test builds first).
+
+const root = resolve(fileURLToPath(import.meta.url), '../..');
+const bin = join(root, 'dist/cmd/punctual.js');
+
+interface Proc {
+  child: ChildProcessWithoutNullStreams;
+  stdout: string;
+  stderr: string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+function start(args: string[], env: Record<string, string> = {}): Proc {
+  // a clean environment: only PATH and what the test gives, so no PUNCTUAL_* of the caller leaks in
+  const child = spawn(process.execPath, [bin, ...args], { env: { PATH: process.env.PATH ?? '', ...env } });
+  const proc: Proc = {
+    child,
+    stdout: '',
+    stderr: '',
+    exited: new Promise((ok) => child.on('exit', (code, signal) => ok({ code, signal }))),
+  };
+  child.stdout.on('data', (d: Buffer) => (proc.stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (proc.stderr += d.toString()));
+  return proc;
+}
+
+async function runBin(args: string[], env: Record<string, string> = {}): Promise<Result> {
+  const p = start(args, env);
+  const { code } = await p.exited;
+  return { stdout: p.stdout, stderr: p.stderr, code: code ?? -1 };
+}
+
+/** Resolves with the first JSON log line of stderr whose msg is `msg` (or rejects when the process exits). */
+async function logLine(p: Proc, msg: string): Promise<Record<string, unknown>> {
+  for (;;) {
+    const line = p.stderr
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .find((l) => l.msg === msg);
+    if (line !== undefined) return line;
+    const exited = await Promise.race([p.exited, new Promise<null>((ok) => setTimeout(() => ok(null), 20))]);
+    if (exited !== null) throw new Error(`exited (${JSON.stringify(exited)}) before logging ${msg}: ${p.stderr}`);
+  }
+}
+
+describe('the executable', () => {
+  it('--version: exit 0 with the version line', async () => {
+    const r = await runBin(['--version']);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^punctual 0\.1\.0 \(([0-9a-f]{12}|unknown)\)\n$/);
+    expect((await runBin(['--version'], { PUNCTUAL_BUILD_COMMIT: '0123456789abcdef' })).stdout).toBe('punctual 0.1.0 (0123456789ab)\n');
+  });
+
+  it('a bad flag or env var: exit 2 with one line', async () => {
+    const r = await runBin(['serve', '--shards', '0']);
+    expect(r).toEqual({ stdout: '', stderr: 'punctual: --shards: must be in 1..1024, got 0\n', code: 2 });
+    const e = await runBin(['serve'], { PUNCTUAL_FSYNC: 'maybe' });
+    expect(e.code).toBe(2);
+    expect(e.stderr).toBe('punctual: PUNCTUAL_FSYNC: must be one of always|batch|off, got "maybe"\n');
+  });
+
+  it('a client command against a server that is down: exit 1', async () => {
+    const closed = createServer();
+    await new Promise<void>((ok) => closed.listen(0, '127.0.0.1', ok));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise<void>((ok) => closed.close(() => ok()));
+    const r = await runBin(['job', 'list'], { PUNCTUAL_SERVER: `http://127.0.0.1:${port}` });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`punctual: cannot reach server http://127.0.0.1:${port}`);
+  });
+
+  it('serve: logs ready with the listen address, answers, and exits 0 on SIGTERM', async () => {
+    const data = join(tmp, 'serve-n1');
+    const p = start(['serve', '--listen', '127.0.0.1:0', '--peer-listen', '127.0.0.1:0', '--data', data, '--shards', '2'], {
+      PUNCTUAL_AUTH_TOKEN: 'proc-token',
+    });
+    try {
+      const ready = await logLine(p, 'ready');
+      expect(ready.node_id).toBe('n1');
+      expect(ready.listen).toMatch(/^127\.0\.0\.1:\d+$/);
+      expect(ready.listen).not.toBe('127.0.0.1:0');
+      const server = `http://${String(ready.listen)}`;
+      // the CLI against the real node: unauthenticated is refused, with the token it lists (no jobs yet)
+      const denied = await cli(['job', 'list', '--server', server]);
+      expect(denied.code).toBe(1);
+      expect(denied.stderr).toMatch(/^error: unauthorized: /);
+      const listed = await cli(['job', 'list', '--server', server, '--token', 'proc-token']);
+      expect(listed).toEqual({ stdout: 'ID  TASK  STATE  SCHEDULE  NEXT FIRE AT  RUNS  SHARD\n', stderr: '', code: 0 });
+    } finally {
+      p.child.kill('SIGTERM');
+    }
+    const exit = await p.exited;
+    expect(exit).toEqual({ code: 0, signal: null });
+    expect((await logLine(p, 'stopped')).level).toBe('info');
+  });
+
+  it('serve: a listen address already in use is a failure to start, exit 1', async () => {
+    const taken = createServer();
+    await new Promise<void>((ok) => taken.listen(0, '127.0.0.1', ok));
+    const port = (taken.address() as AddressInfo).port;
+    try {
+      const p = start(['serve', '--listen', `127.0.0.1:${port}`, '--peer-listen', '127.0.0.1:0', '--data', join(tmp, 'serve-n2')]);
+      const exit = await p.exited;
+      expect(exit.code).toBe(1);
+      expect((await logLine(p, 'failed to start')).level).toBe('error');
+    } finally {
+      await new Promise<void>((ok) => taken.close(() => ok()));
+    }
+  });
+});
