@@ -1,0 +1,4 @@
+import { MemoryStorage } from './storage.js';
+import { runLogStorageContract } from './storage.contract.js';
+
+runLogStorageContract('MemoryStorage', (boot) => new MemoryStorage(boot));
