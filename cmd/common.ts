@@ -17,8 +17,9 @@ export function collect(value: string, previous: string[] | undefined): string[]
   return [...(previous ?? []), value];
 }
 
-/** One object: `key: value` lines, or the JSON with --json. */
+/** One object: `key: value` lines, or the JSON with --json (nothing for an empty answer such as a 204). */
 export function printOne(client: Client, io: CliIo, body: unknown): void {
+  if (body === null) return;
   if (client.json || !isPlainObject(body)) {
     io.stdout.write(JSON.stringify(body, null, 2) + '\n');
     return;

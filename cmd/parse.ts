@@ -22,7 +22,9 @@ export function parseHostPort(what: string, text: string, allowPortZero: boolean
   const rawHost = m[1];
   const port = Number(m[2]);
   const host = rawHost.startsWith('[') ? rawHost.slice(1, -1) : rawHost;
-  const hostOk = rawHost.startsWith('[') ? isIPv6(host) : isIPv4(host) || hostnamePattern.test(host);
+  // a dotted all-digit host that is not a valid IPv4 address (999.0.0.1) is a typo, not a host name
+  const looksNumeric = /^[\d.]+$/.test(host);
+  const hostOk = rawHost.startsWith('[') ? isIPv6(host) : isIPv4(host) || (!looksNumeric && hostnamePattern.test(host));
   if (!hostOk) throw usageError(`${what}: invalid host ${JSON.stringify(rawHost)}`);
   const portMin = allowPortZero ? 0 : 1;
   if (port < portMin || port > 65535) {

@@ -158,6 +158,7 @@ describe('serve: flags and env', () => {
     ['listen port too big', ['--listen', '127.0.0.1:70000'], {}, '--listen: port must be in 0..65535'],
     ['listen bad host', ['--listen', 'bad_host!:80'], {}, '--listen: invalid host'],
     ['listen bad IPv6', ['--listen', '[::zz]:80'], {}, '--listen: invalid host'],
+    ['listen bad IPv4', ['--listen', '999.0.0.1:80'], {}, '--listen: invalid host'],
     ['peer-listen garbage', ['--peer-listen', 'nope'], {}, '--peer-listen: expected HOST:PORT'],
     ['listen equals peer-listen', ['--listen', '127.0.0.1:9000', '--peer-listen', '127.0.0.1:9000'], {}, 'must differ'],
     ['node id upper case', ['--node-id', 'N1'], {}, '--node-id: node id must match [a-z0-9-]{1,32}'],
@@ -565,9 +566,11 @@ describe('task put|get|list|delete', () => {
         'send-email  POST    https://example.com/hooks/email  10000       5             100\n',
     );
     expect(await client(['task', 'delete', 'send-email'])).toEqual({ stdout: 'deleted task send-email\n', stderr: '', code: 0 });
+    expect(await client(['task', 'delete', 'send-email', '--json'])).toEqual({ stdout: '', stderr: '', code: 0 });
     expect(requests.map((q) => `${q.method} ${q.url}`)).toEqual([
       'GET /v1/tasks/send-email',
       'GET /v1/tasks',
+      'DELETE /v1/tasks/send-email',
       'DELETE /v1/tasks/send-email',
     ]);
   });

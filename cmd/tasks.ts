@@ -118,7 +118,7 @@ function addTaskReads(task: Command, io: CliIo): void {
     async (name: string, opts: ClientOptions) => {
       await withClient(opts, io, async (client) => {
         const { body } = await client.call('DELETE', `/v1/tasks/${seg(taskName(name))}`);
-        if (client.json) return printJson(io, body);
+        if (client.json) return printOne(client, io, body);
         io.stdout.write(`deleted task ${name}\n`);
       });
     },
