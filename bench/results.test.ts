@@ -38,7 +38,7 @@ function result(f: Figures): BenchResult {
   return {
     scenario: 'steady', startedAt: '2026-01-02T03:04:05.678Z', parameters: { ratePerS: 5000, durationS: 10 },
     servers: { mode: 'spawned', urls: ['http://127.0.0.1:1'] }, gitCommit: 'abc', nodeVersion: 'v20.20.2',
-    cpuCount: 2, cpuModel: 'test', figures: f, targets, pass: targets.every((t) => t.pass),
+    cpuCount: 2, cpuModel: 'test', loadAverage: [0.5, 0.4, 0.3], figures: f, targets, pass: targets.every((t) => t.pass),
   };
 }
 
@@ -69,7 +69,7 @@ describe('results file', () => {
     const written = JSON.parse(await readFile(files.path, 'utf8')) as BenchResult;
     expect(await readFile(files.latestPath, 'utf8')).toBe(await readFile(files.path, 'utf8'));
     expect(Object.keys(written).sort()).toEqual(
-      ['cpuCount', 'cpuModel', 'figures', 'gitCommit', 'nodeVersion', 'parameters', 'pass', 'scenario', 'servers', 'startedAt', 'targets'].sort(),
+      ['cpuCount', 'cpuModel', 'figures', 'gitCommit', 'loadAverage', 'nodeVersion', 'parameters', 'pass', 'scenario', 'servers', 'startedAt', 'targets'].sort(),
     );
     expect(written.figures.lateness).toEqual({ count: 5, minMs: 0.5, meanMs: 1.98, p50Ms: 1.2, p90Ms: 4.5, p99Ms: 4.5, p999Ms: 4.5, maxMs: 4.5 });
     expect(written.targets[0]).toEqual({ figure: 'latenessP50Ms', op: '<=', value: 1, label: 'steady 5,000/s lateness p50', actual: 1.2, pass: false });

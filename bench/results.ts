@@ -4,7 +4,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { copyFile, mkdir, writeFile } from 'node:fs/promises';
-import { cpus } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import type { LatenessSummary } from './histogram.js';
 
@@ -75,6 +75,8 @@ export interface BenchResult {
   nodeVersion: string;
   cpuCount: number;
   cpuModel: string;
+  /** os.loadavg() when the run started: other work on the machine skews every figure, so it is recorded. */
+  loadAverage: number[];
   figures: Figures;
   targets: TargetResult[];
   /** Every target passed. */
@@ -140,9 +142,15 @@ export function gitCommit(): string {
   }
 }
 
-export function environmentInfo(): Pick<BenchResult, 'gitCommit' | 'nodeVersion' | 'cpuCount' | 'cpuModel'> {
+export function environmentInfo(): Pick<BenchResult, 'gitCommit' | 'nodeVersion' | 'cpuCount' | 'cpuModel' | 'loadAverage'> {
   const list = cpus();
-  return { gitCommit: gitCommit(), nodeVersion: process.version, cpuCount: list.length, cpuModel: list[0]?.model ?? 'unknown' };
+  return {
+    gitCommit: gitCommit(),
+    nodeVersion: process.version,
+    cpuCount: list.length,
+    cpuModel: list[0]?.model ?? 'unknown',
+    loadAverage: loadavg().map((l) => Math.round(l * 100) / 100),
+  };
 }
 
 /** Writes <outDir>/<scenario>-<time>.json and its copy <outDir>/latest-<scenario>.json. */

@@ -189,6 +189,7 @@ export async function runScenario(options: RunOptions): Promise<BenchResult> {
   const log = options.logger ?? createLogger({ format: 'pretty' });
   const { scenario, params } = options;
   const startedAt = new Date().toISOString();
+  const environment = environmentInfo();
   const idPrefix = runTag();
   const expected = scenario === 'steady' ? params.ratePerS * params.durationS : params.count;
   const receiver = await startReceiver({ port: options.receiverPort, jobIdPrefix: idPrefix, expectedDeliveries: expected });
@@ -211,7 +212,7 @@ export async function runScenario(options: RunOptions): Promise<BenchResult> {
       startedAt,
       parameters: { ...params, nodes: options.servers === null ? options.nodes : options.servers.length },
       servers: { mode: local ? 'spawned' : 'external', urls: started.urls },
-      ...environmentInfo(),
+      ...environment,
       figures,
       targets,
       pass: targets.every((t) => t.pass),

@@ -39,7 +39,7 @@ function rows(result: BenchResult): Array<[string, string]> {
 export function formatTable(result: BenchResult): string {
   const header =
     `scenario ${result.scenario}  (${result.servers.mode} ${result.servers.urls.join(' ')}; ` +
-    `commit ${result.gitCommit}; node ${result.nodeVersion}; ${result.cpuCount} cpus)`;
+    `commit ${result.gitCommit}; node ${result.nodeVersion}; ${result.cpuCount} cpus; load ${result.loadAverage.join(' ')})`;
   const params = Object.entries(result.parameters)
     .map(([k, v]) => `${k}=${v}`)
     .join(' ');
