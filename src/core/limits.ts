@@ -129,3 +129,25 @@ export const schedulerLimits = {
 assert(schedulerLimits.cronCacheEntriesMax >= 1, 'cron cache must hold at least one entry');
 assert(limits.previewCountMax <= schedulerLimits.occurrencesPerCallMax, 'preview max exceeds the per-call bound');
 assert(limits.misfireFireAllMax < schedulerLimits.occurrencesPerCallMax, 'fire_all cap exceeds the per-call bound');
+
+// --- src/http (the client API server)
+export const httpLimits = {
+  /** Idempotency-Key header length. */
+  idempotencyKeyLengthMax: 255,
+  cronExpressionLengthMax: 256,
+  timezoneLengthMax: 64,
+  listCursorLengthMax: 1024,
+  /** An idle keep-alive connection is closed after this long. */
+  keepAliveTimeoutMs: 65_000,
+  /** A client must send its request headers within this long (HTTP/1.1; slowloris guard). */
+  headersTimeoutMs: 30_000,
+  /** A whole request (headers and body) must arrive within this long (HTTP/1.1). */
+  requestTimeoutMs: 5 * 60 * 1000,
+  /** A new connection must send its first bytes (an HTTP/1.1 request or the HTTP/2 preface) within this long. */
+  sniffTimeoutMs: 10_000,
+  /** close(): how long in-flight requests may take to finish before their connections are destroyed. */
+  closeGraceMs: 10_000,
+  /** After a 413, bytes of the rejected body read and discarded (never buffered) before the connection is cut. */
+  drainBytesMax: 64 * 1024 * 1024,
+} as const;
+assert(httpLimits.headersTimeoutMs < httpLimits.requestTimeoutMs, 'http headers timeout must be below the request timeout');
