@@ -419,6 +419,24 @@ describe('isolation and concurrency', () => {
     expect(maxSeen).toBe(2);
   });
 
+  it('never sends late an attempt that timed out while queued in a saturated pool', async () => {
+    let received = 0;
+    const { url } = await httpReceiver(() => received++);
+    const d = dispatcher();
+    const connections = limits.dispatchConnectionsPerOriginMax;
+    const holding = spec(url, { timeoutMs: 600, maxConcurrency: 1000 });
+    const waiting = spec(url, { timeoutMs: 150, maxConcurrency: 1000 });
+    const held = Array.from({ length: connections }, () => d.send(delivery(holding, { concurrencyKey: 'sat' })));
+    // Every connection of the origin is busy: these two wait inside undici's pool and time out there.
+    const queued = await Promise.all([1, 2].map(() => d.send(delivery(waiting, { concurrencyKey: 'sat' }))));
+    for (const o of queued) expect(o.error).toBe('timeout after 150 ms');
+    await waitFor(() => received === connections);
+    // The held ones time out and free their sockets; the two stale requests then get one and must be dropped.
+    for (const o of await Promise.all(held)) expect(o.error).toBe('timeout after 600 ms');
+    await new Promise((r) => setTimeout(r, 200));
+    expect(received).toBe(connections);
+  });
+
   it('frees the slot of a timed-out attempt for the next one of its key', async () => {
     let hits = 0;
     const { url } = await httpReceiver((req, res) => {

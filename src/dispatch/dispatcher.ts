@@ -308,8 +308,9 @@ class Engine {
       aborted++;
     }
     this.logger.info('dispatcher closed', { queuedDropped: drained.length, inFlightAborted: aborted });
-    // destroy() also fails requests still queued inside undici (their attempts are already settled).
-    await (aborted > 0 ? this.agent.destroy() : this.agent.close());
+    // Every attempt is settled by now. destroy(), not close(): close() would wait for requests still queued
+    // inside undici whose attempts timed out there (a saturated pool), and for nothing we need.
+    await this.agent.destroy();
   }
 
   private waitIdle(graceMs: number): Promise<void> {
