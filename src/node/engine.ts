@@ -1,0 +1,402 @@
+/**
+ * The firing engine: the leader's duties for every shard of this node (term 1 in the single node).
+ *
+ * One TimerWheel holds the near future, one key per occurrence (`${jobId}\n${scheduledAtMs}`) with its attempt
+ * and shard kept beside it; ONE host timer is armed at wheel.nextDeadlineMs() (never a 1 ms interval). Node
+ * timers may fire early or late by about a millisecond, so the engine wakes a little before the deadline and
+ * spins on setImmediate for the last nodeLimits.firingSpinMs; nothing fires before `clock.nowMs() >= dueAtMs`.
+ *
+ * At fire time each due occurrence is checked against the store (job gone, cancelled or paused -> dropped;
+ * execution already final -> dropped), then misfire (policy skip, later than limits.misfireThresholdMs ->
+ * `skipped`) and overlap (skip -> `skipped`; buffer_one -> held until the job's `finished` effect). Then the
+ * callback is sent at once and a `fired` item is queued for the next group commit (never delaying the send).
+ * Outcomes come back as `outcomes` items: final, or a retry at now + retryDelayMs(...).
+ *
+ * The loader keeps the wheel filled with occurrences due within limits.wheelHorizonMs (every
+ * limits.loaderIntervalMs and at start); at start the open executions are loaded too: RUNNING ones fire again
+ * at once (attempt + 1, same deduplication key), QUEUED ones are armed at their retryAtMs. That is what makes
+ * kill -9 safe.
+ */
+import type { Clock } from '../core/clock.js';
+import type { Logger } from '../core/log.js';
+import { limits, nodeLimits } from '../core/limits.js';
+import { retryDelayMs } from '../dispatch/backoff.js';
+import type { AttemptOutcome, Delivery, Dispatcher } from '../dispatch/dispatcher.js';
+import type { NodeMetrics } from '../metrics/metrics.js';
+import type { Command, Effect, OutcomeItem } from '../scheduler/commands.js';
+import type { CallbackSpec, JobRecord, JobState } from '../scheduler/types.js';
+import { TimerWheel } from '../timerwheel/wheel.js';
+import { leaderTerm, type Proposer, type ShardStorage } from './proposer.js';
+
+interface Armed {
+  shard: number;
+  jobId: string;
+  scheduledAtMs: number;
+  attempt: number;
+  dueAtMs: number;
+  /** Armed by an applied command's effect (trusted) rather than by the loader (re-checked against the store). */
+  fromEffect: boolean;
+}
+
+export interface EngineOptions {
+  shards: ShardStorage[];
+  proposer: Proposer;
+  dispatcher: Dispatcher;
+  clock: Clock;
+  logger: Logger;
+  metrics: NodeMetrics;
+  /** Random numbers for retry jitter, in [0, 1). */
+  rand01?: () => number;
+}
+
+export function occurrenceKey(jobId: string, scheduledAtMs: number): string {
+  return `${jobId}\n${scheduledAtMs}`;
+}
+
+const finalExecution = new Set(['SUCCEEDED', 'FAILED', 'CANCELLED']);
+
+export class FiringEngine {
+  private readonly wheel: TimerWheel<string>;
+  private readonly armed = new Map<string, Armed>();
+  private readonly armedByJob = new Map<string, Set<string>>();
+  /** Occurrence key -> attempt being sent. */
+  private readonly inFlight = new Map<string, number>();
+  private readonly inFlightByJob = new Map<string, number>();
+  /** Keys fired or skipped whose command is not applied yet: the loader must not arm them again. */
+  private readonly awaitingApply = new Set<string>();
+  /** overlap=buffer_one: jobId -> the occurrence waiting for the running one to finish. */
+  private readonly buffered = new Map<string, Armed>();
+  private readonly outcomesPending = new Set<Promise<void>>();
+  private timer: NodeJS.Timeout | null = null;
+  private timerAtMs: number | null = null;
+  private spin: NodeJS.Immediate | null = null;
+  private loaderTimer: NodeJS.Timeout | null = null;
+  private loading: Promise<void> | null = null;
+  private stopped = false;
+  private readonly rand01: () => number;
+
+  constructor(private readonly o: EngineOptions) {
+    this.wheel = new TimerWheel<string>(o.clock.nowMs());
+    this.rand01 = o.rand01 ?? Math.random;
+  }
+
+  get wheelSize(): number {
+    return this.wheel.size;
+  }
+
+  inFlightCount(): number {
+    return this.inFlight.size;
+  }
+
+  /** Loads open executions and the near future, then keeps loading every loaderIntervalMs. */
+  async start(): Promise<void> {
+    this.loadOpenExecutions();
+    await this.runLoader();
+    this.loaderTimer = setInterval(() => void this.runLoader(), limits.loaderIntervalMs);
+    this.loaderTimer.unref();
+  }
+
+  /** Stops firing and loading; in-flight callbacks continue (see drain). */
+  stop(): void {
+    this.stopped = true;
+    if (this.loaderTimer !== null) clearInterval(this.loaderTimer);
+    this.loaderTimer = null;
+    this.clearTimers();
+  }
+
+  /** Resolves once every in-flight callback's outcome has been handed to the proposer. */
+  async drain(): Promise<void> {
+    while (this.outcomesPending.size > 0) await Promise.all([...this.outcomesPending]);
+    if (this.loading !== null) await this.loading;
+  }
+
+  /** The state the API shows: QUEUED while in the wheel (or buffered), RUNNING while a callback is in flight. */
+  overlayState(job: JobRecord): JobState {
+    if (job.state !== 'PENDING' && job.state !== 'RUNNING') return job.state;
+    if ((this.inFlightByJob.get(job.id) ?? 0) > 0) return 'RUNNING';
+    if (this.armedByJob.has(job.id) || this.buffered.has(job.id)) return 'QUEUED';
+    return job.state;
+  }
+
+  // --- effects of applied commands ------------------------------------------------------------------------
+
+  onApplied(shard: number, command: Command, effects: Effect[]): void {
+    if (command.type === 'fired' || command.type === 'skipped') {
+      for (const it of command.items) this.awaitingApply.delete(occurrenceKey(it.jobId, it.scheduledAtMs));
+    }
+    if (this.stopped) return;
+    const horizonMs = this.o.clock.nowMs() + limits.wheelHorizonMs;
+    for (const e of effects) {
+      if (e.type === 'arm') {
+        // A first attempt beyond the horizon is left to the loader, so memory stays bounded.
+        if (e.attempt === 1 && e.dueAtMs > horizonMs) continue;
+        this.arm({ shard, jobId: e.jobId, scheduledAtMs: e.scheduledAtMs, attempt: e.attempt, dueAtMs: e.dueAtMs, fromEffect: true });
+      } else if (e.type === 'disarm') {
+        this.disarm(e.jobId);
+      } else {
+        const b = this.buffered.get(e.jobId);
+        if (b !== undefined) {
+          this.buffered.delete(e.jobId);
+          this.fire(b);
+        }
+      }
+    }
+    this.reschedule();
+  }
+
+  private arm(a: Armed): void {
+    const key = occurrenceKey(a.jobId, a.scheduledAtMs);
+    this.armed.set(key, a);
+    let keys = this.armedByJob.get(a.jobId);
+    if (keys === undefined) {
+      keys = new Set();
+      this.armedByJob.set(a.jobId, keys);
+    }
+    keys.add(key);
+    this.wheel.add(key, a.dueAtMs);
+  }
+
+  private unarm(key: string, jobId: string): void {
+    this.armed.delete(key);
+    const keys = this.armedByJob.get(jobId);
+    if (keys === undefined) return;
+    keys.delete(key);
+    if (keys.size === 0) this.armedByJob.delete(jobId);
+  }
+
+  private disarm(jobId: string): void {
+    const keys = this.armedByJob.get(jobId);
+    if (keys !== undefined) {
+      for (const key of keys) {
+        this.wheel.cancel(key);
+        this.armed.delete(key);
+      }
+      this.armedByJob.delete(jobId);
+    }
+    this.buffered.delete(jobId);
+  }
+
+  // --- the host timer ---------------------------------------------------------------------------------------
+
+  private clearTimers(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    if (this.spin !== null) clearImmediate(this.spin);
+    this.timer = null;
+    this.timerAtMs = null;
+    this.spin = null;
+  }
+
+  /** Arms the one host timer for the wheel's next deadline (or a setImmediate spin when it is this close). */
+  private reschedule(): void {
+    if (this.stopped) return;
+    const next = this.wheel.nextDeadlineMs();
+    if (next === null) {
+      this.clearTimers();
+      return;
+    }
+    if (this.spin !== null) return;
+    const delayMs = next - this.o.clock.nowMs();
+    if (delayMs <= nodeLimits.firingSpinMs) {
+      if (this.timer !== null) clearTimeout(this.timer);
+      this.timer = null;
+      this.timerAtMs = null;
+      this.spin = setImmediate(() => this.wake());
+      return;
+    }
+    if (this.timer !== null && this.timerAtMs === next) return;
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timerAtMs = next;
+    this.timer = setTimeout(() => this.wake(), delayMs - nodeLimits.firingSpinMs);
+  }
+
+  private wake(): void {
+    this.timer = null;
+    this.timerAtMs = null;
+    this.spin = null;
+    if (this.stopped) return;
+    const due = this.wheel.advanceTo(this.o.clock.nowMs());
+    for (const key of due) {
+      const a = this.armed.get(key);
+      if (a === undefined) continue;
+      this.unarm(key, a.jobId);
+      this.fire(a);
+    }
+    this.reschedule();
+  }
+
+  // --- firing -------------------------------------------------------------------------------------------
+
+  /** Decides what to do with a due occurrence attempt, then sends it. */
+  private fire(a: Armed): void {
+    const nowMs = this.o.clock.nowMs();
+    if (nowMs < a.dueAtMs) {
+      // Never early (a clock that stepped back): wait again.
+      this.arm(a);
+      return;
+    }
+    const key = occurrenceKey(a.jobId, a.scheduledAtMs);
+    if (this.inFlight.has(key)) return;
+    const store = this.o.shards[a.shard].store;
+    const job = store.getJob(a.jobId);
+    if (job === null || job.state === 'CANCELLED') return;
+    const exec = store.getExecution(a.jobId, a.scheduledAtMs);
+    if (exec !== null && finalExecution.has(exec.state)) return;
+    // A paused job fires nothing regular; an open execution (run_job, a retry armed before) may still start.
+    if (job.state === 'PAUSED' && exec === null) return;
+    const regular = exec === null && job.nextFireAtMs === a.scheduledAtMs;
+    if (exec === null && (this.awaitingApply.has(key) || (!regular && !a.fromEffect))) return;
+    if (regular && a.attempt === 1 && job.schedule.kind !== 'once' && this.holdBack(a, job, nowMs)) return;
+    this.send(a, job, nowMs);
+  }
+
+  /** Misfire (skip) and overlap policies of a regular occurrence of a recurring job; true when not sent now. */
+  private holdBack(a: Armed, job: JobRecord, nowMs: number): boolean {
+    const key = occurrenceKey(a.jobId, a.scheduledAtMs);
+    if (job.misfire === 'skip' && nowMs - a.scheduledAtMs > limits.misfireThresholdMs) {
+      this.awaitingApply.add(key);
+      this.o.proposer.addSkipped(a.shard, { jobId: a.jobId, scheduledAtMs: a.scheduledAtMs, reason: 'misfire' });
+      return true;
+    }
+    if (job.overlap === 'allow' || !this.hasOtherOpen(a)) return false;
+    if (job.overlap === 'skip') {
+      this.awaitingApply.add(key);
+      this.o.proposer.addSkipped(a.shard, { jobId: a.jobId, scheduledAtMs: a.scheduledAtMs, reason: 'overlap' });
+    } else {
+      this.buffered.set(a.jobId, a);
+    }
+    return true;
+  }
+
+  private hasOtherOpen(a: Armed): boolean {
+    if ((this.inFlightByJob.get(a.jobId) ?? 0) > 0) return true;
+    const open = this.o.shards[a.shard].store.openExecutions(a.jobId);
+    return open.some((e) => e.scheduledAtMs !== a.scheduledAtMs);
+  }
+
+  private send(a: Armed, job: JobRecord, nowMs: number): void {
+    const sh = this.o.shards[a.shard];
+    const spec: CallbackSpec | null = job.callback ?? (job.task === null ? null : sh.store.getTask(job.task));
+    const key = occurrenceKey(a.jobId, a.scheduledAtMs);
+    const fired = { jobId: a.jobId, scheduledAtMs: a.scheduledAtMs, attempt: a.attempt, startedAtMs: nowMs };
+    this.awaitingApply.add(key);
+    this.o.proposer.addFired(a.shard, fired);
+    if (spec === null) {
+      this.o.proposer.addOutcome(a.shard, this.outcomeItem(a, 'failed', null, `task ${job.task} not found`, nowMs, null));
+      return;
+    }
+    const delivery: Delivery = {
+      jobId: a.jobId,
+      scheduledAtMs: a.scheduledAtMs,
+      attempt: a.attempt,
+      fencingToken: `${a.shard}.${leaderTerm}`,
+      spec,
+      body: job.payload,
+      concurrencyKey: job.task ?? `job:${job.id}`,
+    };
+    this.inFlight.set(key, a.attempt);
+    this.inFlightByJob.set(a.jobId, (this.inFlightByJob.get(a.jobId) ?? 0) + 1);
+    const p: Promise<void> = this.o.dispatcher.send(delivery).then((outcome) => {
+      this.outcomesPending.delete(p);
+      this.onOutcome(a, spec, outcome);
+    });
+    this.outcomesPending.add(p);
+  }
+
+  private onOutcome(a: Armed, spec: CallbackSpec, o: AttemptOutcome): void {
+    const key = occurrenceKey(a.jobId, a.scheduledAtMs);
+    this.inFlight.delete(key);
+    const n = (this.inFlightByJob.get(a.jobId) ?? 1) - 1;
+    if (n > 0) this.inFlightByJob.set(a.jobId, n);
+    else this.inFlightByJob.delete(a.jobId);
+    this.o.metrics.callbacks.inc({ outcome: o.kind });
+    let item: OutcomeItem;
+    if (o.kind === 'succeeded') {
+      item = this.outcomeItem(a, 'succeeded', o.statusCode, o.error, o.finishedAtMs, null);
+    } else if (o.kind === 'retryable' && a.attempt < spec.retry.maxAttempts) {
+      const delayMs = retryDelayMs(spec.retry, a.attempt, o.retryAfterMs, this.rand01());
+      item = this.outcomeItem(a, 'retry', o.statusCode, o.error, o.finishedAtMs, o.finishedAtMs + delayMs);
+    } else {
+      item = this.outcomeItem(a, 'failed', o.statusCode, o.error, o.finishedAtMs, null);
+    }
+    this.o.proposer.addOutcome(a.shard, item);
+  }
+
+  private outcomeItem(
+    a: Armed,
+    result: OutcomeItem['result'],
+    statusCode: number | null,
+    error: string | null,
+    finishedAtMs: number,
+    retryAtMs: number | null,
+  ): OutcomeItem {
+    return { jobId: a.jobId, scheduledAtMs: a.scheduledAtMs, attempt: a.attempt, result, statusCode, error, finishedAtMs, retryAtMs };
+  }
+
+  // --- loading ------------------------------------------------------------------------------------------
+
+  /** At start: RUNNING executions fire again now (attempt + 1), QUEUED ones are armed at their retryAtMs. */
+  loadOpenExecutions(): void {
+    const nowMs = this.o.clock.nowMs();
+    let refired = 0;
+    let requeued = 0;
+    for (const sh of this.o.shards) {
+      let after: { jobId: string; scheduledAtMs: number } | null = null;
+      for (;;) {
+        const page = sh.store.allOpenExecutions(nodeLimits.openExecutionsPageMax, after);
+        for (const e of page) {
+          const running = e.state === 'RUNNING';
+          // Retries of a paused job wait for resume (which re-arms them); one in flight at the crash fires again.
+          if (!running && sh.store.getJob(e.jobId)?.state === 'PAUSED') continue;
+          const dueAtMs = running ? nowMs : Math.max(e.retryAtMs ?? nowMs, e.scheduledAtMs);
+          this.arm({ shard: sh.shard, jobId: e.jobId, scheduledAtMs: e.scheduledAtMs, attempt: e.attempt + 1, dueAtMs, fromEffect: true });
+          if (running) refired++;
+          else requeued++;
+        }
+        if (page.length < nodeLimits.openExecutionsPageMax) break;
+        const last = page[page.length - 1];
+        after = { jobId: last.jobId, scheduledAtMs: last.scheduledAtMs };
+      }
+    }
+    this.o.logger.info('open executions loaded', { refired, requeued });
+    this.reschedule();
+  }
+
+  /** Arms every PENDING job due within the horizon that is not armed yet. One run at a time. */
+  runLoader(): Promise<void> {
+    if (this.loading !== null || this.stopped) return this.loading ?? Promise.resolve();
+    this.loading = this.loadAll().finally(() => {
+      this.loading = null;
+    });
+    return this.loading;
+  }
+
+  private async loadAll(): Promise<void> {
+    const untilMs = this.o.clock.nowMs() + limits.wheelHorizonMs;
+    let armed = 0;
+    for (const sh of this.o.shards) {
+      let after: { atMs: number; id: string } | null = null;
+      for (;;) {
+        if (this.stopped) return;
+        const page = sh.store.dueJobs(untilMs, limits.loaderBatchMax, after);
+        for (const job of page) if (this.armLoaded(sh.shard, job)) armed++;
+        this.reschedule();
+        if (page.length < limits.loaderBatchMax) break;
+        const last = page[page.length - 1];
+        after = { atMs: last.nextFireAtMs ?? 0, id: last.id };
+        // Let timers and requests run between pages of a large load.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+    }
+    if (armed > 0) this.o.logger.debug('loader armed occurrences', { armed });
+  }
+
+  private armLoaded(shard: number, job: JobRecord): boolean {
+    if (job.nextFireAtMs === null) return false;
+    const key = occurrenceKey(job.id, job.nextFireAtMs);
+    if (this.armed.has(key) || this.inFlight.has(key) || this.awaitingApply.has(key)) return false;
+    const b = this.buffered.get(job.id);
+    if (b !== undefined && b.scheduledAtMs === job.nextFireAtMs) return false;
+    this.arm({ shard, jobId: job.id, scheduledAtMs: job.nextFireAtMs, attempt: 1, dueAtMs: job.nextFireAtMs, fromEffect: false });
+    return true;
+  }
+}

@@ -1,0 +1,60 @@
+/**
+ * startNode: one `punctual serve` node. Opens the core (SQLite, proposer, firing engine), puts the client API
+ * (HTTP/1.1 + h2c on one port) in front of it, then loads and starts firing; /readyz turns ready once loaded.
+ * No peer listener yet: the Raft issue adds it (the peer fields of NodeConfig are accepted and shown).
+ */
+import type { Clock } from '../core/clock.js';
+import type { Logger } from '../core/log.js';
+import { createApp } from '../http/app.js';
+import { startApiServer } from '../http/server.js';
+import type { MetricsText } from '../metrics/metrics.js';
+import type { NodeConfig, SchedulerApi } from './api.js';
+import { openNode, type NodeOptions } from './host.js';
+
+export interface NodeHandle {
+  nodeId: string;
+  apiPort: number;
+  api: SchedulerApi;
+  /** The Prometheus text of this node (what GET /metrics serves). */
+  metrics(): Promise<MetricsText>;
+  /** Graceful: stop the HTTP server, stop firing, let in-flight callbacks finish (bounded), flush, close the file. */
+  close(): Promise<void>;
+}
+
+export type StartNodeOptions = NodeOptions & { logger?: Logger; clock?: Clock };
+
+export async function startNode(config: NodeConfig, options: StartNodeOptions = {}): Promise<NodeHandle> {
+  const core = await openNode(config, options);
+  const metrics = (): Promise<MetricsText> => core.metrics.scrape();
+  let server: { port: number; close(): Promise<void> };
+  try {
+    const app = createApp({
+      api: core.service,
+      authToken: config.authToken,
+      metricsAuth: config.metricsAuth,
+      metrics,
+      logger: core.logger.child({ component: 'http' }),
+    });
+    server = await startApiServer(app, config.listenHost, config.listenPort);
+    core.service.apiPort = server.port;
+    await core.start();
+  } catch (err) {
+    await core.close();
+    throw err;
+  }
+  core.logger.info('listening', { api: `${config.listenHost}:${server.port}` });
+  let closing: Promise<void> | null = null;
+  return {
+    nodeId: config.nodeId,
+    apiPort: server.port,
+    api: core.service,
+    metrics,
+    close() {
+      closing ??= (async () => {
+        await server.close();
+        await core.close();
+      })();
+      return closing;
+    },
+  };
+}
