@@ -39,8 +39,9 @@ export function runLogStorageContract(
 ): void {
   describe(`LogStorage contract: ${name}`, () => {
     const open: LogStorageWriter[] = [];
-    const fresh = (): LogStorageWriter => {
-      const s = make(boot);
+    // A joining node's storage (empty log) unless a bootstrap membership is given.
+    const fresh = (bootstrap: ConfState = { voters: [], learners: [] }): LogStorageWriter => {
+      const s = make(bootstrap);
       open.push(s);
       return s;
     };
@@ -54,12 +55,24 @@ export function runLogStorageContract(
       for (const s of open.splice(0)) options.close?.(s);
     };
 
-    it('starts empty with the bootstrap membership', () => {
+    it('starts empty without a bootstrap membership', () => {
       const s = fresh();
       expect(s.firstIndex()).toBe(1);
       expect(s.lastIndex()).toBe(0);
       expect(s.term(0 as LogIndex)).toBe(0);
       expect(s.entries(1 as LogIndex, 1 as LogIndex, 1e9)).toEqual([]);
+      expect(s.initialState().confState).toEqual({ voters: [], learners: [] });
+      closeAll();
+    });
+
+    it('starts with the bootstrap snapshot (index 1, term 0) holding the membership', () => {
+      let s = fresh(boot);
+      s = reopen(s);
+      expect(s.firstIndex()).toBe(2);
+      expect(s.lastIndex()).toBe(1);
+      expect(s.term(1 as LogIndex)).toBe(0);
+      expect(s.entries(2 as LogIndex, 2 as LogIndex, 1e9)).toEqual([]);
+      expect(s.snapshot()?.metadata).toEqual({ index: 1, term: 0, confState: boot });
       const init = s.initialState();
       expect(init.hardState).toEqual({ term: 0, vote: '', commit: 0 });
       expect([...init.confState.voters].sort()).toEqual(['n1', 'n2', 'n3']);

@@ -57,6 +57,16 @@ export interface LogStorageWriter extends LogStorage {
   setHardState(hardState: HardState): void;
 }
 
+/**
+ * The founding membership is a snapshot at index 1, term 0, with empty data, not log entries: a node that joins
+ * later has an empty log, the leader's log starts at index 2, so the leader sends it this snapshot (or a later
+ * one) and the joiner learns the membership from its confState. Without voters: nothing (index 0).
+ */
+export function bootstrapSnapshot(confState: ConfState): Snapshot {
+  const index = (confState.voters.length > 0 ? 1 : 0) as LogIndex;
+  return { metadata: { index, term: 0 as Term, confState }, data: new Uint8Array(0) };
+}
+
 export const emptyHardState: HardState = { term: 0 as Term, vote: noNode, commit: 0 as LogIndex };
 
 /**
@@ -68,10 +78,13 @@ export class MemoryStorage implements LogStorageWriter {
   private snap: Snapshot;
   private ents: Entry[];
 
-  /** A fresh storage whose "snapshot at index 0" holds the bootstrap membership (empty for a joining node). */
+  /**
+   * A fresh storage. With a bootstrap membership (the founding voters) the log starts with the bootstrap
+   * snapshot (see bootstrapSnapshot); without one (a node that will join later) it is empty.
+   */
   constructor(confState: ConfState = { voters: [], learners: [] }) {
-    this.snap = { metadata: { index: 0 as LogIndex, term: 0 as Term, confState }, data: new Uint8Array(0) };
-    this.ents = [dummy(0 as LogIndex, 0 as Term)];
+    this.snap = bootstrapSnapshot(confState);
+    this.ents = [dummy(this.snap.metadata.index, this.snap.metadata.term)];
   }
 
   initialState(): InitialState {
