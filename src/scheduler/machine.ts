@@ -1,0 +1,423 @@
+/**
+ * The replicated state machine: apply(store, command) -> { result, effects }. Deterministic: it reads no clock
+ * and no randomness (the proposer wrote nowMs into the command), iterates only over store results that the
+ * store orders, and never throws for an operating error (unknown job, bad transition): those are results.
+ * It throws only on programmer errors (a command type it does not know). README.md states every rule.
+ */
+import { unreachable } from '../core/assert.js';
+import type { ErrorCode } from '../core/errors.js';
+import { limits } from '../core/limits.js';
+import type { Command, FiredItem, OutcomeItem, SkippedItem } from './commands.js';
+import type { Effect } from './commands.js';
+import { fireAllStart, firstOccurrence, nextOccurrence } from './schedule.js';
+import type { SchedulerStore } from './store.js';
+import type { ExecutionRecord, JobPatch, JobRecord, JobSpec, JobState, TaskRecord } from './types.js';
+
+export interface Failure {
+  ok: false;
+  code: ErrorCode;
+  message: string;
+  /** The API field at fault (snake_case, as in API.md), when one is. */
+  field?: string;
+}
+
+export type CreateJobItemResult = { ok: true; job: JobRecord; created: boolean } | ({ id: string } & Failure);
+
+/** run_job also says which occurrence it queued (its X-Deduplication-Key is `${id}:${runAtMs}`). */
+export type JobCommandResult = { ok: true; job: JobRecord; runAtMs?: number } | Failure;
+
+export type CommandResult =
+  | { type: 'put_task'; task: TaskRecord; created: boolean }
+  | { type: 'delete_task'; result: { ok: true } | Failure }
+  | { type: 'create_jobs'; items: CreateJobItemResult[] }
+  | { type: 'cancel_job' | 'pause_job' | 'resume_job' | 'run_job' | 'patch_job'; result: JobCommandResult }
+  /** Items applied, and items ignored (unknown or cancelled job, stale or duplicate report). */
+  | { type: 'fired' | 'outcomes' | 'skipped'; applied: number; ignored: number }
+  | { type: 'noop' };
+
+export interface ApplyResult {
+  result: CommandResult;
+  effects: Effect[];
+}
+
+export function apply(store: SchedulerStore, command: Command): ApplyResult {
+  const effects: Effect[] = [];
+  return { result: dispatch(store, command, effects), effects };
+}
+
+function dispatch(store: SchedulerStore, c: Command, effects: Effect[]): CommandResult {
+  switch (c.type) {
+    case 'put_task':
+      return putTask(store, c.task, c.nowMs);
+    case 'delete_task':
+      return { type: c.type, result: deleteTask(store, c.name) };
+    case 'create_jobs':
+      return { type: c.type, items: c.jobs.map((spec) => createJob(store, spec, c.shard, c.nowMs, effects)) };
+    case 'cancel_job':
+      return { type: c.type, result: withJob(store, c.id, (job) => cancelJob(store, job, c.nowMs, effects)) };
+    case 'pause_job':
+      return { type: c.type, result: withJob(store, c.id, (job) => pauseJob(store, job, c.nowMs, effects)) };
+    case 'resume_job':
+      return { type: c.type, result: withJob(store, c.id, (job) => resumeJob(store, job, c.nowMs, effects)) };
+    case 'run_job':
+      return { type: c.type, result: withJob(store, c.id, (job) => runJob(store, job, c.nowMs, effects)) };
+    case 'patch_job':
+      return { type: c.type, result: withJob(store, c.id, (job) => patchJob(store, job, c.patch, c.nowMs, effects)) };
+    case 'fired':
+      return count(c.type, c.items, (item) => applyFired(store, item, c.nodeId, c.nowMs, effects));
+    case 'outcomes':
+      return count(c.type, c.items, (item) => applyOutcome(store, item, c.nowMs, effects));
+    case 'skipped':
+      return count(c.type, c.items, (item) => applySkipped(store, item, c.nowMs, effects));
+    case 'noop':
+      return { type: 'noop' };
+    default:
+      return unreachable(c, 'apply: unknown command');
+  }
+}
+
+// ---------------------------------------------------------------- helpers
+
+function fail(code: ErrorCode, message: string, field?: string): Failure {
+  return field === undefined ? { ok: false, code, message } : { ok: false, code, message, field };
+}
+
+function isFinal(state: JobState): boolean {
+  return state === 'SUCCEEDED' || state === 'FAILED' || state === 'CANCELLED';
+}
+
+function withJob(store: SchedulerStore, id: string, f: (job: JobRecord) => JobCommandResult): JobCommandResult {
+  const job = store.getJob(id);
+  return job === null ? fail('not_found', `job ${JSON.stringify(id)} not found`) : f(job);
+}
+
+function count<T>(
+  type: 'fired' | 'outcomes' | 'skipped',
+  items: T[],
+  f: (item: T) => boolean,
+): CommandResult {
+  let applied = 0;
+  for (const item of items) if (f(item)) applied++;
+  return { type, applied, ignored: items.length - applied };
+}
+
+/** end_at (recurring schedules only, inclusive) and max_runs (counted on regular runs) end a schedule. */
+function bound(job: JobRecord, next: number | null): number | null {
+  if (next === null) return null;
+  if (job.schedule.kind !== 'once' && job.endAtMs !== null && next > job.endAtMs) return null;
+  if (job.maxRuns > 0 && job.runs >= job.maxRuns) return null;
+  return next;
+}
+
+/**
+ * The stored state of a live job from its facts: PENDING while it has a next occurrence, RUNNING while an
+ * execution is open, else finished by the last outcome. PAUSED, CANCELLED and final states are left alone.
+ */
+function settle(store: SchedulerStore, job: JobRecord, lastOutcome?: 'SUCCEEDED' | 'FAILED'): void {
+  if (job.state === 'PAUSED' || isFinal(job.state)) return;
+  if (job.nextFireAtMs !== null) {
+    job.state = 'PENDING';
+  } else if (store.openExecutions(job.id).length > 0) {
+    job.state = 'RUNNING';
+  } else {
+    const last = lastOutcome ?? store.lastExecution(job.id)?.state;
+    job.state = last === 'FAILED' ? 'FAILED' : 'SUCCEEDED';
+  }
+}
+
+function armNext(job: JobRecord, effects: Effect[]): void {
+  const at = job.nextFireAtMs;
+  if (at !== null) effects.push({ type: 'arm', jobId: job.id, scheduledAtMs: at, attempt: 1, dueAtMs: at });
+}
+
+/** A QUEUED execution's next attempt is attempt + 1 (attempt counts the attempts started so far). */
+function armQueued(store: SchedulerStore, job: JobRecord, nowMs: number, effects: Effect[]): void {
+  for (const e of store.openExecutions(job.id)) {
+    if (e.state !== 'QUEUED') continue;
+    const dueAtMs = Math.max(e.retryAtMs ?? nowMs, e.scheduledAtMs);
+    effects.push({ type: 'arm', jobId: job.id, scheduledAtMs: e.scheduledAtMs, attempt: e.attempt + 1, dueAtMs });
+  }
+}
+
+/**
+ * The regular occurrence after the one at firedAtMs (fired or skipped), misfire policy applied: an occurrence is
+ * missed when it is due more than misfireThresholdMs before nowMs. skip / fire_once jump past every missed one
+ * (fire_once's one catch-up run is the occurrence that just fired); fire_all replays them one by one, capped to
+ * the latest misfireFireAllMax when a backlog starts (the job untouched since its occurrence came due).
+ */
+function advance(job: JobRecord, firedAtMs: number, nowMs: number): number | null {
+  const s = job.schedule;
+  let next = nextOccurrence(s, firedAtMs);
+  const limitMs = nowMs - limits.misfireThresholdMs;
+  if (next !== null && s.kind !== 'once' && next <= limitMs) {
+    if (job.misfire !== 'fire_all') next = firstOccurrence(s, limitMs + 1);
+    else if (job.updatedAtMs < firedAtMs) next = fireAllStart(s, next, limitMs);
+  }
+  return bound(job, next);
+}
+
+// ---------------------------------------------------------------- tasks
+
+function putTask(store: SchedulerStore, task: TaskRecord, nowMs: number): CommandResult {
+  const existing = store.getTask(task.name);
+  const record: TaskRecord = { ...task, createdAtMs: existing?.createdAtMs ?? nowMs, updatedAtMs: nowMs };
+  store.putTask(record);
+  return { type: 'put_task', task: record, created: existing === null };
+}
+
+function deleteTask(store: SchedulerStore, name: string): { ok: true } | Failure {
+  if (store.getTask(name) === null) return fail('not_found', `task ${JSON.stringify(name)} not found`);
+  const live = store.countLiveJobsOfTask(name);
+  if (live > 0) return fail('conflict', `task ${JSON.stringify(name)} is used by ${live} live job(s)`);
+  store.deleteTask(name);
+  return { ok: true };
+}
+
+// ---------------------------------------------------------------- job commands
+
+function createJob(
+  store: SchedulerStore,
+  spec: JobSpec,
+  shard: number,
+  nowMs: number,
+  effects: Effect[],
+): CreateJobItemResult {
+  const id = spec.id;
+  const existing = store.getJob(id);
+  if (existing !== null) {
+    if (existing.requestDigest === spec.requestDigest) return { ok: true, job: existing, created: false };
+    return { id, ...fail('conflict', `job ${JSON.stringify(id)} exists with a different request`) };
+  }
+  if (spec.task !== null && store.getTask(spec.task) === null) {
+    return { id, ...fail('not_found', `task ${JSON.stringify(spec.task)} not found`, 'task') };
+  }
+  if (spec.task === null && spec.callback === null) {
+    return { id, ...fail('invalid_argument', 'a job needs a task or a callback', 'callback') };
+  }
+  const job: JobRecord = {
+    ...spec,
+    state: 'PENDING',
+    nextFireAtMs: null,
+    runs: 0,
+    shard,
+    createdAtMs: nowMs,
+    updatedAtMs: nowMs,
+  };
+  const first = firstOccurrence(spec.schedule, nowMs);
+  if (first === null) return { id, ...fail('invalid_argument', 'schedule: no occurrence', 'schedule') };
+  job.nextFireAtMs = bound(job, first);
+  if (job.nextFireAtMs === null) {
+    return { id, ...fail('invalid_argument', 'end_at: no occurrence before end_at', 'end_at') };
+  }
+  store.putJob(job);
+  armNext(job, effects);
+  return { ok: true, job, created: true };
+}
+
+function cancelJob(store: SchedulerStore, job: JobRecord, nowMs: number, effects: Effect[]): JobCommandResult {
+  if (job.state === 'CANCELLED') return { ok: true, job };
+  if (isFinal(job.state)) return fail('conflict', `job ${JSON.stringify(job.id)} is already ${job.state}`);
+  for (const e of store.openExecutions(job.id)) {
+    store.putExecution({ ...e, state: 'CANCELLED', finishedAtMs: nowMs, retryAtMs: null });
+  }
+  job.state = 'CANCELLED';
+  job.nextFireAtMs = null;
+  job.updatedAtMs = nowMs;
+  store.putJob(job);
+  effects.push({ type: 'disarm', jobId: job.id });
+  return { ok: true, job };
+}
+
+function pauseJob(store: SchedulerStore, job: JobRecord, nowMs: number, effects: Effect[]): JobCommandResult {
+  if (job.state === 'PAUSED') return { ok: true, job };
+  const pausable = job.state === 'PENDING' || (job.state === 'RUNNING' && job.schedule.kind !== 'once');
+  if (!pausable) return fail('conflict', `cannot pause job ${JSON.stringify(job.id)} in state ${job.state}`);
+  // nextFireAtMs is kept: resume measures what was missed from it.
+  job.state = 'PAUSED';
+  job.updatedAtMs = nowMs;
+  store.putJob(job);
+  effects.push({ type: 'disarm', jobId: job.id });
+  return { ok: true, job };
+}
+
+/** The next occurrence of a job resumed at nowMs (see README.md: resume and misfire). */
+function resumeNext(job: JobRecord, nowMs: number): number | null {
+  const n = job.nextFireAtMs;
+  const s = job.schedule;
+  if (n === null || s.kind === 'once') return n; // a once job whose time passed fires now
+  const limitMs = nowMs - limits.misfireThresholdMs;
+  if (n > limitMs) return n; // nothing missed
+  switch (job.misfire) {
+    case 'skip':
+      return bound(job, firstOccurrence(s, limitMs + 1));
+    case 'fire_once':
+      return n; // one catch-up run for the earliest missed; firing it jumps past the rest (advance)
+    case 'fire_all':
+      return fireAllStart(s, n, limitMs);
+  }
+}
+
+function resumeJob(store: SchedulerStore, job: JobRecord, nowMs: number, effects: Effect[]): JobCommandResult {
+  if (job.state === 'PENDING' || job.state === 'RUNNING') return { ok: true, job };
+  if (job.state !== 'PAUSED') return fail('conflict', `cannot resume job ${JSON.stringify(job.id)}: ${job.state}`);
+  job.nextFireAtMs = resumeNext(job, nowMs);
+  job.state = 'PENDING';
+  settle(store, job);
+  job.updatedAtMs = nowMs;
+  store.putJob(job);
+  armNext(job, effects);
+  armQueued(store, job, nowMs, effects);
+  return { ok: true, job };
+}
+
+function runJob(store: SchedulerStore, job: JobRecord, nowMs: number, effects: Effect[]): JobCommandResult {
+  if (job.state === 'CANCELLED') return fail('conflict', `job ${JSON.stringify(job.id)} is CANCELLED`);
+  // A fresh key: never an existing execution's, never the pending regular occurrence's.
+  let at = nowMs;
+  while (at === job.nextFireAtMs || store.getExecution(job.id, at) !== null) at++;
+  // Recorded as QUEUED with no attempt yet, so a new leader re-arms it (attempt 0 + 1) if this one fails over.
+  store.putExecution({
+    jobId: job.id,
+    scheduledAtMs: at,
+    attempt: 0,
+    state: 'QUEUED',
+    startedAtMs: null,
+    finishedAtMs: null,
+    statusCode: null,
+    error: null,
+    latenessMs: null,
+    nodeId: null,
+    retryAtMs: at,
+  });
+  job.updatedAtMs = nowMs;
+  store.putJob(job);
+  effects.push({ type: 'arm', jobId: job.id, scheduledAtMs: at, attempt: 1, dueAtMs: at });
+  return { ok: true, job, runAtMs: at };
+}
+
+function patchJob(
+  store: SchedulerStore,
+  job: JobRecord,
+  patch: JobPatch,
+  nowMs: number,
+  effects: Effect[],
+): JobCommandResult {
+  if (isFinal(job.state)) return fail('conflict', `cannot patch job ${JSON.stringify(job.id)}: ${job.state}`);
+  let next: number | null = job.nextFireAtMs;
+  if (patch.schedule !== undefined) {
+    const first = firstOccurrence(patch.schedule, nowMs);
+    if (first === null) return fail('invalid_argument', 'schedule: no occurrence', 'schedule');
+    next = bound({ ...job, schedule: patch.schedule }, first);
+    if (next === null) return fail('invalid_argument', 'schedule: no occurrence before end_at or max_runs', 'schedule');
+    job.schedule = patch.schedule;
+  }
+  if (patch.payload !== undefined) job.payload = patch.payload;
+  if (patch.payloadEncoding !== undefined) job.payloadEncoding = patch.payloadEncoding;
+  if (patch.metadata !== undefined) job.metadata = patch.metadata;
+  job.updatedAtMs = nowMs;
+  if (patch.schedule !== undefined) {
+    job.nextFireAtMs = next;
+    settle(store, job); // a RUNNING job (its last occurrence in flight) has a new one: PENDING
+    effects.push({ type: 'disarm', jobId: job.id });
+    if (job.state !== 'PAUSED') {
+      armNext(job, effects);
+      armQueued(store, job, nowMs, effects); // disarm dropped pending retries too
+    }
+  }
+  store.putJob(job);
+  return { ok: true, job };
+}
+
+// ---------------------------------------------------------------- reports from the leader
+
+function applyFired(store: SchedulerStore, item: FiredItem, nodeId: string, nowMs: number, effects: Effect[]) {
+  const job = store.getJob(item.jobId);
+  if (job === null || job.state === 'CANCELLED') return false;
+  const existing = store.getExecution(item.jobId, item.scheduledAtMs);
+  const open = existing !== null && (existing.state === 'QUEUED' || existing.state === 'RUNNING');
+  if (existing !== null && (!open || item.attempt < existing.attempt)) return false; // stale or duplicate
+  // A paused job fires nothing regular; only an open execution (run_job, a retry) may still start.
+  if (job.state === 'PAUSED' && !open) return false;
+  const execution: ExecutionRecord = {
+    jobId: item.jobId,
+    scheduledAtMs: item.scheduledAtMs,
+    attempt: item.attempt,
+    state: 'RUNNING',
+    startedAtMs: item.startedAtMs,
+    finishedAtMs: null,
+    statusCode: existing?.statusCode ?? null,
+    error: existing?.error ?? null,
+    latenessMs: existing?.latenessMs ?? item.startedAtMs - item.scheduledAtMs,
+    nodeId,
+    retryAtMs: null,
+  };
+  store.putExecution(execution);
+  if (job.state !== 'PAUSED' && item.scheduledAtMs === job.nextFireAtMs) {
+    job.runs += 1;
+    job.nextFireAtMs = advance(job, item.scheduledAtMs, nowMs);
+    armNext(job, effects);
+  }
+  settle(store, job);
+  job.updatedAtMs = nowMs;
+  store.putJob(job);
+  return true;
+}
+
+function applyOutcome(store: SchedulerStore, item: OutcomeItem, nowMs: number, effects: Effect[]) {
+  const job = store.getJob(item.jobId);
+  const e = store.getExecution(item.jobId, item.scheduledAtMs);
+  if (job === null || e === null || item.attempt < e.attempt) return false;
+  const open = e.state === 'QUEUED' || e.state === 'RUNNING';
+  if (job.state === 'CANCELLED') return finishCancelled(store, e, item);
+  if (!open) return false; // a duplicate report of a finished execution
+  const done = { ...e, attempt: item.attempt, statusCode: item.statusCode, error: item.error };
+  if (item.result === 'retry') {
+    // A missing retryAtMs is the leader's bug, but a committed entry must apply: retry at once.
+    const retryAtMs = Math.max(item.retryAtMs ?? item.finishedAtMs, item.scheduledAtMs);
+    store.putExecution({ ...done, state: 'QUEUED', retryAtMs, finishedAtMs: null });
+    if (job.state !== 'PAUSED') {
+      effects.push({ type: 'arm', jobId: job.id, scheduledAtMs: e.scheduledAtMs, attempt: item.attempt + 1, dueAtMs: retryAtMs });
+    }
+    return true;
+  }
+  const state = item.result === 'succeeded' ? 'SUCCEEDED' : 'FAILED';
+  store.putExecution({ ...done, state, finishedAtMs: item.finishedAtMs, retryAtMs: null });
+  settle(store, job, state);
+  job.updatedAtMs = nowMs;
+  store.putJob(job);
+  effects.push({ type: 'finished', jobId: job.id, scheduledAtMs: e.scheduledAtMs });
+  return true;
+}
+
+/** A cancelled job's in-flight callback still ends: record a final result, never a retry. */
+function finishCancelled(store: SchedulerStore, e: ExecutionRecord, item: OutcomeItem): boolean {
+  if (e.state === 'SUCCEEDED' || e.state === 'FAILED') return false;
+  if (item.result === 'retry') {
+    if (e.state === 'CANCELLED') return false;
+    store.putExecution({ ...e, state: 'CANCELLED', finishedAtMs: item.finishedAtMs, retryAtMs: null });
+    return true;
+  }
+  const state = item.result === 'succeeded' ? 'SUCCEEDED' : 'FAILED';
+  store.putExecution({
+    ...e,
+    state,
+    attempt: item.attempt,
+    statusCode: item.statusCode,
+    error: item.error,
+    finishedAtMs: item.finishedAtMs,
+    retryAtMs: null,
+  });
+  return true;
+}
+
+function applySkipped(store: SchedulerStore, item: SkippedItem, nowMs: number, effects: Effect[]) {
+  const job = store.getJob(item.jobId);
+  if (job === null || job.state === 'CANCELLED' || job.state === 'PAUSED') return false;
+  if (item.scheduledAtMs !== job.nextFireAtMs) return false; // stale: not the pending regular occurrence
+  job.nextFireAtMs = advance(job, item.scheduledAtMs, nowMs);
+  armNext(job, effects);
+  settle(store, job);
+  job.updatedAtMs = nowMs;
+  store.putJob(job);
+  return true;
+}
