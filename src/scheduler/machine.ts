@@ -376,7 +376,8 @@ function applyOutcome(store: SchedulerStore, item: OutcomeItem, nowMs: number, e
     const retryAtMs = Math.max(item.retryAtMs ?? item.finishedAtMs, item.scheduledAtMs);
     store.putExecution({ ...done, state: 'QUEUED', retryAtMs, finishedAtMs: null });
     if (job.state !== 'PAUSED') {
-      effects.push({ type: 'arm', jobId: job.id, scheduledAtMs: e.scheduledAtMs, attempt: item.attempt + 1, dueAtMs: retryAtMs });
+      const attempt = item.attempt + 1;
+      effects.push({ type: 'arm', jobId: job.id, scheduledAtMs: e.scheduledAtMs, attempt, dueAtMs: retryAtMs });
     }
     return true;
   }

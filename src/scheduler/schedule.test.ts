@@ -86,6 +86,17 @@ describe('cron', () => {
   it('an expression that never matches has no occurrence', () => {
     expect(firstOccurrence(cron('0 0 30 2 *'), 0)).toBeNull();
   });
+  it('memoized answers equal fresh ones whatever the order of questions', () => {
+    const s = cron('*/7 3-9 * * *', 'America/New_York');
+    const from = ms('2027-03-13T00:00:00Z');
+    const inOrder = previewOccurrences(s, from, 30);
+    const shuffled = [...inOrder].reverse().map((t, i) => [t, nextOccurrence(s, t), nextOccurrence(s, from + i)] as const);
+    for (const [t, next] of shuffled) {
+      const i = inOrder.indexOf(t);
+      if (i + 1 < inOrder.length) expect(next).toBe(inOrder[i + 1]);
+    }
+    expect(previewOccurrences(s, from, 30)).toEqual(inOrder);
+  });
   it('@macros', () => {
     expect(iso(firstOccurrence(cron('@daily', 'UTC'), ms('2027-01-01T00:00:01Z')))).toBe('2027-01-02T00:00:00.000Z');
   });

@@ -14,10 +14,21 @@ import type { Schedule } from './types.js';
 
 // ---------------------------------------------------------------- cron cache
 
-/** A bounded LRU of parsed expressions (Map keeps insertion order; a hit re-inserts). null = does not parse. */
-const cronCache = new Map<string, CronExpression | null>();
+/**
+ * A parsed expression, with its last few answers: many jobs share an expression and fire at the same instant,
+ * so the same questions come in a row (answers are a pure function of the question: replicas stay identical).
+ */
+interface CachedCron {
+  expr: CronExpression;
+  /** afterMs -> next match (or null), at most answersMax entries, oldest dropped first. */
+  answers: Map<number, number | null>;
+}
+const answersMax = 8;
 
-function parsedCron(cron: string, timezone: string): CronExpression | null {
+/** A bounded LRU of parsed expressions (Map keeps insertion order; a hit re-inserts). null = does not parse. */
+const cronCache = new Map<string, CachedCron | null>();
+
+function parsedCron(cron: string, timezone: string): CachedCron | null {
   const key = `${timezone}\n${cron}`;
   const hit = cronCache.get(key);
   if (hit !== undefined) {
@@ -25,10 +36,11 @@ function parsedCron(cron: string, timezone: string): CronExpression | null {
     cronCache.set(key, hit);
     return hit;
   }
-  let parsed: CronExpression | null = null;
+  let parsed: CachedCron | null = null;
   if (validateCron(cron, timezone) === null) {
     // currentDate is reset before every use; hashSeed makes `H` (refused by validateCron) deterministic anyway.
-    parsed = CronExpressionParser.parse(cron, { currentDate: new Date(0), tz: timezone, hashSeed: cron });
+    const expr = CronExpressionParser.parse(cron, { currentDate: new Date(0), tz: timezone, hashSeed: cron });
+    parsed = { expr, answers: new Map() };
   }
   cronCache.set(key, parsed);
   if (cronCache.size > schedulerLimits.cronCacheEntriesMax) {
@@ -40,23 +52,29 @@ function parsedCron(cron: string, timezone: string): CronExpression | null {
 
 /** The cron match strictly after afterMs, or null (no match within cron-parser's search limit). */
 function cronAfter(cron: string, timezone: string, afterMs: number): number | null {
-  const expr = parsedCron(cron, timezone);
-  if (expr === null) return null;
+  const cached = parsedCron(cron, timezone);
+  if (cached === null) return null;
+  const known = cached.answers.get(afterMs);
+  if (known !== undefined) return known;
+  let nextMs: number | null;
   try {
-    expr.reset(new Date(afterMs));
-    return expr.next().getTime();
+    cached.expr.reset(new Date(afterMs));
+    nextMs = cached.expr.next().getTime();
   } catch {
-    return null; // "loop limit exceeded" / out of range: an expression that never matches again
+    nextMs = null; // "loop limit exceeded" / out of range: an expression that never matches again
   }
+  if (cached.answers.size >= answersMax) cached.answers.delete(cached.answers.keys().next().value!);
+  cached.answers.set(afterMs, nextMs);
+  return nextMs;
 }
 
 /** The cron match strictly before beforeMs, or null. Used only to place a fire_all replay window. */
 function cronBefore(cron: string, timezone: string, beforeMs: number): number | null {
-  const expr = parsedCron(cron, timezone);
-  if (expr === null) return null;
+  const cached = parsedCron(cron, timezone);
+  if (cached === null) return null;
   try {
-    expr.reset(new Date(beforeMs));
-    return expr.prev().getTime();
+    cached.expr.reset(new Date(beforeMs));
+    return cached.expr.prev().getTime();
   } catch {
     return null;
   }
