@@ -155,8 +155,14 @@ describe('DST (exact instants computed by cron-parser 5.10)', () => {
 });
 
 /** The local calendar day of an instant in a zone, as YYYY-MM-DD. */
+const dayFormats = new Map<string, Intl.DateTimeFormat>();
 function localDay(t: number, timeZone: string): string {
-  return new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' }).format(t);
+  let f = dayFormats.get(timeZone);
+  if (f === undefined) {
+    f = new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' });
+    dayFormats.set(timeZone, f);
+  }
+  return f.format(t);
 }
 
 describe('properties (fast-check)', () => {
