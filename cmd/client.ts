@@ -108,7 +108,9 @@ export function apiError(status: number, text: string): CliError {
   const lines = [`error: ${problem.code}: ${detail}`];
   if (Array.isArray(problem.errors)) {
     for (const e of problem.errors) {
-      if (isPlainObject(e)) lines.push(`  ${String(e.field)}: ${String(e.message)}`);
+      const line = isPlainObject(e) ? `${String(e.field)}: ${String(e.message)}` : null;
+      // a one-field error usually has that field's line as its detail already: do not print it twice
+      if (line !== null && line !== detail) lines.push(`  ${line}`);
     }
   }
   return new CliError(exitCodes.runtime, lines.join('\n'));

@@ -606,7 +606,7 @@ describe('cluster status|transfer-leader', () => {
 });
 
 describe('client errors and settings', () => {
-  it('an API problem prints `error: <code>: <detail>` and the field errors, exit 1', async () => {
+  it('an API problem prints `error: <code>: <detail>` and the field errors not already in the detail, exit 1', async () => {
     route = () => ({
       status: 400,
       body: {
@@ -624,7 +624,7 @@ describe('client errors and settings', () => {
     const r = await client(['job', 'add', '--task', 't', '--cron', 'x x']);
     expect(r).toEqual({
       stdout: '',
-      stderr: 'error: invalid_argument: schedule.cron: bad cron expression\n  schedule.cron: bad cron expression\n  metadata: too large\n',
+      stderr: 'error: invalid_argument: schedule.cron: bad cron expression\n  metadata: too large\n',
       code: 1,
     });
   });
