@@ -1,0 +1,245 @@
+/**
+ * Job bodies (POST /v1/jobs, each item of POST /v1/jobs:batch, PATCH /v1/jobs/{id}, POST /v1/schedules:preview)
+ * -> JobSpec / JobPatch / preview arguments. See parse.ts for the conventions.
+ */
+import { PunctualError, invalid } from '../core/errors.js';
+import { httpLimits, limits } from '../core/limits.js';
+import { jobIdPattern, nodeIdPattern, taskNamePattern } from '../core/ids.js';
+import type { JobListQuery, JobPatch, JobSpec, JobState, Schedule } from '../scheduler/types.js';
+import { jobStates } from '../scheduler/types.js';
+import { deriveJobId, requestDigest } from './idempotency.js';
+import { misfirePolicies, overlapPolicies, parseCallback, parseSchedule } from './parse.js';
+import {
+  Issues,
+  fieldAt,
+  isObject,
+  onlyKeys,
+  readBase64,
+  readEnum,
+  readInt,
+  readObject,
+  readPattern,
+  readTime,
+  utf8Length,
+  type JsonObject,
+} from './validate.js';
+
+const jobKeys = [
+  'id', 'task', 'callback', 'payload', 'payload_base64', 'schedule', 'end_at', 'max_runs', 'misfire', 'overlap', 'metadata',
+] as const;
+
+export interface JobContext {
+  nowMs: number;
+  /** The Idempotency-Key header, already validated (parseIdempotencyKey). */
+  idempotencyKey: string | null;
+  /** The item's index in a batch, null for POST /v1/jobs. */
+  batchIndex: number | null;
+}
+
+/** One job body -> JobSpec; throws invalid_argument naming every bad field (prefixed, e.g. `jobs[3].schedule`). */
+export function parseJob(body: unknown, prefix: string, ctx: JobContext): JobSpec {
+  const issues = new Issues();
+  const o = readObject(body, prefix, issues);
+  if (o === undefined) throw issues.toError();
+  onlyKeys(o, jobKeys, prefix, issues);
+  const id = o.id == null ? deriveJobId(ctx.idempotencyKey, ctx.batchIndex) : readPattern(o.id, fieldAt(prefix, 'id'), jobIdPattern, '[A-Za-z0-9._:-]{1,128}', issues);
+  const target = parseTarget(o, prefix, issues);
+  const payload = parsePayload(o, prefix, issues);
+  const schedule = parseSchedule(o.schedule, fieldAt(prefix, 'schedule'), ctx.nowMs, issues);
+  const endAtMs = o.end_at == null ? null : readTime(o.end_at, fieldAt(prefix, 'end_at'), issues);
+  const maxRuns = o.max_runs == null ? 0 : readInt(o.max_runs, fieldAt(prefix, 'max_runs'), 0, Number.MAX_SAFE_INTEGER, issues);
+  const misfire = o.misfire == null ? 'fire_once' : readEnum(o.misfire, fieldAt(prefix, 'misfire'), misfirePolicies, issues);
+  const overlap = o.overlap == null ? 'allow' : readEnum(o.overlap, fieldAt(prefix, 'overlap'), overlapPolicies, issues);
+  const metadata = parseMetadata(o.metadata, fieldAt(prefix, 'metadata'), issues);
+  checkEnd(schedule, endAtMs, fieldAt(prefix, 'end_at'), issues);
+  if (!issues.ok) throw issues.toError();
+  return {
+    id: id as string,
+    task: target!.task,
+    callback: target!.callback,
+    payload: payload!.payload,
+    payloadEncoding: payload!.payloadEncoding,
+    schedule: schedule!,
+    endAtMs: endAtMs!,
+    maxRuns: maxRuns!,
+    misfire: misfire!,
+    overlap: overlap!,
+    metadata: metadata!,
+    requestDigest: requestDigest(body),
+    idempotencyKey: ctx.idempotencyKey,
+  };
+}
+
+function parseTarget(o: JsonObject, prefix: string, issues: Issues): Pick<JobSpec, 'task' | 'callback'> | undefined {
+  const hasTask = o.task != null;
+  const hasCallback = o.callback != null;
+  if (hasTask === hasCallback) return issues.add(fieldAt(prefix, 'task'), 'give exactly one of task or callback');
+  if (hasTask) {
+    const task = readPattern(o.task, fieldAt(prefix, 'task'), taskNamePattern, '[A-Za-z0-9._-]{1,128}', issues);
+    return task === undefined ? undefined : { task, callback: null };
+  }
+  const callback = parseCallback(o.callback, fieldAt(prefix, 'callback'), issues);
+  return callback === undefined ? undefined : { task: null, callback };
+}
+
+type PayloadPart = Pick<JobSpec, 'payload' | 'payloadEncoding'>;
+
+/**
+ * `payload` (any JSON, sent as its UTF-8 JSON text, `null` included) or `payload_base64` (raw bytes); neither =
+ * an empty body.
+ */
+function parsePayload(o: JsonObject, prefix: string, issues: Issues): PayloadPart | undefined {
+  const hasJson = o.payload !== undefined;
+  const hasBytes = o.payload_base64 != null;
+  if (hasJson && hasBytes) return issues.add(fieldAt(prefix, 'payload'), 'give payload or payload_base64, not both');
+  let part: PayloadPart = { payload: new Uint8Array(0), payloadEncoding: 'json' };
+  if (hasJson) part = { payload: new TextEncoder().encode(JSON.stringify(o.payload)), payloadEncoding: 'json' };
+  if (hasBytes) {
+    const bytes = readBase64(o.payload_base64, fieldAt(prefix, 'payload_base64'), issues);
+    if (bytes === undefined) return undefined;
+    part = { payload: bytes, payloadEncoding: 'base64' };
+  }
+  if (part.payload.byteLength > limits.payloadBytesMax) {
+    const field = fieldAt(prefix, hasBytes ? 'payload_base64' : 'payload');
+    return issues.add(field, `must be at most ${limits.payloadBytesMax} bytes (got ${part.payload.byteLength})`);
+  }
+  return part;
+}
+
+/** null = none; undefined = invalid. */
+function parseMetadata(value: unknown, field: string, issues: Issues): Record<string, unknown> | null | undefined {
+  if (value === undefined || value === null) return null;
+  if (!isObject(value)) return issues.add(field, 'must be a JSON object');
+  const bytes = utf8Length(JSON.stringify(value));
+  if (bytes > limits.metadataBytesMax) return issues.add(field, `must be at most ${limits.metadataBytesMax} bytes as JSON (got ${bytes})`);
+  return value;
+}
+
+function checkEnd(schedule: Schedule | undefined, endAtMs: number | null | undefined, field: string, issues: Issues): void {
+  if (schedule === undefined || endAtMs == null || schedule.kind === 'once') return;
+  const startAtMs = schedule.startAtMs;
+  if (startAtMs !== null && endAtMs <= startAtMs) issues.add(field, 'must be after schedule.start_at');
+}
+
+export type BatchItem = { ok: true; spec: JobSpec } | { ok: false; id: string | null; error: PunctualError };
+
+/** POST /v1/jobs:batch: `{"jobs": [...]}`; each item is parsed on its own so one bad item never fails the others. */
+export function parseBatch(body: unknown, nowMs: number, idempotencyKey: string | null): BatchItem[] {
+  const issues = new Issues();
+  const o = readObject(body, '', issues);
+  if (o === undefined) throw issues.toError();
+  onlyKeys(o, ['jobs'], '', issues);
+  if (!Array.isArray(o.jobs)) issues.add('jobs', 'must be an array of jobs');
+  else if (o.jobs.length > limits.batchJobsMax) issues.add('jobs', `at most ${limits.batchJobsMax} jobs per batch (got ${o.jobs.length})`);
+  issues.throwIfAny();
+  return (o.jobs as unknown[]).map((item, i): BatchItem => {
+    try {
+      return { ok: true, spec: parseJob(item, `jobs[${i}]`, { nowMs, idempotencyKey, batchIndex: i }) };
+    } catch (err) {
+      const id = isObject(item) && typeof item.id === 'string' && jobIdPattern.test(item.id) ? item.id : null;
+      if (err instanceof PunctualError) return { ok: false, id, error: err };
+      throw err;
+    }
+  });
+}
+
+/** PATCH /v1/jobs/{id}: any of schedule, payload | payload_base64, metadata (null clears it). */
+export function parsePatch(body: unknown, nowMs: number): JobPatch {
+  const issues = new Issues();
+  const o = readObject(body, '', issues);
+  if (o === undefined) throw issues.toError();
+  onlyKeys(o, ['schedule', 'payload', 'payload_base64', 'metadata'], '', issues);
+  const patch: JobPatch = {};
+  if (o.schedule !== undefined) patch.schedule = parseSchedule(o.schedule, 'schedule', nowMs, issues);
+  if (o.payload !== undefined || o.payload_base64 != null) {
+    const part = parsePayload(o, '', issues);
+    if (part !== undefined) Object.assign(patch, part);
+  }
+  if (o.metadata !== undefined) patch.metadata = parseMetadata(o.metadata, 'metadata', issues);
+  issues.throwIfAny();
+  return patch;
+}
+
+export interface PreviewRequest {
+  schedule: Schedule;
+  fromMs: number;
+  count: number;
+}
+
+/** POST /v1/schedules:preview: `{"schedule", "from" (default now), "count" (default 10, at most 1000)}`. */
+export function parsePreview(body: unknown, nowMs: number): PreviewRequest {
+  const issues = new Issues();
+  const o = body === undefined ? {} : readObject(body, '', issues);
+  if (o === undefined) throw issues.toError();
+  onlyKeys(o, ['schedule', 'from', 'count'], '', issues);
+  const fromMs = o.from == null ? nowMs : readTime(o.from, 'from', issues);
+  const count = o.count == null ? limits.previewCountDefault : readInt(o.count, 'count', 1, limits.previewCountMax, issues);
+  const schedule = parseSchedule(o.schedule, 'schedule', fromMs ?? nowMs, issues);
+  if (!issues.ok) throw issues.toError();
+  return { schedule: schedule!, fromMs: fromMs!, count: count! };
+}
+
+/** POST /v1/cluster/shards/{id}/transfer-leader: `{"to": "n2"}`. */
+export function parseTransfer(shardText: string, body: unknown): { shard: number; to: string } {
+  const issues = new Issues();
+  const shard = /^\d{1,9}$/.test(shardText) ? Number(shardText) : issues.add('shard', 'must be a shard number');
+  const o = readObject(body, '', issues);
+  if (o !== undefined) onlyKeys(o, ['to'], '', issues);
+  const to = o === undefined ? undefined : readPattern(o.to, 'to', nodeIdPattern, '[a-z0-9-]{1,32}', issues);
+  if (!issues.ok) throw issues.toError();
+  return { shard: shard!, to: to! };
+}
+
+/** GET /v1/jobs?state=&task=&limit=&cursor= (empty values count as absent; unknown parameters are refused). */
+export function parseJobListQuery(params: URLSearchParams): JobListQuery {
+  const issues = new Issues();
+  onlyParams(params, ['state', 'task', 'limit', 'cursor'], issues);
+  const stateText = param(params, 'state');
+  const state = stateText === null ? null : readEnum(stateText.toUpperCase(), 'state', jobStates, issues);
+  const taskText = param(params, 'task');
+  const task = taskText === null ? null : readPattern(taskText, 'task', taskNamePattern, '[A-Za-z0-9._-]{1,128}', issues);
+  const page = readPage(params, issues);
+  if (!issues.ok) throw issues.toError();
+  return { state: state as JobState | null, task: task as string | null, ...page };
+}
+
+/** GET /v1/jobs/{id}/executions?limit=&cursor=. */
+export function parsePageQuery(params: URLSearchParams): { limit: number; cursor: string | null } {
+  const issues = new Issues();
+  onlyParams(params, ['limit', 'cursor'], issues);
+  const page = readPage(params, issues);
+  issues.throwIfAny();
+  return page;
+}
+
+function readPage(params: URLSearchParams, issues: Issues): { limit: number; cursor: string | null } {
+  const limitText = param(params, 'limit');
+  let limit: number = limits.listLimitDefault;
+  if (limitText !== null) {
+    const n = /^\d{1,9}$/.test(limitText) ? Number(limitText) : NaN;
+    limit = readInt(n, 'limit', 1, limits.listLimitMax, issues) ?? limit;
+  }
+  const cursor = param(params, 'cursor');
+  if (cursor !== null && cursor.length > httpLimits.listCursorLengthMax) issues.add('cursor', 'is too long');
+  return { limit, cursor };
+}
+
+function param(params: URLSearchParams, name: string): string | null {
+  const value = params.get(name);
+  return value === null || value === '' ? null : value;
+}
+
+function onlyParams(params: URLSearchParams, allowed: readonly string[], issues: Issues): void {
+  for (const name of new Set(params.keys())) {
+    if (!allowed.includes(name)) issues.add(name, 'unknown query parameter');
+  }
+}
+
+/** The Idempotency-Key header: 1..255 characters, or absent. */
+export function parseIdempotencyKey(header: string | undefined): string | null {
+  if (header === undefined) return null;
+  if (header.length === 0 || header.length > httpLimits.idempotencyKeyLengthMax) {
+    throw invalid('Idempotency-Key', `must be 1 to ${httpLimits.idempotencyKeyLengthMax} characters`);
+  }
+  return header;
+}

@@ -1,0 +1,227 @@
+/**
+ * Request bodies -> the internal model (src/scheduler/types.ts). Every parser collects all field problems and
+ * throws one invalid_argument PunctualError naming them (`errors: [{field, message}]`). Time-dependent values
+ * (`delay_ms`, "now", `every_ms` without `start_at`) are resolved here with the caller's nowMs: apply never reads
+ * a clock.
+ */
+import { httpLimits, limits } from '../core/limits.js';
+import { jobIdPattern, taskNamePattern } from '../core/ids.js';
+import { validateCron } from '../scheduler/schedule.js';
+import type { CallbackSpec, JobSpec, MisfirePolicy, OverlapPolicy, RetryPolicy, Schedule } from '../scheduler/types.js';
+import { timeMsMax } from './time.js';
+import {
+  Issues,
+  fieldAt,
+  isObject,
+  onlyKeys,
+  readBase64,
+  readBool,
+  readEnum,
+  readInt,
+  readNumber,
+  readObject,
+  readPattern,
+  readString,
+  readTime,
+  utf8Length,
+  type JsonObject,
+} from './validate.js';
+
+export const callbackMethods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+export const misfirePolicies: readonly MisfirePolicy[] = ['fire_once', 'skip', 'fire_all'];
+export const overlapPolicies: readonly OverlapPolicy[] = ['allow', 'skip', 'buffer_one'];
+
+/** A GET of a task or job shows a set secret as this; it is refused as input so a GET-edit-PUT cannot store it. */
+export const redactedSecret = '***';
+
+const scheduleKeys = ['at', 'delay_ms', 'cron', 'timezone', 'every_ms', 'start_at'] as const;
+const scheduleKinds = ['at', 'delay_ms', 'cron', 'every_ms'] as const;
+
+/** `schedule`: exactly one of at / delay_ms / cron(+timezone) / every_ms(+start_at); absent, null or {} = now. */
+export function parseSchedule(value: unknown, field: string, nowMs: number, issues: Issues): Schedule | undefined {
+  if (value === undefined || value === null) return { kind: 'once', atMs: nowMs };
+  const o = readObject(value, field, issues);
+  if (o === undefined) return undefined;
+  onlyKeys(o, scheduleKeys, field, issues);
+  const kinds = scheduleKinds.filter((k) => o[k] !== undefined);
+  if (kinds.length > 1) return issues.add(field, `give exactly one of at, delay_ms, cron, every_ms (got ${kinds.join(', ')})`);
+  const kind = kinds[0];
+  if (o.timezone !== undefined && kind !== 'cron') issues.add(fieldAt(field, 'timezone'), 'only allowed with cron');
+  if (o.start_at !== undefined && kind !== 'every_ms' && kind !== 'cron') {
+    issues.add(fieldAt(field, 'start_at'), 'only allowed with every_ms or cron');
+  }
+  switch (kind) {
+    case undefined:
+      return { kind: 'once', atMs: nowMs };
+    case 'at': {
+      const atMs = readTime(o.at, fieldAt(field, 'at'), issues);
+      return atMs === undefined ? undefined : { kind: 'once', atMs };
+    }
+    case 'delay_ms': {
+      const delayMs = readInt(o.delay_ms, fieldAt(field, 'delay_ms'), 0, Math.max(0, timeMsMax - nowMs), issues);
+      return delayMs === undefined ? undefined : { kind: 'once', atMs: nowMs + delayMs };
+    }
+    case 'cron':
+      return parseCron(o, field, issues);
+    case 'every_ms': {
+      const everyMs = readInt(o.every_ms, fieldAt(field, 'every_ms'), limits.everyMsMin, limits.everyMsMax, issues);
+      const startAtMs = o.start_at === undefined ? nowMs : readTime(o.start_at, fieldAt(field, 'start_at'), issues);
+      if (everyMs === undefined || startAtMs === undefined) return undefined;
+      return { kind: 'every', everyMs, startAtMs };
+    }
+  }
+}
+
+function parseCron(o: JsonObject, field: string, issues: Issues): Schedule | undefined {
+  const cron = readString(o.cron, fieldAt(field, 'cron'), httpLimits.cronExpressionLengthMax, issues);
+  const timezone =
+    o.timezone === undefined ? 'UTC' : readString(o.timezone, fieldAt(field, 'timezone'), httpLimits.timezoneLengthMax, issues);
+  const startAtMs = o.start_at === undefined ? null : readTime(o.start_at, fieldAt(field, 'start_at'), issues);
+  if (cron === undefined || timezone === undefined || startAtMs === undefined) return undefined;
+  const problem = validateCron(cron, timezone);
+  if (problem !== null) {
+    // validateCron names `schedule.cron` / `schedule.timezone`; re-root it under this schedule's path.
+    const leaf = problem.field.slice(problem.field.lastIndexOf('.') + 1);
+    return issues.add(fieldAt(field, leaf), problem.message);
+  }
+  return { kind: 'cron', cron, timezone, startAtMs };
+}
+
+const callbackKeys = ['url', 'method', 'headers', 'timeout_ms', 'retry', 'signing_secret', 'max_concurrency'] as const;
+
+/** A task body (PUT /v1/tasks/{name}) or a job's inline `callback`. */
+export function parseCallback(value: unknown, prefix: string, issues: Issues): CallbackSpec | undefined {
+  const o = readObject(value, prefix, issues);
+  if (o === undefined) return undefined;
+  onlyKeys(o, callbackKeys, prefix, issues);
+  const url = parseUrl(o.url, fieldAt(prefix, 'url'), issues);
+  const method = parseMethod(o.method, fieldAt(prefix, 'method'), issues);
+  const headers = o.headers == null ? {} : parseHeaders(o.headers, fieldAt(prefix, 'headers'), issues);
+  const timeoutMs =
+    o.timeout_ms == null
+      ? limits.callbackTimeoutMsDefault
+      : readInt(o.timeout_ms, fieldAt(prefix, 'timeout_ms'), 1, limits.callbackTimeoutMsMax, issues);
+  const retry = parseRetry(o.retry, fieldAt(prefix, 'retry'), issues);
+  const signingSecret = parseSecret(o.signing_secret, fieldAt(prefix, 'signing_secret'), issues);
+  const maxConcurrency =
+    o.max_concurrency == null
+      ? limits.maxConcurrencyDefault
+      : readInt(o.max_concurrency, fieldAt(prefix, 'max_concurrency'), 1, limits.maxConcurrencyMax, issues);
+  if (url === undefined || method === undefined || headers === undefined || timeoutMs === undefined) return undefined;
+  if (retry === undefined || signingSecret === undefined || maxConcurrency === undefined) return undefined;
+  return { url, method, headers, timeoutMs, retry, signingSecret, maxConcurrency };
+}
+
+function parseUrl(value: unknown, field: string, issues: Issues): string | undefined {
+  if (value === undefined || value === null) return issues.add(field, 'is required');
+  const text = readString(value, field, limits.urlLengthMax, issues);
+  if (text === undefined) return undefined;
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return issues.add(field, 'must be an absolute http or https URL');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return issues.add(field, 'must be an absolute http or https URL');
+  if (url.username !== '' || url.password !== '') return issues.add(field, 'must not carry credentials (use headers)');
+  return text;
+}
+
+function parseMethod(value: unknown, field: string, issues: Issues): string | undefined {
+  if (value === undefined || value === null) return 'POST';
+  if (typeof value !== 'string') return issues.add(field, 'must be a string');
+  return readEnum(value.toUpperCase(), field, callbackMethods, issues);
+}
+
+/** Names the dispatcher sets itself (framing, routing, our own headers): a task may not override them. */
+const reservedHeaders = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'host',
+  'content-length',
+  'x-deduplication-key',
+]);
+const headerNamePattern = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const headerValuePattern = /^[\t\x20-\x7e\x80-\xff]*$/;
+
+function parseHeaders(value: unknown, field: string, issues: Issues): Record<string, string> | undefined {
+  const o = readObject(value, field, issues);
+  if (o === undefined) return undefined;
+  const out: Record<string, string> = {};
+  let bytes = 0;
+  const before = issues.list.length;
+  for (const [rawName, rawValue] of Object.entries(o)) {
+    const name = rawName.toLowerCase();
+    const f = `${field}.${rawName}`;
+    if (!headerNamePattern.test(rawName)) issues.add(f, 'is not a valid header name');
+    else if (reservedHeaders.has(name) || name.startsWith('x-punctual-')) issues.add(f, 'is set by Punctual and may not be given');
+    else if (Object.hasOwn(out, name)) issues.add(f, 'is given twice (header names are case-insensitive)');
+    else if (typeof rawValue !== 'string') issues.add(f, 'must be a string');
+    else if (!headerValuePattern.test(rawValue)) issues.add(f, 'must not contain control characters');
+    else out[name] = rawValue.trim();
+    bytes += utf8Length(name) + (typeof rawValue === 'string' ? utf8Length(rawValue) : 0);
+  }
+  if (Object.keys(o).length > limits.callbackHeadersMax) issues.add(field, `at most ${limits.callbackHeadersMax} headers`);
+  if (bytes > limits.callbackHeaderBytesMax) issues.add(field, `at most ${limits.callbackHeaderBytesMax} bytes of names and values`);
+  return issues.list.length === before ? out : undefined;
+}
+
+const retryKeys = ['max_attempts', 'initial_backoff_ms', 'max_backoff_ms', 'multiplier', 'jitter'] as const;
+
+function parseRetry(value: unknown, field: string, issues: Issues): RetryPolicy | undefined {
+  const o = value == null ? {} : readObject(value, field, issues);
+  if (o === undefined) return undefined;
+  onlyKeys(o, retryKeys, field, issues);
+  const max = limits.retryBackoffMsMax;
+  const r = {
+    maxAttempts: o.max_attempts == null ? limits.retryMaxAttemptsDefault : readInt(o.max_attempts, `${field}.max_attempts`, 1, limits.retryMaxAttemptsMax, issues),
+    initialBackoffMs: o.initial_backoff_ms == null ? limits.retryInitialBackoffMsDefault : readInt(o.initial_backoff_ms, `${field}.initial_backoff_ms`, 0, max, issues),
+    maxBackoffMs: o.max_backoff_ms == null ? limits.retryMaxBackoffMsDefault : readInt(o.max_backoff_ms, `${field}.max_backoff_ms`, 0, max, issues),
+    multiplier: o.multiplier == null ? limits.retryMultiplierDefault : readNumber(o.multiplier, `${field}.multiplier`, 1, limits.retryMultiplierMax, issues),
+    jitter: o.jitter == null ? true : readBool(o.jitter, `${field}.jitter`, issues),
+  };
+  if (r.maxAttempts === undefined || r.initialBackoffMs === undefined || r.maxBackoffMs === undefined) return undefined;
+  if (r.multiplier === undefined || r.jitter === undefined) return undefined;
+  if (r.maxBackoffMs < r.initialBackoffMs) return issues.add(`${field}.max_backoff_ms`, 'must be at least initial_backoff_ms');
+  return r as RetryPolicy;
+}
+
+/** null = no secret; undefined = invalid. */
+function parseSecret(value: unknown, field: string, issues: Issues): string | null | undefined {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== 'string' || value.length === 0) return issues.add(field, 'must be a non-empty string');
+  if (utf8Length(value) > limits.signingSecretBytesMax) return issues.add(field, `must be at most ${limits.signingSecretBytesMax} bytes`);
+  if (value === redactedSecret) return issues.add(field, 'is the redacted placeholder "***"; give the real secret or omit it');
+  return value;
+}
+
+/** PUT /v1/tasks/{name}: the callback fields only (name comes from the path; created_at/updated_at are read-only). */
+export function parseTaskBody(body: unknown): CallbackSpec {
+  const issues = new Issues();
+  const spec = parseCallback(body, '', issues);
+  if (spec === undefined || !issues.ok) throw issues.toError();
+  return spec;
+}
+
+export function parseTaskName(name: string): string {
+  const issues = new Issues();
+  readPattern(name, 'name', taskNamePattern, '[A-Za-z0-9._-]{1,128}', issues);
+  issues.throwIfAny();
+  return name;
+}
+
+export function parseJobId(id: string, field = 'id'): string {
+  const issues = new Issues();
+  readPattern(id, field, jobIdPattern, '[A-Za-z0-9._:-]{1,128}', issues);
+  issues.throwIfAny();
+  return id;
+}
+
+export { isObject };

@@ -1,0 +1,176 @@
+/**
+ * The route table of API.md section 2: each handler parses and validates (parse.ts, parse-job.ts), calls the
+ * node (SchedulerApi) and renders the result (views.ts). Errors are thrown as PunctualError and mapped once, in
+ * app.ts.
+ */
+import { PunctualError, invalid } from '../core/errors.js';
+import type { CreateJobResult } from '../node/api.js';
+import type { ApiRequest, ApiResponse, AppDeps } from './app.js';
+import { jsonResponse } from './app.js';
+import { parseJobId, parseTaskBody, parseTaskName } from './parse.js';
+import {
+  parseBatch,
+  parseIdempotencyKey,
+  parseJob,
+  parseJobListQuery,
+  parsePageQuery,
+  parsePatch,
+  parsePreview,
+  parseTransfer,
+  type BatchItem,
+} from './parse-job.js';
+import { toProblem } from '../core/errors.js';
+import { renderTime } from './time.js';
+import { clusterView, executionView, jobView, taskView } from './views.js';
+
+export interface RouteContext {
+  req: ApiRequest;
+  params: Record<string, string>;
+  query: URLSearchParams;
+  deps: AppDeps;
+}
+
+export interface Route {
+  method: string;
+  /** Path segments: literals or `:name` parameters. */
+  segments: readonly string[];
+  handler: (ctx: RouteContext) => Promise<ApiResponse>;
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** The request body as JSON; an empty body is `undefined` when optional, an error otherwise. */
+function jsonBody(req: ApiRequest, optional = false): unknown {
+  if (req.body.byteLength === 0) {
+    if (optional) return undefined;
+    throw invalid('body', 'a JSON body is required');
+  }
+  let text: string;
+  try {
+    text = utf8.decode(req.body);
+  } catch {
+    throw invalid('body', 'must be UTF-8');
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    throw invalid('body', `malformed JSON: ${(err as Error).message}`);
+  }
+}
+
+function route(method: string, path: string, handler: Route['handler']): Route {
+  return { method, segments: path.slice(1).split('/'), handler };
+}
+
+const noContent: ApiResponse = { status: 204, headers: {}, body: '' };
+
+async function putTask({ req, params, deps }: RouteContext): Promise<ApiResponse> {
+  const name = parseTaskName(params.name!);
+  const spec = parseTaskBody(jsonBody(req));
+  const { task, created } = await deps.api.putTask(name, spec);
+  return jsonResponse(created ? 201 : 200, taskView(task));
+}
+
+async function createJob({ req, deps }: RouteContext): Promise<ApiResponse> {
+  const idempotencyKey = parseIdempotencyKey(req.headers['idempotency-key']);
+  const spec = parseJob(jsonBody(req), '', { nowMs: deps.api.nowMs(), idempotencyKey, batchIndex: null });
+  const [result] = await deps.api.createJobs([spec]);
+  if (result === undefined) throw new PunctualError('internal', 'createJobs returned no result');
+  if (!result.ok) throw result.error;
+  const headers = { location: `/v1/jobs/${encodeURIComponent(result.job.id)}` };
+  return jsonResponse(result.created ? 201 : 200, jobView(result.job), headers);
+}
+
+/** Valid items go to the node in one call; results are merged back in input order. */
+async function createBatch({ req, deps }: RouteContext): Promise<ApiResponse> {
+  const idempotencyKey = parseIdempotencyKey(req.headers['idempotency-key']);
+  const items: BatchItem[] = parseBatch(jsonBody(req), deps.api.nowMs(), idempotencyKey);
+  const specs = items.flatMap((item) => (item.ok ? [item.spec] : []));
+  const created: CreateJobResult[] = specs.length === 0 ? [] : await deps.api.createJobs(specs);
+  if (created.length !== specs.length) throw new PunctualError('internal', 'createJobs returned a wrong number of results');
+  let next = 0;
+  const results = items.map((item) => {
+    if (!item.ok) return { id: item.id, status: item.error.status, error: toProblem(item.error) };
+    const r = created[next++]!;
+    if (r.ok) return { id: r.job.id, status: r.created ? 201 : 200 };
+    return { id: r.id ?? item.spec.id, status: r.error.status, error: toProblem(r.error) };
+  });
+  return jsonResponse(200, { results });
+}
+
+type JobAction = 'cancelJob' | 'pauseJob' | 'resumeJob' | 'runJob';
+
+function jobAction(action: JobAction): Route['handler'] {
+  return async ({ params, deps }) => jsonResponse(200, jobView(await deps.api[action](parseJobId(params.id!))));
+}
+
+async function patchJob({ req, params, deps }: RouteContext): Promise<ApiResponse> {
+  const id = parseJobId(params.id!);
+  const patch = parsePatch(jsonBody(req), deps.api.nowMs());
+  return jsonResponse(200, jobView(await deps.api.patchJob(id, patch)));
+}
+
+async function listJobs({ query, deps }: RouteContext): Promise<ApiResponse> {
+  const { jobs, nextCursor } = await deps.api.listJobs(parseJobListQuery(query));
+  return jsonResponse(200, { jobs: jobs.map(jobView), next_cursor: nextCursor });
+}
+
+async function listExecutions({ params, query, deps }: RouteContext): Promise<ApiResponse> {
+  const id = parseJobId(params.id!);
+  const { executions, nextCursor } = await deps.api.listExecutions(id, parsePageQuery(query));
+  return jsonResponse(200, { executions: executions.map(executionView), next_cursor: nextCursor });
+}
+
+async function preview({ req, deps }: RouteContext): Promise<ApiResponse> {
+  const p = parsePreview(jsonBody(req, true), deps.api.nowMs());
+  const occurrences = deps.api.previewSchedule(p.schedule, p.fromMs, p.count);
+  return jsonResponse(200, { occurrences: occurrences.map(renderTime) });
+}
+
+/** Accepted (202): the node starts the transfer; GET /v1/cluster shows the new leader once it is elected. */
+async function transferLeader({ req, params, deps }: RouteContext): Promise<ApiResponse> {
+  const { shard, to } = parseTransfer(params.shard!, jsonBody(req));
+  if (typeof deps.api.transferLeader !== 'function') {
+    throw new PunctualError('unavailable', 'leadership transfer is not supported by this node');
+  }
+  await deps.api.transferLeader(shard, to);
+  return jsonResponse(202, { shard, to });
+}
+
+async function readyz({ deps }: RouteContext): Promise<ApiResponse> {
+  const r = deps.api.readiness();
+  if (r.ready) return jsonResponse(200, { ready: true });
+  throw new PunctualError('unavailable', `not ready: ${r.reason ?? 'unknown reason'}`);
+}
+
+async function metrics({ deps }: RouteContext): Promise<ApiResponse> {
+  const m = await deps.metrics();
+  return { status: 200, headers: { 'content-type': m.contentType }, body: m.body };
+}
+
+export const routes: readonly Route[] = [
+  route('GET', '/v1/tasks', async ({ deps }) => jsonResponse(200, { tasks: (await deps.api.listTasks()).map(taskView) })),
+  route('PUT', '/v1/tasks/:name', putTask),
+  route('GET', '/v1/tasks/:name', async ({ params, deps }) => jsonResponse(200, taskView(await deps.api.getTask(parseTaskName(params.name!))))),
+  route('DELETE', '/v1/tasks/:name', async ({ params, deps }) => {
+    await deps.api.deleteTask(parseTaskName(params.name!));
+    return noContent;
+  }),
+  route('POST', '/v1/jobs', createJob),
+  route('GET', '/v1/jobs', listJobs),
+  route('POST', '/v1/jobs:batch', createBatch),
+  route('GET', '/v1/jobs/:id', async ({ params, deps }) => jsonResponse(200, jobView(await deps.api.getJob(parseJobId(params.id!))))),
+  route('PATCH', '/v1/jobs/:id', patchJob),
+  route('DELETE', '/v1/jobs/:id', jobAction('cancelJob')),
+  route('POST', '/v1/jobs/:id/cancel', jobAction('cancelJob')),
+  route('POST', '/v1/jobs/:id/pause', jobAction('pauseJob')),
+  route('POST', '/v1/jobs/:id/resume', jobAction('resumeJob')),
+  route('POST', '/v1/jobs/:id/run', jobAction('runJob')),
+  route('GET', '/v1/jobs/:id/executions', listExecutions),
+  route('POST', '/v1/schedules:preview', preview),
+  route('GET', '/v1/cluster', async ({ deps }) => jsonResponse(200, clusterView(await deps.api.cluster()))),
+  route('POST', '/v1/cluster/shards/:shard/transfer-leader', transferLeader),
+  route('GET', '/healthz', async ({ deps }) => jsonResponse(200, { status: 'ok', node_id: deps.api.nodeId })),
+  route('GET', '/readyz', readyz),
+  route('GET', '/metrics', metrics),
+];

@@ -1,0 +1,196 @@
+/**
+ * server.ts over real loopback sockets: HTTP/1.1 (undici) and h2c with prior knowledge (node:http2) on one port,
+ * 413 without buffering, keep-alive, graceful close.
+ */
+import http2 from 'node:http2';
+import net from 'node:net';
+import { Client } from 'undici';
+import { afterEach, describe, expect, it } from 'vitest';
+import { limits } from '../core/limits.js';
+import type { App } from './app.js';
+import { startApiServer, type ApiServer } from './server.js';
+import { makeHarness } from './testing/harness.js';
+
+const opened: Array<{ close(): Promise<void> | void }> = [];
+afterEach(async () => {
+  for (const o of opened.splice(0).reverse()) await o.close();
+});
+
+async function start(app: App): Promise<ApiServer> {
+  const server = await startApiServer(app, '127.0.0.1', 0);
+  opened.push(server);
+  return server;
+}
+
+function h1Client(port: number): Client {
+  const client = new Client(`http://127.0.0.1:${port}`, { keepAliveTimeout: 10_000 });
+  opened.push({ close: () => client.close() });
+  return client;
+}
+
+function h2Session(port: number): http2.ClientHttp2Session {
+  const session = http2.connect(`http://127.0.0.1:${port}`);
+  opened.push({ close: () => new Promise<void>((resolve) => (session.closed ? resolve() : session.close(() => resolve()))) });
+  return session;
+}
+
+interface H2Answer {
+  status: number;
+  headers: http2.IncomingHttpHeaders;
+  text: string;
+  rstCode: number;
+}
+
+function h2Request(session: http2.ClientHttp2Session, method: string, path: string, body?: Buffer | string): Promise<H2Answer> {
+  return new Promise((resolve, reject) => {
+    const stream = session.request({ ':method': method, ':path': path, 'content-type': 'application/json' });
+    let headers: http2.IncomingHttpHeaders = {};
+    let text = '';
+    stream.on('response', (h) => (headers = h));
+    stream.setEncoding('utf8');
+    stream.on('data', (chunk: string) => (text += chunk));
+    stream.on('close', () => resolve({ status: Number(headers[':status']), headers, text, rstCode: stream.rstCode ?? 0 }));
+    stream.on('error', (err) => (headers[':status'] === undefined ? reject(err) : undefined));
+    stream.end(body);
+  });
+}
+
+const jobBody = JSON.stringify({ id: 'job-1', callback: { url: 'http://127.0.0.1:9/hook' }, schedule: { delay_ms: 1000 } });
+
+describe('startApiServer', () => {
+  it('serves HTTP/1.1 and reuses one keep-alive connection', async () => {
+    const { app } = makeHarness();
+    const server = await start(app);
+    const client = h1Client(server.port);
+    let connects = 0;
+    client.on('connect', () => connects++);
+    const created = await client.request({ method: 'POST', path: '/v1/jobs', body: jobBody, headers: { 'content-type': 'application/json' } });
+    expect(created.statusCode).toBe(201);
+    expect(created.headers['content-type']).toBe('application/json');
+    expect(((await created.body.json()) as { id: string }).id).toBe('job-1');
+    for (let i = 0; i < 3; i++) {
+      const got = await client.request({ method: 'GET', path: '/v1/jobs/job-1' });
+      expect(got.statusCode).toBe(200);
+      expect(((await got.body.json()) as { state: string }).state).toBe('PENDING');
+    }
+    expect(connects).toBe(1);
+  });
+
+  it('serves h2c with prior knowledge on the same port, many streams on one session', async () => {
+    const { app } = makeHarness();
+    const server = await start(app);
+    const session = h2Session(server.port);
+    const created = await h2Request(session, 'POST', '/v1/jobs', jobBody);
+    expect(created.status).toBe(201);
+    expect(JSON.parse(created.text).id).toBe('job-1');
+    const answers = await Promise.all([1, 2, 3].map(() => h2Request(session, 'GET', '/v1/jobs/job-1')));
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200]);
+    // and HTTP/1.1 still works next to it
+    const client = h1Client(server.port);
+    const health = await client.request({ method: 'GET', path: '/healthz' });
+    expect(health.statusCode).toBe(200);
+    expect(await health.body.json()).toEqual({ status: 'ok', node_id: 'n1' });
+  });
+
+  it('HTTP/1.1: 413 on a declared oversized body, and the connection stays usable', async () => {
+    const { app } = makeHarness();
+    const server = await start(app);
+    const client = h1Client(server.port);
+    const big = Buffer.alloc(limits.requestBodyBytesMax + 1, 0x20);
+    const res = await client.request({ method: 'POST', path: '/v1/jobs', body: big });
+    expect(res.statusCode).toBe(413);
+    expect(res.headers['content-type']).toBe('application/problem+json');
+    expect(((await res.body.json()) as { code: string }).code).toBe('payload_too_large');
+    const after = await client.request({ method: 'GET', path: '/healthz' });
+    expect(after.statusCode).toBe(200);
+    await after.body.dump();
+  });
+
+  it('HTTP/1.1: 413 on a streamed (chunked) body that grows past the limit', async () => {
+    const { app } = makeHarness();
+    const server = await start(app);
+    const client = h1Client(server.port);
+    const chunk = Buffer.alloc(64 * 1024, 0x20);
+    async function* chunks(): AsyncGenerator<Buffer> {
+      for (let sent = 0; sent <= limits.requestBodyBytesMax; sent += chunk.length) yield chunk;
+    }
+    const res = await client.request({ method: 'POST', path: '/v1/jobs', body: chunks() });
+    expect(res.statusCode).toBe(413);
+    expect(((await res.body.json()) as { code: string }).code).toBe('payload_too_large');
+  });
+
+  it('the batch route has its own, larger body limit', async () => {
+    const { app } = makeHarness();
+    const server = await start(app);
+    const client = h1Client(server.port);
+    const jobs = Array.from({ length: 40 }, (_, i) => ({ id: `b-${i}`, callback: { url: 'http://127.0.0.1:9/' }, payload: 'x'.repeat(30_000) }));
+    const body = JSON.stringify({ jobs });
+    expect(body.length).toBeGreaterThan(limits.requestBodyBytesMax);
+    const res = await client.request({ method: 'POST', path: '/v1/jobs:batch', body });
+    expect(res.statusCode).toBe(200);
+    const results = ((await res.body.json()) as { results: Array<{ status: number }> }).results;
+    expect(results.every((r) => r.status === 201)).toBe(true);
+  });
+
+  it('h2c: 413 on an oversized body, then the session still serves', async () => {
+    const { app } = makeHarness();
+    const server = await start(app);
+    const session = h2Session(server.port);
+    const res = await h2Request(session, 'POST', '/v1/jobs', Buffer.alloc(limits.requestBodyBytesMax + 1, 0x20));
+    expect(res.status).toBe(413);
+    expect(JSON.parse(res.text).code).toBe('payload_too_large');
+    expect((await h2Request(session, 'GET', '/healthz')).status).toBe(200);
+  });
+
+  it('HEAD answers like GET without a body', async () => {
+    const { app } = makeHarness();
+    const server = await start(app);
+    const client = h1Client(server.port);
+    const res = await client.request({ method: 'HEAD', path: '/healthz' });
+    expect(res.statusCode).toBe(200);
+    expect(await res.body.text()).toBe('');
+  });
+
+  it('close() lets an in-flight request finish, then refuses new connections', async () => {
+    const { app } = makeHarness();
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let entered!: () => void;
+    const inside = new Promise<void>((resolve) => (entered = resolve));
+    const slow: App = {
+      bodyLimitFor: app.bodyLimitFor,
+      handle: async (req) => {
+        if (req.path === '/slow') {
+          entered();
+          await gate;
+          return app.handle({ ...req, path: '/healthz' });
+        }
+        return app.handle(req);
+      },
+    };
+    const server = await startApiServer(slow, '127.0.0.1', 0);
+    const idle = h1Client(server.port);
+    expect((await idle.request({ method: 'GET', path: '/healthz' })).statusCode).toBe(200);
+    const busy = h1Client(server.port);
+    const pending = busy.request({ method: 'GET', path: '/slow' });
+    await inside;
+    const closed = server.close();
+    release();
+    const res = await pending;
+    expect(res.statusCode).toBe(200);
+    expect(res.headers.connection).toBe('close');
+    await res.body.dump();
+    await closed;
+    await expect(connectOnce(server.port)).rejects.toThrow(/ECONNREFUSED/);
+  });
+});
+
+function connectOnce(port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1', () => {
+      socket.destroy();
+      resolve();
+    });
+    socket.on('error', reject);
+  });
+}

@@ -1,0 +1,245 @@
+/**
+ * The thin runtime adapter: one TCP listener serving HTTP/1.1 (node:http) and cleartext HTTP/2 with prior
+ * knowledge (node:http2) on the same port. Each new connection is sniffed: if its first 24 bytes are the HTTP/2
+ * client preface it goes to the http2 server, anything else to the http server. Bodies are read up to the
+ * route's limit (App.bodyLimitFor); beyond it the answer is 413 without buffering the rest.
+ */
+import http from 'node:http';
+import http2 from 'node:http2';
+import net from 'node:net';
+import { PunctualError } from '../core/errors.js';
+import { httpLimits } from '../core/limits.js';
+import { silentLogger, type Logger } from '../core/log.js';
+import { problemResponse, type ApiResponse, type App } from './app.js';
+
+const h2Preface = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
+
+export interface ApiServer {
+  /** The bound port (useful with port 0). */
+  port: number;
+  /** Stops accepting, closes idle keep-alive connections, lets in-flight requests finish (bounded), then resolves. */
+  close(): Promise<void>;
+}
+
+export interface ApiServerOptions {
+  logger?: Logger;
+  /** How long close() waits for in-flight requests (default httpLimits.closeGraceMs). */
+  closeGraceMs?: number;
+}
+
+/** What both node:http and the node:http2 compatibility API offer, and all this adapter uses. */
+interface AnyRequest {
+  method?: string | undefined;
+  url: string;
+  headers: Record<string, string | string[] | undefined>;
+  complete: boolean;
+  on(event: string, listener: (...args: never[]) => void): unknown;
+  removeListener(event: string, listener: (...args: never[]) => void): unknown;
+  resume(): unknown;
+}
+interface AnyResponse {
+  headersSent: boolean;
+  writeHead(status: number, headers: Record<string, string>): unknown;
+  end(body?: Uint8Array): unknown;
+  once(event: 'finish', listener: () => void): unknown;
+}
+
+interface ServerState {
+  app: App;
+  logger: Logger;
+  closing: boolean;
+  /** Every open connection: still being sniffed, HTTP/1.1 with its requests in flight (0 = idle), or HTTP/2. */
+  sockets: Map<net.Socket, { kind: 'sniff' | 'h1' | 'h2'; inFlight: number }>;
+}
+
+export async function startApiServer(app: App, host: string, port: number, options: ApiServerOptions = {}): Promise<ApiServer> {
+  const state: ServerState = { app, logger: options.logger ?? silentLogger, closing: false, sockets: new Map() };
+  const h1 = http.createServer(
+    { keepAliveTimeout: httpLimits.keepAliveTimeoutMs, headersTimeout: httpLimits.headersTimeoutMs, requestTimeout: httpLimits.requestTimeoutMs },
+    (req, res) => onH1Request(state, req, res),
+  );
+  // node:http enforces headersTimeout/requestTimeout from a checking interval it starts on 'listening'. This
+  // server never listens itself (the sniffing TCP server hands it sockets), so start that interval by hand.
+  h1.emit('listening');
+  const h2 = http2.createServer({}, (req, res) => void serve(state, req as AnyRequest, res as AnyResponse, true));
+  h2.setTimeout(httpLimits.keepAliveTimeoutMs); // an idle session is closed (no 'timeout' listener: destroyed)
+  const sessions = new Set<http2.ServerHttp2Session>();
+  h2.on('session', (s) => {
+    sessions.add(s);
+    s.once('close', () => sessions.delete(s));
+  });
+  const tcp = net.createServer((socket) => sniff(state, socket, h1, h2));
+  await new Promise<void>((resolve, reject) => {
+    tcp.once('error', reject);
+    tcp.listen(port, host, () => {
+      tcp.removeListener('error', reject);
+      resolve();
+    });
+  });
+  const address = tcp.address() as net.AddressInfo;
+  const closeGraceMs = options.closeGraceMs ?? httpLimits.closeGraceMs;
+  return { port: address.port, close: () => closeServers(state, tcp, h1, sessions, closeGraceMs) };
+}
+
+/** Reads the first bytes of a connection, then hands the socket (and those bytes) to the right server. */
+function sniff(state: ServerState, socket: net.Socket, h1: http.Server, h2: http2.Http2Server): void {
+  if (state.closing) return void socket.destroy();
+  const entry = { kind: 'sniff' as 'sniff' | 'h1' | 'h2', inFlight: 0 };
+  state.sockets.set(socket, entry);
+  socket.once('close', () => state.sockets.delete(socket));
+  socket.setNoDelay(true);
+  socket.on('error', () => socket.destroy()); // before the handoff nobody else listens; after it, harmless
+  let seen: Buffer = Buffer.alloc(0);
+  const timer = setTimeout(() => socket.destroy(), httpLimits.sniffTimeoutMs);
+  socket.once('close', () => clearTimeout(timer));
+  const onData = (chunk: Buffer): void => {
+    seen = seen.length === 0 ? chunk : Buffer.concat([seen, chunk]);
+    const n = Math.min(seen.length, h2Preface.length);
+    const isPreface = seen.subarray(0, n).equals(h2Preface.subarray(0, n));
+    if (isPreface && seen.length < h2Preface.length) return; // a prefix of the preface: wait for more
+    clearTimeout(timer);
+    socket.removeListener('data', onData);
+    entry.kind = isPreface ? 'h2' : 'h1';
+    if (isPreface) {
+      socket.pause();
+      socket.unshift(seen); // node:http2 reads what is buffered on the socket before taking over its handle
+      h2.emit('connection', socket);
+    } else {
+      // node:http consumes the socket's handle directly and would miss unshifted bytes: replay them instead.
+      h1.emit('connection', socket);
+      socket.emit('data', seen);
+    }
+  };
+  socket.on('data', onData);
+}
+
+function onH1Request(state: ServerState, req: http.IncomingMessage, res: http.ServerResponse): void {
+  const entry = state.sockets.get(req.socket);
+  if (entry !== undefined) entry.inFlight++;
+  res.once('close', () => {
+    if (entry === undefined) return;
+    entry.inFlight--;
+    if (state.closing && entry.inFlight === 0) req.socket.destroySoon();
+  });
+  void serve(state, req as AnyRequest, res as AnyResponse, false);
+}
+
+async function serve(state: ServerState, req: AnyRequest, res: AnyResponse, isH2: boolean): Promise<void> {
+  const method = req.method ?? 'GET';
+  const limit = state.app.bodyLimitFor(method, req.url);
+  try {
+    const declared = Number(req.headers['content-length'] ?? 0);
+    if (declared > limit) return rejectTooLarge(state, req, res, isH2, limit, declared);
+    const body = await readBody(req, limit);
+    if (body === null) return rejectTooLarge(state, req, res, isH2, limit, 0);
+    const response = await state.app.handle({ method, path: req.url, headers: flattenHeaders(req.headers), body });
+    send(state, res, method, response, isH2);
+  } catch (err) {
+    // The client went away mid-body, or a bug: answer if we still can.
+    state.logger.debug('request not served', { method, path: req.url, err });
+    if (!res.headersSent) send(state, res, method, problemResponse(err), isH2);
+  }
+}
+
+/** The body, or null as soon as more than `limit` bytes arrived (the rest is left to rejectTooLarge). */
+function readBody(req: AnyRequest, limit: number): Promise<Uint8Array | null> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    const cleanup = (): void => {
+      req.removeListener('data', onData);
+      req.removeListener('end', onEnd);
+      req.removeListener('close', onClose);
+    };
+    const onData = (chunk: Buffer): void => {
+      total += chunk.length;
+      if (total <= limit) chunks.push(chunk);
+      else {
+        cleanup();
+        resolve(null);
+      }
+    };
+    const onEnd = (): void => {
+      cleanup();
+      resolve(Buffer.concat(chunks, total));
+    };
+    const onClose = (): void => {
+      cleanup();
+      if (req.complete) resolve(Buffer.concat(chunks, total));
+      else reject(new Error('request aborted by the client'));
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('close', onClose);
+  });
+}
+
+/**
+ * 413 at once. HTTP/1.1: the rest of the body is read and discarded (so the client can read the answer and the
+ * connection stays usable) up to httpLimits.drainBytesMax, then the connection is cut. HTTP/2: after the answer
+ * the stream is reset with NO_ERROR, which tells the client to stop sending (RFC 9113 section 8.1).
+ */
+function rejectTooLarge(state: ServerState, req: AnyRequest, res: AnyResponse, isH2: boolean, limit: number, declared: number): void {
+  const err = new PunctualError('payload_too_large', `request body exceeds ${limit} bytes`);
+  const response = problemResponse(err);
+  if (isH2) {
+    res.once('finish', () => {
+      const stream = (req as unknown as http2.Http2ServerRequest).stream;
+      if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+    });
+    send(state, res, 'POST', response, true);
+    return;
+  }
+  const socket = (req as unknown as http.IncomingMessage).socket;
+  if (declared > httpLimits.drainBytesMax) response.headers.connection = 'close';
+  let drained = 0;
+  req.on('data', (chunk: Buffer) => {
+    drained += chunk.length;
+    if (drained > httpLimits.drainBytesMax) socket.destroy();
+  });
+  req.resume();
+  send(state, res, 'POST', response, false);
+}
+
+function flattenHeaders(headers: Record<string, string | string[] | undefined>): Record<string, string | undefined> {
+  const out: Record<string, string | undefined> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (name.startsWith(':')) continue; // HTTP/2 pseudo-headers
+    out[name] = Array.isArray(value) ? value.join(', ') : value;
+  }
+  return out;
+}
+
+function send(state: ServerState, res: AnyResponse, method: string, response: ApiResponse, isH2: boolean): void {
+  const body = typeof response.body === 'string' ? Buffer.from(response.body, 'utf8') : response.body;
+  const headers: Record<string, string> = { ...response.headers };
+  const bodyless = response.status === 204 || response.status === 304;
+  if (!bodyless) headers['content-length'] = String(body.byteLength);
+  if (state.closing && !isH2) headers.connection = 'close';
+  res.writeHead(response.status, headers);
+  res.end(method === 'HEAD' || bodyless ? undefined : body);
+}
+
+async function closeServers(
+  state: ServerState,
+  tcp: net.Server,
+  h1: http.Server,
+  sessions: Set<http2.ServerHttp2Session>,
+  graceMs: number,
+): Promise<void> {
+  if (state.closing) return;
+  state.closing = true;
+  const drained = new Promise<void>((resolve) => tcp.close(() => resolve())); // resolves when every socket closed
+  h1.close(); // stops node:http's timeout interval and closes its idle keep-alive connections
+  for (const [socket, entry] of state.sockets) if (entry.kind !== 'h2' && entry.inFlight === 0) socket.destroy();
+  for (const session of sessions) session.close(); // GOAWAY: open streams finish, no new ones
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), graceMs)));
+  if ((await Promise.race([drained, deadline])) === 'timeout') {
+    state.logger.warn('api server close: grace period over, destroying connections', { graceMs });
+    for (const socket of state.sockets.keys()) socket.destroy();
+    for (const session of sessions) session.destroy();
+    await drained;
+  }
+  clearTimeout(timer);
+}

@@ -1,0 +1,107 @@
+/**
+ * The ONE mapping from the internal model (camelCase, epoch ms: src/scheduler/types.ts) to the JSON of API.md
+ * (snake_case, RFC 3339 UTC with milliseconds). A signing secret is never echoed: it shows as "***".
+ */
+import type { ClusterView } from '../node/api.js';
+import type { CallbackSpec, ExecutionRecord, JobView, Schedule, TaskRecord } from '../scheduler/types.js';
+import { unreachable } from '../core/assert.js';
+import { redactedSecret } from './parse.js';
+import { renderTime, renderTimeOrNull } from './time.js';
+
+export function scheduleView(s: Schedule): Record<string, unknown> {
+  switch (s.kind) {
+    case 'once':
+      return { at: renderTime(s.atMs) };
+    case 'cron':
+      return s.startAtMs === null
+        ? { cron: s.cron, timezone: s.timezone }
+        : { cron: s.cron, timezone: s.timezone, start_at: renderTime(s.startAtMs) };
+    case 'every':
+      return { every_ms: s.everyMs, start_at: renderTime(s.startAtMs) };
+    default:
+      return unreachable(s, 'schedule kind');
+  }
+}
+
+export function callbackView(c: CallbackSpec): Record<string, unknown> {
+  const view: Record<string, unknown> = {
+    url: c.url,
+    method: c.method,
+    headers: { ...c.headers },
+    timeout_ms: c.timeoutMs,
+    retry: {
+      max_attempts: c.retry.maxAttempts,
+      initial_backoff_ms: c.retry.initialBackoffMs,
+      max_backoff_ms: c.retry.maxBackoffMs,
+      multiplier: c.retry.multiplier,
+      jitter: c.retry.jitter,
+    },
+  };
+  if (c.signingSecret !== null) view.signing_secret = redactedSecret;
+  view.max_concurrency = c.maxConcurrency;
+  return view;
+}
+
+export function taskView(t: TaskRecord): Record<string, unknown> {
+  return { name: t.name, ...callbackView(t), created_at: renderTime(t.createdAtMs), updated_at: renderTime(t.updatedAtMs) };
+}
+
+export function executionView(e: ExecutionRecord): Record<string, unknown> {
+  return {
+    id: `${e.jobId}:${e.scheduledAtMs}`,
+    scheduled_at: renderTime(e.scheduledAtMs),
+    attempt: e.attempt,
+    state: e.state,
+    started_at: renderTimeOrNull(e.startedAtMs),
+    finished_at: renderTimeOrNull(e.finishedAtMs),
+    status_code: e.statusCode,
+    error: e.error,
+    lateness_ms: e.latenessMs,
+    node_id: e.nodeId,
+  };
+}
+
+/** `payload` (the JSON value), `payload_base64`, or neither when the job was created without a payload. */
+function payloadView(j: JobView): Record<string, unknown> {
+  if (j.payloadEncoding === 'base64') return { payload_base64: Buffer.from(j.payload).toString('base64') };
+  if (j.payload.byteLength === 0) return {};
+  return { payload: JSON.parse(new TextDecoder().decode(j.payload)) as unknown };
+}
+
+export function jobView(j: JobView): Record<string, unknown> {
+  const view: Record<string, unknown> = {
+    id: j.id,
+    task: j.task,
+    schedule: scheduleView(j.schedule),
+    state: j.state,
+    next_fire_at: renderTimeOrNull(j.nextFireAtMs),
+    created_at: renderTime(j.createdAtMs),
+    updated_at: renderTime(j.updatedAtMs),
+    runs: j.runs,
+    shard: j.shard,
+    last_execution: j.lastExecution === null ? null : executionView(j.lastExecution),
+    ...payloadView(j),
+  };
+  if (j.callback !== null) view.callback = callbackView(j.callback);
+  view.end_at = renderTimeOrNull(j.endAtMs);
+  view.max_runs = j.maxRuns;
+  view.misfire = j.misfire;
+  view.overlap = j.overlap;
+  view.metadata = j.metadata;
+  return view;
+}
+
+export function clusterView(c: ClusterView): Record<string, unknown> {
+  return {
+    node_id: c.nodeId,
+    nodes: c.nodes.map((n) => ({ id: n.id, peer_addr: n.peerAddr, api_addr: n.apiAddr, reachable: n.reachable })),
+    shards: c.shards.map((s) => ({
+      id: s.id,
+      leader: s.leader,
+      term: s.term,
+      commit_index: s.commitIndex,
+      applied_index: s.appliedIndex,
+      members: [...s.members],
+    })),
+  };
+}
