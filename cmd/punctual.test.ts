@@ -762,6 +762,32 @@ describe('the executable', () => {
     expect((await logLine(p, 'stopped')).level).toBe('info');
   });
 
+  it('serve: a second signal during a graceful shutdown exits 1 at once', async () => {
+    // a receiver that never answers keeps a callback in flight, so the graceful close has something to wait for
+    let delivered!: () => void;
+    const gotCallback = new Promise<void>((ok) => (delivered = ok));
+    const receiver = createServer(() => delivered());
+    await new Promise<void>((ok) => receiver.listen(0, '127.0.0.1', ok));
+    const hook = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+    const p = start(['serve', '--listen', '127.0.0.1:0', '--peer-listen', '127.0.0.1:0', '--data', join(tmp, 'serve-n3')]);
+    try {
+      const server = `http://${String((await logLine(p, 'ready')).listen)}`;
+      expect((await cli(['task', 'put', 'slow', '--url', hook, '--timeout-ms', '60000', '--server', server])).code).toBe(0);
+      expect((await cli(['job', 'add', '--task', 'slow', '--server', server])).code).toBe(0);
+      await gotCallback;
+      p.child.kill('SIGTERM');
+      await logLine(p, 'shutting down');
+      p.child.kill('SIGTERM');
+      expect(await p.exited).toEqual({ code: 1, signal: null });
+      expect((await logLine(p, 'second signal, exiting now')).level).toBe('warn');
+      expect(p.stderr).not.toContain('"msg":"stopped"');
+    } finally {
+      p.child.kill('SIGKILL');
+      receiver.closeAllConnections();
+      await new Promise<void>((ok) => receiver.close(() => ok()));
+    }
+  });
+
   it('serve: a listen address already in use is a failure to start, exit 1', async () => {
     const taken = createServer();
     await new Promise<void>((ok) => taken.listen(0, '127.0.0.1', ok));
