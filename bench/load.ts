@@ -5,6 +5,7 @@
  * total time (a deadline after which no new request starts).
  */
 import { Pool } from 'undici';
+import { SampleBuffer } from './histogram.js';
 import { nowPreciseMs } from './receiver.js';
 
 export interface ServerSetOptions {
@@ -90,11 +91,13 @@ export interface SubmitOutcome {
   endMs: number;
   /** True when the deadline stopped the loop before every job was sent. */
   timedOut: boolean;
+  /** Time from sending each request to its full answer (ms), whatever the answer. */
+  requestMs: SampleBuffer;
 }
 
 function newOutcome(): SubmitOutcome {
   const startMs = nowPreciseMs();
-  return { acked: [], failed: 0, requests: 0, errors: {}, startMs, endMs: startMs, timedOut: false };
+  return { acked: [], failed: 0, requests: 0, errors: {}, startMs, endMs: startMs, timedOut: false, requestMs: new SampleBuffer() };
 }
 
 function countError(outcome: SubmitOutcome, code: string, jobs: number): void {
@@ -117,8 +120,10 @@ function transportCode(err: unknown): string {
 /** Posts one single-job request; records the outcome. */
 async function postOne(servers: ServerSet, plan: JobPlan, index: number, outcome: SubmitOutcome): Promise<void> {
   outcome.requests++;
+  const sentMs = nowPreciseMs();
   try {
     const { status, json } = await servers.send('POST', '/v1/jobs', jobJson(plan, index));
+    outcome.requestMs.push(nowPreciseMs() - sentMs);
     if (status === 201 || status === 200) outcome.acked.push(jobId(plan, index));
     else countError(outcome, problemCode(status, json), 1);
   } catch (err) {
@@ -137,8 +142,10 @@ async function postBatch(
   const parts: string[] = [];
   for (let i = from; i < to; i++) parts.push(jobJson(plan, i));
   outcome.requests++;
+  const sentMs = nowPreciseMs();
   try {
     const { status, json } = await servers.send('POST', '/v1/jobs:batch', `{"jobs":[${parts.join(',')}]}`);
+    outcome.requestMs.push(nowPreciseMs() - sentMs);
     if (status !== 200) return countError(outcome, problemCode(status, json), to - from);
     const results = (json as { results?: Array<{ id?: string; error?: unknown }> } | null)?.results ?? [];
     for (let i = from; i < to; i++) {

@@ -21,6 +21,9 @@ export interface Figures {
   submitErrors: Record<string, number>;
   submitDurationMs: number;
   acceptedPerS: number | null;
+  /** Submit requests sent, and the time from sending each one to its full answer. */
+  requests: number;
+  requestLatency: LatenessSummary;
   /** Distinct accepted jobs whose callback arrived. */
   delivered: number;
   /** Deliveries / time from the first to the last arrival. */

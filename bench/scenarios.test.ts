@@ -33,6 +33,8 @@ describe('runScenario against the fixture node', () => {
     expect(fixture.routes['PUT /v1/tasks/{name}']).toBe(1);
     expect(fixture.routes['POST /v1/jobs:batch']).toBe(6);
     expect(f.submitted).toBe(300);
+    expect(f.requests).toBe(6);
+    expect(f.requestLatency.count).toBe(6);
     expect(f.rejected).toBe(10);
     expect(f.submitErrors).toEqual({ rate_limited: 10 });
     expect(f.accepted).toBe(290);

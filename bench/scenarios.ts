@@ -161,6 +161,8 @@ function buildFigures(run: LoadRun, receiver: CallbackReceiver, nodeRss: Array<n
     submitErrors: outcome.errors,
     submitDurationMs,
     acceptedPerS: submitDurationMs > 0 ? (outcome.acked.length * 1000) / submitDurationMs : null,
+    requests: outcome.requests,
+    requestLatency: summarize(outcome.requestMs),
     delivered,
     deliveredPerS: spanMs > 0 ? (stats.deliveries * 1000) / spanMs : null,
     lateness: summarize(stats.lateness),

@@ -17,6 +17,7 @@ function rows(result: BenchResult): Array<[string, string]> {
     ['accepted / submitted', `${num(f.accepted)} / ${num(f.submitted)}`],
     ['submit time', `${num(f.submitDurationMs)} ms`],
     ['accepted jobs/s', num(f.acceptedPerS)],
+    ['requests, answer p50 / p99', `${num(f.requests)}, ${num(f.requestLatency.p50Ms, 2)} / ${num(f.requestLatency.p99Ms, 2)} ms`],
     ['delivered callbacks', num(f.delivered)],
     ['delivered callbacks/s', num(f.deliveredPerS)],
     ['lateness p50 / p90', `${num(l.p50Ms, 2)} / ${num(l.p90Ms, 2)} ms`],
