@@ -12,7 +12,12 @@ const commitPattern = /^[0-9a-f]{7,64}$/;
 
 /** The directory of Punctual's package.json, or null when it cannot be found (a bundle without it). */
 export function packageRoot(): string | null {
-  let dir = dirname(fileURLToPath(import.meta.url));
+  let dir: string;
+  try {
+    dir = dirname(fileURLToPath(import.meta.url));
+  } catch {
+    return null; // a CommonJS bundle (single executable) has no import.meta.url: version "unknown", not a crash
+  }
   for (let depth = 0; depth < 6; depth++) {
     const candidate = join(dir, 'package.json');
     if (existsSync(candidate)) {
