@@ -24,6 +24,7 @@ describe('golden interaction scripts', () => {
       const path = join(dir, file);
       const text = readFileSync(path, 'utf8');
       const { actual, rewritten } = runScript(text);
+      for (const lines of actual) for (const l of lines) expect(l.startsWith('error:'), `${file}: ${l}`).toBe(false);
       if (rewrite) {
         writeFileSync(path, rewritten);
         return;
@@ -32,7 +33,6 @@ describe('golden interaction scripts', () => {
       blocks.forEach((b, i) => {
         expect(actual[i]!.join('\n'), `${file}: ${b.command}`).toBe(b.expected.join('\n'));
       });
-      for (const lines of actual) for (const l of lines) expect(l.startsWith('error:'), `${file}: ${l}`).toBe(false);
     });
   }
 });

@@ -388,7 +388,7 @@ export class Raft {
     if ((this.config.checkQuorum || this.config.preVote) && (m.type === 'append' || m.type === 'heartbeat')) {
       // A stale leader (maybe cut off, then healed): tell it our term so it steps down. Under PreVote it
       // cannot learn it from a vote request, since partitioned nodes no longer inflate their terms.
-      this.send({ type: 'append_resp', to: m.from, reject: false, index: 0 as LogIndex, rejectHint: 0 as LogIndex, hintTerm: 0 as Term });
+      this.sendAppendResponse(m.from, false, 0 as LogIndex);
     } else if (m.type === 'pre_vote') {
       this.send({ type: 'pre_vote_resp', to: m.from, reject: true });
     }
@@ -482,19 +482,18 @@ export class Raft {
         return;
       }
     }
-    const resp = { type: 'append_resp' as const, to: m.from, rejectHint: 0 as LogIndex, hintTerm: 0 as Term };
     if (m.prevIndex < this.log.committed) {
-      this.send({ ...resp, reject: false, index: this.log.committed });
+      this.sendAppendResponse(m.from, false, this.log.committed);
       return;
     }
     const lastNew = this.log.maybeAppend(m.prevIndex, m.prevTerm, m.commit, m.entries);
     if (lastNew !== null) {
-      this.send({ ...resp, reject: false, index: lastNew });
+      this.sendAppendResponse(m.from, false, lastNew);
       return;
     }
     const hint = Math.min(m.prevIndex, this.log.lastIndex()) as LogIndex;
     const [hintIndex, hintTerm] = this.log.findConflictByTerm(hint, m.prevTerm);
-    this.send({ type: 'append_resp', to: m.from, reject: true, index: m.prevIndex, rejectHint: hintIndex, hintTerm });
+    this.sendAppendResponse(m.from, true, m.prevIndex, hintIndex, hintTerm);
   }
 
   private handleHeartbeat(m: Heartbeat): void {
@@ -504,20 +503,19 @@ export class Raft {
 
   private handleSnapshot(m: SnapshotMessage): void {
     const s = m.snapshot.metadata;
-    const resp = { type: 'append_resp' as const, to: m.from, reject: false, rejectHint: 0 as LogIndex, hintTerm: 0 as Term };
     if (s.index <= this.log.committed) {
-      this.send({ ...resp, index: this.log.committed });
+      this.sendAppendResponse(m.from, false, this.log.committed);
       return;
     }
     if (this.log.matchTerm(s.index, s.term)) {
       // We already hold the snapshot's last entry: just move commit forward, keep the log.
       this.log.commitTo(s.index);
-      this.send({ ...resp, index: this.log.lastIndex() });
+      this.sendAppendResponse(m.from, false, this.log.lastIndex());
       return;
     }
     this.log.restore(m.snapshot);
     this.setConf(s.confState);
-    this.send({ ...resp, index: this.log.lastIndex() });
+    this.sendAppendResponse(m.from, false, this.log.lastIndex());
   }
 
   // ---------------------------------------------------------------- leader
@@ -797,8 +795,16 @@ export class Raft {
     if (this.role === 'leader' && pr && pr.state === 'replicate') pr.becomeProbe();
   }
 
+  /** Completes a fresh message literal in place (no spread: this is the hot path of replication). */
   private send(m: Outgoing): void {
-    const term = m.term ?? this.term;
-    this.msgs.push({ ...m, group: this.config.group, from: this.id, term } as Message);
+    const full = m as { group?: number; from?: NodeId; term?: Term };
+    full.group = this.config.group;
+    full.from = this.id;
+    if (full.term === undefined) full.term = this.term;
+    this.msgs.push(m as unknown as Message);
+  }
+
+  private sendAppendResponse(to: NodeId, reject: boolean, index: LogIndex, rejectHint = 0 as LogIndex, hintTerm = 0 as Term): void {
+    this.send({ type: 'append_resp', to, reject, index, rejectHint, hintTerm });
   }
 }
