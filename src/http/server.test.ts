@@ -4,6 +4,7 @@
  */
 import http2 from 'node:http2';
 import net from 'node:net';
+import { Readable } from 'node:stream';
 import { Client } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { limits } from '../core/limits.js';
@@ -114,7 +115,7 @@ describe('startApiServer', () => {
     async function* chunks(): AsyncGenerator<Buffer> {
       for (let sent = 0; sent <= limits.requestBodyBytesMax; sent += chunk.length) yield chunk;
     }
-    const res = await client.request({ method: 'POST', path: '/v1/jobs', body: chunks() });
+    const res = await client.request({ method: 'POST', path: '/v1/jobs', body: Readable.from(chunks()) });
     expect(res.statusCode).toBe(413);
     expect(((await res.body.json()) as { code: string }).code).toBe('payload_too_large');
   });
