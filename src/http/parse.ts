@@ -12,7 +12,6 @@ import { timeMsMax } from './time.js';
 import {
   Issues,
   fieldAt,
-  isObject,
   onlyKeys,
   readBase64,
   readBool,
@@ -179,18 +178,27 @@ function parseRetry(value: unknown, field: string, issues: Issues): RetryPolicy 
   const o = value == null ? {} : readObject(value, field, issues);
   if (o === undefined) return undefined;
   onlyKeys(o, retryKeys, field, issues);
-  const max = limits.retryBackoffMsMax;
+  const backoffMax = limits.retryBackoffMsMax;
   const r = {
-    maxAttempts: o.max_attempts == null ? limits.retryMaxAttemptsDefault : readInt(o.max_attempts, `${field}.max_attempts`, 1, limits.retryMaxAttemptsMax, issues),
-    initialBackoffMs: o.initial_backoff_ms == null ? limits.retryInitialBackoffMsDefault : readInt(o.initial_backoff_ms, `${field}.initial_backoff_ms`, 0, max, issues),
-    maxBackoffMs: o.max_backoff_ms == null ? limits.retryMaxBackoffMsDefault : readInt(o.max_backoff_ms, `${field}.max_backoff_ms`, 0, max, issues),
-    multiplier: o.multiplier == null ? limits.retryMultiplierDefault : readNumber(o.multiplier, `${field}.multiplier`, 1, limits.retryMultiplierMax, issues),
-    jitter: o.jitter == null ? true : readBool(o.jitter, `${field}.jitter`, issues),
+    maxAttempts: orDefault(o.max_attempts, limits.retryMaxAttemptsDefault, (v) =>
+      readInt(v, `${field}.max_attempts`, 1, limits.retryMaxAttemptsMax, issues)),
+    initialBackoffMs: orDefault(o.initial_backoff_ms, limits.retryInitialBackoffMsDefault, (v) =>
+      readInt(v, `${field}.initial_backoff_ms`, 0, backoffMax, issues)),
+    maxBackoffMs: orDefault(o.max_backoff_ms, limits.retryMaxBackoffMsDefault, (v) =>
+      readInt(v, `${field}.max_backoff_ms`, 0, backoffMax, issues)),
+    multiplier: orDefault(o.multiplier, limits.retryMultiplierDefault, (v) =>
+      readNumber(v, `${field}.multiplier`, 1, limits.retryMultiplierMax, issues)),
+    jitter: orDefault(o.jitter, true, (v) => readBool(v, `${field}.jitter`, issues)),
   };
   if (r.maxAttempts === undefined || r.initialBackoffMs === undefined || r.maxBackoffMs === undefined) return undefined;
   if (r.multiplier === undefined || r.jitter === undefined) return undefined;
   if (r.maxBackoffMs < r.initialBackoffMs) return issues.add(`${field}.max_backoff_ms`, 'must be at least initial_backoff_ms');
   return r as RetryPolicy;
+}
+
+/** An absent or null field takes its default; anything else goes through the reader. */
+function orDefault<T>(value: unknown, fallback: T, read: (v: unknown) => T | undefined): T | undefined {
+  return value === undefined || value === null ? fallback : read(value);
 }
 
 /** null = no secret; undefined = invalid. */
@@ -223,5 +231,3 @@ export function parseJobId(id: string, field = 'id'): string {
   issues.throwIfAny();
   return id;
 }
-
-export { isObject };

@@ -3,7 +3,7 @@
  * node (SchedulerApi) and renders the result (views.ts). Errors are thrown as PunctualError and mapped once, in
  * app.ts.
  */
-import { PunctualError, invalid } from '../core/errors.js';
+import { PunctualError, invalid, toProblem } from '../core/errors.js';
 import type { CreateJobResult } from '../node/api.js';
 import type { ApiRequest, ApiResponse, AppDeps } from './app.js';
 import { jsonResponse } from './app.js';
@@ -19,7 +19,6 @@ import {
   parseTransfer,
   type BatchItem,
 } from './parse-job.js';
-import { toProblem } from '../core/errors.js';
 import { renderTime } from './time.js';
 import { clusterView, executionView, jobView, taskView } from './views.js';
 

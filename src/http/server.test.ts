@@ -152,6 +152,28 @@ describe('startApiServer', () => {
     expect(await res.body.text()).toBe('');
   });
 
+  it('sniffs a request that arrives in small pieces (a prefix of the preface first)', async () => {
+    const { app } = makeHarness();
+    const server = await start(app);
+    const answer = await rawExchange(server.port, ['P', 'UT /v1/tasks/t1 HTTP/1.1\r\nHost: x\r\nContent-Length: 29\r\n', 'Connection: close\r\n\r\n{"url":"http://127.0.0.1:9/"}']);
+    expect(answer).toMatch(/^HTTP\/1\.1 201 /);
+  });
+
+  it('a client that goes away mid-body does not disturb the server', async () => {
+    const { app, api } = makeHarness();
+    const server = await start(app);
+    const socket = net.connect(server.port, '127.0.0.1');
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    socket.write('POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"callback"');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    socket.destroy();
+    const client = h1Client(server.port);
+    const res = await client.request({ method: 'GET', path: '/healthz' });
+    expect(res.statusCode).toBe(200);
+    await res.body.dump();
+    expect(api.created).toEqual([]);
+  });
+
   it('close() lets an in-flight request finish, then refuses new connections', async () => {
     const { app } = makeHarness();
     let release!: () => void;
@@ -193,5 +215,23 @@ function connectOnce(port: number): Promise<void> {
       resolve();
     });
     socket.on('error', reject);
+  });
+}
+
+/** Writes the pieces one by one (a turn of the event loop apart) and returns everything the server answered. */
+function rawExchange(port: number, pieces: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1');
+    let answer = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => (answer += chunk));
+    socket.on('end', () => resolve(answer));
+    socket.on('error', reject);
+    socket.once('connect', async () => {
+      for (const piece of pieces) {
+        socket.write(piece);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    });
   });
 }

@@ -150,6 +150,7 @@ function readBody(req: AnyRequest, limit: number): Promise<Uint8Array | null> {
       req.removeListener('data', onData);
       req.removeListener('end', onEnd);
       req.removeListener('close', onClose);
+      req.removeListener('error', onError);
     };
     const onData = (chunk: Buffer): void => {
       total += chunk.length;
@@ -168,9 +169,14 @@ function readBody(req: AnyRequest, limit: number): Promise<Uint8Array | null> {
       if (req.complete) resolve(Buffer.concat(chunks, total));
       else reject(new Error('request aborted by the client'));
     };
+    const onError = (err: Error): void => {
+      cleanup();
+      reject(err);
+    };
     req.on('data', onData);
     req.on('end', onEnd);
     req.on('close', onClose);
+    req.on('error', onError);
   });
 }
 
