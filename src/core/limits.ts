@@ -115,6 +115,8 @@ export const nodeLimits = {
   firingSpinMs: 1,
   /** Stored rows examined per page of GET /v1/jobs?state=QUEUED|RUNNING|PENDING (overlay states are filtered in memory). */
   listScanRowsMax: 10_000,
+  /** --fsync batch: how often the checkpointer thread copies the WAL into the database file (off the event loop). */
+  walCheckpointIntervalMs: 100,
 } as const;
 assert(nodeLimits.logCompactEveryEntries <= nodeLimits.logKeepEntries, 'compaction interval exceeds kept entries');
 assert(nodeLimits.listScanRowsMax >= limits.listLimitMax, 'list scan bound below a page');

@@ -9,9 +9,11 @@ import { nodeLimits } from '../core/limits.js';
 import { Dispatcher } from '../dispatch/dispatcher.js';
 import { NodeMetrics } from '../metrics/metrics.js';
 import { jobStates, type JobState } from '../scheduler/types.js';
-import { getNodeMeta, openNodeDb, setNodeMeta, type Db } from '../store/db.js';
+import { dbFilePath, getNodeMeta, openNodeDb, setNodeMeta, type Db } from '../store/db.js';
 import { SqliteLogStorage } from '../store/log-storage.js';
 import { SqliteShardStore } from '../store/shard-store.js';
+import { WalSyncer } from '../store/wal-sync.js';
+import { Checkpointer } from '../store/checkpointer.js';
 import type { NodeConfig } from './api.js';
 import { FiringEngine } from './engine.js';
 import { Proposer, type ShardStorage } from './proposer.js';
@@ -79,20 +81,27 @@ export async function openNode(config: NodeConfig, options: NodeOptions = {}): P
   });
   const clock = options.clock ?? systemClock(config.clockOffsetMs);
   const db = openNodeDb(config.dataDir, config.fsync);
-  let shards: ShardStorage[];
-  try {
-    checkIdentity(db, config);
-    shards = openShards(db, config.shards);
-  } catch (err) {
-    db.close();
-    throw err;
-  }
   const onFatal =
     options.onFatal ??
     ((err: unknown) => {
       logger.error('fatal storage error; exiting', { err });
       process.exit(1);
     });
+  let shards: ShardStorage[];
+  let walSync: WalSyncer | null = null;
+  let checkpointer: Checkpointer | null = null;
+  try {
+    checkIdentity(db, config);
+    shards = openShards(db, config.shards);
+    if (config.fsync === 'batch') {
+      walSync = new WalSyncer(dbFilePath(config.dataDir), onFatal);
+      checkpointer = new Checkpointer(dbFilePath(config.dataDir), nodeLimits.walCheckpointIntervalMs, logger, onFatal);
+    }
+  } catch (err) {
+    await walSync?.close();
+    db.close();
+    throw err;
+  }
   // The engine is created below; the metrics and proposer reach it through this late-bound reference.
   let engine: FiringEngine | null = null;
   const dispatcher = new Dispatcher({
@@ -117,6 +126,7 @@ export async function openNode(config: NodeConfig, options: NodeOptions = {}): P
     metrics,
     onApplied: (shard, command, effects) => engine?.onApplied(shard, command, effects),
     onFatal,
+    walSync,
   });
   engine = new FiringEngine({ shards, proposer, dispatcher, clock, logger: logger.child({ component: 'engine' }), metrics });
   const firing = engine;
@@ -126,7 +136,8 @@ export async function openNode(config: NodeConfig, options: NodeOptions = {}): P
     firing.stop();
     await dispatcher.close(options.closeGraceMs ?? nodeLimits.closeGraceMs);
     await firing.drain();
-    proposer.close();
+    await proposer.close();
+    await checkpointer?.close();
     metrics.close();
     db.close();
     logger.info('node closed');

@@ -23,6 +23,7 @@ import type { NodeMetrics } from '../metrics/metrics.js';
 import { isFatalStorageError, type Db, type FsyncMode } from '../store/db.js';
 import type { SqliteLogStorage } from '../store/log-storage.js';
 import type { SqliteShardStore } from '../store/shard-store.js';
+import type { WalSyncer } from '../store/wal-sync.js';
 
 /** The single node leads every shard in this term (the fencing token is `${shard}.${leaderTerm}`). */
 export const leaderTerm = 1;
@@ -56,6 +57,8 @@ export interface ProposerOptions {
   onApplied: (shard: number, command: Command, effects: Effect[]) => void;
   /** A storage error after which the file cannot be trusted (exit 1 in production). */
   onFatal: (err: unknown) => void;
+  /** --fsync batch: the WAL is fsynced off the event loop after each group commit, before acknowledging. */
+  walSync: WalSyncer | null;
 }
 
 interface Pending {
@@ -115,12 +118,16 @@ export class Proposer {
     return this.queue.length + this.items.size;
   }
 
-  /** Flushes everything pending, then refuses new proposals (engine items are still accepted and flushed). */
-  close(): void {
+  /** Refuses new proposals, flushes everything pending and waits until it is durable. */
+  async close(): Promise<void> {
     this.closed = true;
-    while (this.queue.length > 0 || this.items.size > 0) this.flush();
+    this.flushAll();
     if (this.scheduled !== null) clearImmediate(this.scheduled);
     this.scheduled = null;
+    if (this.o.walSync !== null) {
+      await this.o.walSync.sync();
+      await this.o.walSync.close();
+    }
   }
 
   /** Flush whatever is pending now (close, tests). */
@@ -180,7 +187,7 @@ export class Proposer {
       }
       this.o.metrics.commitDurationMs.observe(Number(process.hrtime.bigint() - startNs) / 1e6);
       this.o.metrics.commitBatchSize.observe(group.length);
-      for (const s of group) this.settle(s);
+      this.settle(group);
     }
   }
 
@@ -236,17 +243,32 @@ export class Proposer {
     }
   }
 
-  private settle(s: Staged): void {
-    if (s.applied !== null) {
+  /**
+   * Effects go to the engine at once (firing never waits for a disk flush); proposers are answered once the
+   * commit is durable (at once unless --fsync batch, where the WAL fsync runs on the thread pool first).
+   */
+  private settle(group: Staged[]): void {
+    const answered: Array<{ p: Pending; a: Applied }> = [];
+    for (const s of group) {
+      if (s.applied === null) {
+        this.dropped(s, new PunctualError('internal', 'command could not be applied'));
+        continue;
+      }
       try {
         this.o.onApplied(s.shard, s.command, s.applied.effects);
       } catch (err) {
         this.o.logger.error('effect handling failed', { shard: s.shard, type: s.command.type, err });
       }
-      s.pending?.resolve(s.applied);
+      if (s.pending !== null) answered.push({ p: s.pending, a: s.applied });
+    }
+    if (answered.length === 0) return;
+    if (this.o.walSync === null) {
+      for (const { p, a } of answered) p.resolve(a);
       return;
     }
-    this.dropped(s, new PunctualError('internal', 'command could not be applied'));
+    void this.o.walSync.sync().then(() => {
+      for (const { p, a } of answered) p.resolve(a);
+    });
   }
 
   private dropped(s: Staged, err: PunctualError): void {

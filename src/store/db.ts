@@ -4,8 +4,11 @@
  *
  * Durability (`--fsync`):
  * - `always`: synchronous=FULL, and the node commits every proposal in its own transaction (one fsync each).
- * - `batch` (default): synchronous=FULL, the node commits each group of proposals in one transaction: one WAL
- *   fsync per batch (group commit). An acknowledged job survives kill -9 and power loss.
+ * - `batch` (default): the node commits each group of proposals in one transaction with synchronous=NORMAL
+ *   (no fsync inside SQLite, so a commit never blocks the event loop for a disk flush), then fsyncs the WAL
+ *   file on the thread pool (WalSyncer, one fsync per group, covering every earlier commit) and only then
+ *   acknowledges. Same guarantee as synchronous=FULL: an acknowledged job survives kill -9 and power loss.
+ *   WAL checkpoints (which fsync too) run on a worker thread (Checkpointer), never inside a commit.
  * - `off`: synchronous=OFF: SQLite never fsyncs. An acknowledged job survives kill -9 (the OS still holds the
  *   writes) but not a power loss or kernel crash.
  */
@@ -46,14 +49,19 @@ CREATE TABLE IF NOT EXISTS shard_meta (
   snapshot_index INTEGER NOT NULL DEFAULT 0, snapshot_term INTEGER NOT NULL DEFAULT 0);
 `;
 
-export function synchronousPragma(mode: FsyncMode): 'FULL' | 'OFF' {
-  return mode === 'off' ? 'OFF' : 'FULL';
+export function synchronousPragma(mode: FsyncMode): 'FULL' | 'NORMAL' | 'OFF' {
+  if (mode === 'always') return 'FULL';
+  return mode === 'batch' ? 'NORMAL' : 'OFF';
+}
+
+export function dbFilePath(dataDir: string): string {
+  return join(dataDir, 'punctual.db');
 }
 
 /** Opens (creating if needed) `<dataDir>/punctual.db` with WAL and the schema. */
 export function openNodeDb(dataDir: string, fsync: FsyncMode): Db {
   mkdirSync(dataDir, { recursive: true });
-  return openDbFile(join(dataDir, 'punctual.db'), fsync);
+  return openDbFile(dbFilePath(dataDir), fsync);
 }
 
 export function openDbFile(path: string, fsync: FsyncMode): Db {
@@ -61,6 +69,8 @@ export function openDbFile(path: string, fsync: FsyncMode): Db {
   try {
     db.pragma('journal_mode = WAL');
     db.pragma(`synchronous = ${synchronousPragma(fsync)}`);
+    // --fsync batch: checkpoints (which fsync) run on the Checkpointer's thread, never in a commit.
+    if (fsync === 'batch') db.pragma('wal_autocheckpoint = 0');
     db.pragma('cache_size = -65536');
     db.pragma('temp_store = MEMORY');
     db.exec(schema);

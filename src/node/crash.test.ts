@@ -1,0 +1,178 @@
+/**
+ * kill -9 safety with a REAL process and a REAL signal: a child node (src/node/testing/crash-child.mjs, which
+ * runs the BUILT code in dist/: `npm test` builds first) takes jobs over HTTP, is killed with SIGKILL, and is
+ * restarted on the same data directory. Every acknowledged job must still be there, every occurrence that
+ * came due while it was down must fire after restart per its misfire policy, and a callback that was in flight
+ * at the kill must be delivered again with the same X-Deduplication-Key and a higher attempt.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, statSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { limits } from '../core/limits.js';
+import { nodeConfig } from './testing/fixtures.js';
+import { startReceiver, waitFor, type Receiver } from './testing/receiver.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, '..', '..');
+const childScript = join(here, 'testing', 'crash-child.mjs');
+
+/** The child runs dist/: refuse to test missing or stale output with a clear message. */
+function assertBuilt(): void {
+  const built = join(root, 'dist', 'src', 'node', 'node.js');
+  if (!existsSync(built)) throw new Error(`${built} is missing: run \`npm run build\` first (npm test does)`);
+  const stale = (dir: string): string | null => {
+    for (const name of readdirSync(join(root, dir))) {
+      const rel = join(dir, name);
+      if (statSync(join(root, rel)).isDirectory()) {
+        const found = stale(rel);
+        if (found !== null) return found;
+      } else if (name.endsWith('.ts') && !name.endsWith('.test.ts') && !name.endsWith('.d.ts')) {
+        const out = join(root, 'dist', rel.replace(/\.ts$/, '.js'));
+        if (!existsSync(out) || statSync(join(root, rel)).mtimeMs > statSync(out).mtimeMs + 1) return rel;
+      }
+    }
+    return null;
+  };
+  const found = stale('src');
+  if (found !== null) throw new Error(`dist/ is older than ${found}: run \`npm run build\` first (npm test does)`);
+}
+
+interface Child {
+  proc: ChildProcess;
+  base: string;
+}
+
+async function spawnNode(dataDir: string): Promise<Child> {
+  const config = nodeConfig(dataDir, { shards: 4, logLevel: 'warn' });
+  const proc = spawn(process.execPath, [childScript, JSON.stringify(config)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  proc.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+  const lines = createInterface({ input: proc.stdout! });
+  const port = await new Promise<number>((resolve, reject) => {
+    proc.once('exit', (code) => reject(new Error(`child exited ${code} before serving: ${stderr}`)));
+    lines.once('line', (line) => resolve((JSON.parse(line) as { port: number }).port));
+  });
+  proc.removeAllListeners('exit');
+  return { proc, base: `http://127.0.0.1:${port}` };
+}
+
+function kill9(child: Child): Promise<void> {
+  return new Promise((resolve) => {
+    child.proc.once('exit', () => resolve());
+    child.proc.kill('SIGKILL');
+  });
+}
+
+async function call(child: Child, method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
+  const res = await fetch(child.base + path, {
+    method,
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, json: text === '' ? null : JSON.parse(text) };
+}
+
+const scheduledAt = (rx: Receiver, id: string): number[] => rx.of(id).map((r) => Number(r.headers['x-punctual-scheduled-at']));
+
+describe('kill -9 and restart on the same data directory', () => {
+  let dir: string;
+  let rx: Receiver;
+  let child: Child | null = null;
+
+  beforeAll(async () => {
+    assertBuilt();
+    dir = mkdtempSync(join(tmpdir(), 'punctual-crash-'));
+    rx = await startReceiver();
+  });
+
+  afterAll(async () => {
+    if (child !== null && child.proc.exitCode === null) await kill9(child);
+    await rx?.close();
+    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('keeps every acknowledged job and fires every due occurrence after restart', async () => {
+    // The in-flight callback hangs until the child is killed; every other request succeeds.
+    rx.respond = (r, n) => (r.path === '/hang' && n === 1 ? { status: 200, hang: true } : { status: 200 });
+    child = await spawnNode(dir);
+    const retry = { max_attempts: 5, initial_backoff_ms: 50, max_backoff_ms: 200, multiplier: 2, jitter: false };
+    expect((await call(child, 'PUT', '/v1/tasks/hook', { url: rx.url('/hook'), retry })).status).toBe(201);
+    expect((await call(child, 'PUT', '/v1/tasks/hang', { url: rx.url('/hang'), retry })).status).toBe(201);
+
+    const t0 = Date.now();
+    const downMs = limits.misfireThresholdMs + 3_000;
+    const created = await Promise.all([
+      call(child, 'POST', '/v1/jobs', { id: 'inflight', task: 'hang', payload: { n: 1 } }),
+      call(child, 'POST', '/v1/jobs', { id: 'once-down', task: 'hook', schedule: { at: t0 + 1_500 } }),
+      call(child, 'POST', '/v1/jobs', { id: 'far', task: 'hook', schedule: { at: t0 + 3_600_000 } }),
+      call(child, 'POST', '/v1/jobs', {
+        id: 'every-skip', task: 'hook', misfire: 'skip', schedule: { every_ms: 1_000, start_at: t0 + 1_500 },
+      }),
+      call(child, 'POST', '/v1/jobs', {
+        id: 'every-once', task: 'hook', misfire: 'fire_once', schedule: { every_ms: 1_000, start_at: t0 + 1_500 },
+      }),
+    ]);
+    for (const c of created) expect(c.status).toBe(201);
+    const batch = await call(child, 'POST', '/v1/jobs:batch', {
+      jobs: Array.from({ length: 200 }, (_, i) => ({ id: `b-${i}`, task: 'hook', schedule: { at: t0 + 1_500 + i } })),
+    });
+    expect(batch.status).toBe(200);
+    expect(batch.json.results.every((r: { status: number }) => r.status === 201)).toBe(true);
+
+    // The in-flight callback: its `fired` is committed (execution RUNNING) and the receiver holds the request.
+    await waitFor('inflight RUNNING', async () => {
+      const h = await call(child!, 'GET', '/v1/jobs/inflight/executions');
+      return h.json.executions?.[0]?.state === 'RUNNING' && rx.of('inflight').length === 1;
+    });
+    const killedAtMs = Date.now();
+    await kill9(child);
+    child = null;
+    expect(rx.of('once-down')).toHaveLength(0);
+
+    // Down past the misfire threshold, then restart on the same directory.
+    await new Promise((r) => setTimeout(r, Math.max(0, killedAtMs + downMs - Date.now())));
+    const restartedAtMs = Date.now();
+    child = await spawnNode(dir);
+
+    for (const id of ['inflight', 'once-down', 'far', 'every-skip', 'every-once', 'b-0', 'b-199']) {
+      expect((await call(child, 'GET', `/v1/jobs/${id}`)).status).toBe(200);
+    }
+    await waitFor('due occurrences fired', () =>
+      rx.of('once-down').length === 1 &&
+      Array.from({ length: 200 }, (_, i) => rx.of(`b-${i}`).length).every((n) => n >= 1) &&
+      rx.of('inflight').length >= 2 &&
+      rx.of('every-once').length >= 1 &&
+      rx.of('every-skip').length >= 1,
+    10_000);
+
+    // Redelivered with the same key and a higher attempt.
+    const inflight = rx.of('inflight');
+    expect(inflight[1].headers['x-deduplication-key']).toBe(inflight[0].headers['x-deduplication-key']);
+    expect(Number(inflight[1].headers['x-punctual-attempt'])).toBeGreaterThan(1);
+    await waitFor('inflight SUCCEEDED', async () => (await call(child!, 'GET', '/v1/jobs/inflight')).json.state === 'SUCCEEDED');
+
+    // Each due occurrence after restart, never before its time, the 200 batch jobs exactly once each.
+    expect(rx.of('once-down')[0].atMs).toBeGreaterThanOrEqual(restartedAtMs);
+    for (let i = 0; i < 200; i++) expect(scheduledAt(rx, `b-${i}`)).toEqual([t0 + 1_500 + i]);
+    for (const r of rx.received) expect(r.atMs).toBeGreaterThanOrEqual(Number(r.headers['x-punctual-scheduled-at']));
+
+    // Misfire: fire_once sends one catch-up for the missed occurrences (its first, t0 + 1500) then moves on;
+    // skip drops every occurrence more than the threshold late at restart (t0 + 1500 and t0 + 2500 at least).
+    const lateLimitMs = restartedAtMs - limits.misfireThresholdMs;
+    expect(lateLimitMs).toBeGreaterThan(t0 + 2_500);
+    expect(scheduledAt(rx, 'every-once').filter((at) => at < lateLimitMs)).toEqual([t0 + 1_500]);
+    expect(scheduledAt(rx, 'every-skip').filter((at) => at < lateLimitMs)).toEqual([]);
+    expect(rx.of('far')).toHaveLength(0);
+
+    // Graceful stop of the restarted node.
+    const exited = new Promise<number | null>((resolve) => child!.proc.once('exit', (code) => resolve(code)));
+    child.proc.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    child = null;
+  });
+});
