@@ -48,6 +48,18 @@ export class Inflights {
     if (this.n === 0) this.start = 0;
   }
 
+  /**
+   * Frees the oldest append (etcd's FreeFirstOne): a follower that answers heartbeats but whose whole window
+   * is unacknowledged has lost those appends, and without a free slot the leader would never send again.
+   */
+  freeFirstOne(): void {
+    if (this.n === 0) return;
+    this.bytes -= this.sizes[this.start]!;
+    this.start = (this.start + 1) % this.countMax;
+    this.n--;
+    if (this.n === 0) this.start = 0;
+  }
+
   full(): boolean {
     return this.n === this.countMax || (this.bytesMax > 0 && this.bytes >= this.bytesMax);
   }

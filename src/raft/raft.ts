@@ -574,6 +574,8 @@ export class Raft {
     pr.recentActive = true;
     pr.probeSent = false;
     if (m.sentTick > pr.leaseAckTick) pr.leaseAckTick = m.sentTick;
+    // A live follower with a full window lost some appends (silently): free a slot so the pipe restarts.
+    if (pr.state === 'replicate' && pr.inflights.full()) pr.inflights.freeFirstOne();
     if (pr.match < this.log.lastIndex()) this.sendAppend(m.from);
     if (m.ctx !== '') this.ackRead(m.ctx, m.from);
   }
