@@ -20,6 +20,8 @@ export interface Figures {
   rejected: number;
   submitErrors: Record<string, number>;
   submitDurationMs: number;
+  /** The submit phase hit its time bound (--duration-s, or the instant for hot-instant) before every job was sent. */
+  submitTimedOut: boolean;
   acceptedPerS: number | null;
   /** Submit requests sent, and the time from sending each one to its full answer. */
   requests: number;
@@ -31,8 +33,10 @@ export interface Figures {
   lateness: LatenessSummary;
   /** Deliveries that arrived before their scheduled time (must be 0). */
   early: number;
-  /** Accepted jobs never delivered within the drain wait (must be 0). */
+  /** Accepted jobs never delivered: none arrived for --drain-timeout-s after the last due time (must be 0). */
   lost: number;
+  /** How the drain wait ended: every job delivered, deliveries stopped (idle), or the 300 s cap. */
+  drainOutcome: 'all delivered' | 'idle' | 'cap';
   /** Re-deliveries of an already seen deduplication key. */
   duplicates: number;
   malformed: number;

@@ -39,6 +39,7 @@ describe('runScenario against the fixture node', () => {
     expect(f.submitErrors).toEqual({ rate_limited: 10 });
     expect(f.accepted).toBe(290);
     expect(f.lost).toBe(5); // accepted #50, #100, ... #250
+    expect(f.drainOutcome).toBe('idle');
     expect(f.delivered).toBe(285);
     expect(f.duplicates).toBe(4); // #60, #120, #180, #240
     expect(f.early).toBe(4); // #70, #140, #210, #280
@@ -67,6 +68,7 @@ describe('runScenario against the fixture node', () => {
     expect(f.accepted).toBe(400);
     expect(f.delivered).toBe(400);
     expect(f.lost).toBe(0);
+    expect(f.drainOutcome).toBe('all delivered');
     expect(f.early).toBe(0);
     expect(f.duplicates).toBe(0);
     expect(f.backlogMax).not.toBeNull();

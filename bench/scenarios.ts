@@ -14,7 +14,7 @@ import {
   type SubmitOutcome,
 } from './load.js';
 import { spawnLocalNodes, type LocalNodes } from './node-process.js';
-import { nowPreciseMs, startReceiver, type CallbackReceiver } from './receiver.js';
+import { nowPreciseMs, startReceiver, waitUntil, type CallbackReceiver } from './receiver.js';
 import {
   environmentInfo,
   evaluateTargets,
@@ -141,14 +141,38 @@ async function driveLoad(
   return { outcome, lastDueMs: instantMs, instantMs: scenario === 'hot-instant' ? instantMs : null, dueTooSoon };
 }
 
-async function drain(receiver: CallbackReceiver, run: LoadRun, params: ScenarioParams): Promise<void> {
-  const waitMs = Math.max(0, run.lastDueMs - nowPreciseMs()) + params.drainTimeoutS * 1000;
-  await receiver.waitForJobs(run.outcome.acked.length, waitMs);
+/** Drain gives up this long after the last due time even while callbacks still trickle in (bounded runs). */
+export const drainCapMs = 300_000;
+
+type DrainOutcome = Figures['drainOutcome'];
+
+/**
+ * Waits for the accepted jobs' callbacks: until all arrived; or, after the last due time, until none arrived for
+ * drainTimeoutS (the rest are lost: a slow but moving delivery is waited for); or drainCapMs after the last due time.
+ */
+async function drain(receiver: CallbackReceiver, run: LoadRun, params: ScenarioParams): Promise<DrainOutcome> {
+  const expected = run.outcome.acked.length;
+  const idleMs = params.drainTimeoutS * 1000;
+  const capMs = run.lastDueMs + idleMs + drainCapMs;
+  let outcome: DrainOutcome = 'all delivered';
+  await waitUntil(() => {
+    if (receiver.deliveredJobCount() >= expected) return true;
+    const nowMs = nowPreciseMs();
+    if (nowMs >= capMs) return (outcome = 'cap'), true;
+    const lastMs = Math.max(receiver.stats().lastArrivalMs ?? 0, run.lastDueMs);
+    return nowMs - lastMs >= idleMs && ((outcome = 'idle'), true);
+  }, capMs - nowPreciseMs() + 1_000);
   // A short grace so re-deliveries racing the last first-delivery are counted as duplicates.
   await sleepMs(250);
+  return outcome;
 }
 
-function buildFigures(run: LoadRun, receiver: CallbackReceiver, nodeRss: Array<number | null> | null): Figures {
+function buildFigures(
+  run: LoadRun,
+  receiver: CallbackReceiver,
+  drainOutcome: DrainOutcome,
+  nodeRss: Array<number | null> | null,
+): Figures {
   const { outcome } = run;
   const stats = receiver.stats();
   const submitDurationMs = outcome.endMs - outcome.startMs;
@@ -160,6 +184,7 @@ function buildFigures(run: LoadRun, receiver: CallbackReceiver, nodeRss: Array<n
     rejected: outcome.failed,
     submitErrors: outcome.errors,
     submitDurationMs,
+    submitTimedOut: outcome.timedOut,
     acceptedPerS: submitDurationMs > 0 ? (outcome.acked.length * 1000) / submitDurationMs : null,
     requests: outcome.requests,
     requestLatency: summarize(outcome.requestMs),
@@ -168,6 +193,7 @@ function buildFigures(run: LoadRun, receiver: CallbackReceiver, nodeRss: Array<n
     lateness: summarize(stats.lateness),
     early: stats.early,
     lost: receiver.countMissing(outcome.acked),
+    drainOutcome,
     duplicates: stats.duplicates,
     malformed: stats.malformed,
     foreign: stats.foreign,
@@ -206,8 +232,8 @@ export async function runScenario(options: RunOptions): Promise<BenchResult> {
     log.info('bench: submitting', { scenario, ...params });
     const run = await driveLoad(scenario, servers, params, idPrefix);
     log.info('bench: submitted, draining', { accepted: run.outcome.acked.length, rejected: run.outcome.failed });
-    await drain(receiver, run, params);
-    const figures = buildFigures(run, receiver, local ? local.peakRssBytes() : null);
+    const drained = await drain(receiver, run, params);
+    const figures = buildFigures(run, receiver, drained, local ? local.peakRssBytes() : null);
     const targets = evaluateTargets(figures, targetsFor(scenario));
     return {
       scenario,

@@ -15,7 +15,7 @@ function rows(result: BenchResult): Array<[string, string]> {
   const l = f.lateness;
   const out: Array<[string, string]> = [
     ['accepted / submitted', `${num(f.accepted)} / ${num(f.submitted)}`],
-    ['submit time', `${num(f.submitDurationMs)} ms`],
+    ['submit time', `${num(f.submitDurationMs)} ms${f.submitTimedOut ? ' (stopped by its time bound)' : ''}`],
     ['accepted jobs/s', num(f.acceptedPerS)],
     ['requests, answer p50 / p99', `${num(f.requests)}, ${num(f.requestLatency.p50Ms, 2)} / ${num(f.requestLatency.p99Ms, 2)} ms`],
     ['delivered callbacks', num(f.delivered)],
@@ -24,7 +24,7 @@ function rows(result: BenchResult): Array<[string, string]> {
     ['lateness p99 / p999', `${num(l.p99Ms, 2)} / ${num(l.p999Ms, 2)} ms`],
     ['lateness min / max', `${num(l.minMs, 2)} / ${num(l.maxMs, 2)} ms`],
     ['early (must be 0)', num(f.early)],
-    ['lost (must be 0)', num(f.lost)],
+    ['lost (must be 0)', `${num(f.lost)}${f.drainOutcome === 'all delivered' ? '' : ` (drain ended: ${f.drainOutcome})`}`],
     ['duplicates', num(f.duplicates)],
   ];
   if (f.deliveredWithinMs !== null) out.push(['delivered within', `${num(f.deliveredWithinMs)} ms`]);
