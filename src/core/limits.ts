@@ -117,6 +117,8 @@ export const nodeLimits = {
   listScanRowsMax: 10_000,
   /** --fsync batch: how often the checkpointer thread copies the WAL into the database file (off the event loop). */
   walCheckpointIntervalMs: 100,
+  /** Every this many loader runs, the loader rescans everything due within the horizon, not just the new window. */
+  loaderFullScanEveryRuns: 12,
 } as const;
 assert(nodeLimits.logCompactEveryEntries <= nodeLimits.logKeepEntries, 'compaction interval exceeds kept entries');
 assert(nodeLimits.listScanRowsMax >= limits.listLimitMax, 'list scan bound below a page');

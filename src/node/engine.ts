@@ -72,6 +72,9 @@ export class FiringEngine {
   private spin: NodeJS.Immediate | null = null;
   private loaderTimer: NodeJS.Timeout | null = null;
   private loading: Promise<void> | null = null;
+  /** The end of the window the last complete loader run covered (null before the first). */
+  private loadedUntilMs: number | null = null;
+  private loaderRuns = 0;
   private stopped = false;
   private readonly rand01: () => number;
 
@@ -370,11 +373,19 @@ export class FiringEngine {
     return this.loading;
   }
 
+  /**
+   * One loader run. Runs read only the window (previous run's end, now + horizon]: whatever came due before
+   * it was armed by its effect or by an earlier run. Every nodeLimits.loaderFullScanEveryRuns runs (and the first)
+   * the whole range up to now + horizon is read again, which heals any gap (a clock that stepped back).
+   */
   private async loadAll(): Promise<void> {
     const untilMs = this.o.clock.nowMs() + limits.wheelHorizonMs;
+    const full = this.loadedUntilMs === null || this.loaderRuns % nodeLimits.loaderFullScanEveryRuns === 0;
+    const from = full ? null : { atMs: this.loadedUntilMs as number, id: '' };
+    this.loaderRuns++;
     let armed = 0;
     for (const sh of this.o.shards) {
-      let after: { atMs: number; id: string } | null = null;
+      let after: { atMs: number; id: string } | null = from;
       for (;;) {
         if (this.stopped) return;
         const page = sh.store.dueJobs(untilMs, limits.loaderBatchMax, after);
@@ -387,7 +398,8 @@ export class FiringEngine {
         await new Promise<void>((resolve) => setImmediate(resolve));
       }
     }
-    if (armed > 0) this.o.logger.debug('loader armed occurrences', { armed });
+    this.loadedUntilMs = Math.max(this.loadedUntilMs ?? untilMs, untilMs);
+    if (armed > 0) this.o.logger.debug('loader armed occurrences', { armed, full });
   }
 
   private armLoaded(shard: number, job: JobRecord): boolean {
