@@ -8,6 +8,7 @@ import { Readable } from 'node:stream';
 import { Client } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { limits } from '../core/limits.js';
+import { createLogger } from '../core/log.js';
 import type { App } from './app.js';
 import { startApiServer, type ApiServer } from './server.js';
 import { makeHarness } from './testing/harness.js';
@@ -192,7 +193,9 @@ describe('startApiServer', () => {
         return app.handle(req);
       },
     };
-    const server = await startApiServer(slow, '127.0.0.1', 0);
+    const logs: string[] = [];
+    const logger = createLogger({ level: 'debug', write: (line) => logs.push(line) });
+    const server = await startApiServer(slow, '127.0.0.1', 0, { logger });
     const idle = h1Client(server.port);
     expect((await idle.request({ method: 'GET', path: '/healthz' })).statusCode).toBe(200);
     const busy = h1Client(server.port);
@@ -205,7 +208,26 @@ describe('startApiServer', () => {
     expect(res.headers.connection).toBe('close');
     await res.body.dump();
     await closed;
+    expect(logs.filter((l) => l.includes('grace period over'))).toEqual([]); // the idle connection did not hold close() up
     await expect(connectOnce(server.port)).rejects.toThrow(/ECONNREFUSED/);
+  });
+
+  it('close() is bounded: a request that never finishes is cut after the grace period', async () => {
+    const { app } = makeHarness();
+    let entered = 0;
+    const stuck: App = { bodyLimitFor: app.bodyLimitFor, handle: () => (entered++, new Promise<never>(() => {})) };
+    const logs: string[] = [];
+    const logger = createLogger({ level: 'debug', write: (line) => logs.push(line) });
+    const server = await startApiServer(stuck, '127.0.0.1', 0, { logger, closeGraceMs: 50 });
+    const session = h2Session(server.port);
+    const client = h1Client(server.port);
+    const h1Pending = client.request({ method: 'GET', path: '/v1/jobs' }).then(() => 'answered', () => 'cut');
+    const h2Pending = h2Request(session, 'GET', '/v1/jobs').then((a) => (a.status > 0 ? 'answered' : 'cut'), () => 'cut');
+    while (entered < 2) await new Promise((resolve) => setTimeout(resolve, 5)); // both requests are in flight
+    await server.close();
+    expect(await h1Pending).toBe('cut');
+    expect(await h2Pending).toBe('cut');
+    expect(logs.some((l) => l.includes('grace period over'))).toBe(true);
   });
 });
 
