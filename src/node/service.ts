@@ -110,7 +110,9 @@ export class NodeService implements SchedulerApi {
         items.forEach((item, k) => {
           if (item.ok) {
             if (item.created) created++;
-            out[indexes[k]] = { ok: true, job: this.view(item.job), created: item.created };
+            // A job created just now has no execution yet: skip the lookup (batches of 10,000).
+            const job = item.created ? { ...item.job, state: this.o.engine.overlayState(item.job), lastExecution: null } : this.view(item.job);
+            out[indexes[k]] = { ok: true, job, created: item.created };
           } else {
             out[indexes[k]] = { ok: false, id: item.id, error: item.error };
           }
