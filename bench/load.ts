@@ -74,9 +74,9 @@ export function jobId(plan: JobPlan, index: number): string {
   return plan.idPrefix + index.toString(36);
 }
 
-/** The JSON of one job, built by hand: it is the hot path of the generator. */
-export function jobJson(plan: JobPlan, index: number): string {
-  return `{"id":"${jobId(plan, index)}","task":"${plan.taskName}","schedule":{"at":${plan.dueAtMs(index)}}}`;
+/** The JSON of one job due at dueMs, built by hand: it is the hot path of the generator. */
+export function jobJson(plan: JobPlan, index: number, dueMs: number): string {
+  return `{"id":"${jobId(plan, index)}","task":"${plan.taskName}","schedule":{"at":${dueMs}}}`;
 }
 
 export interface SubmitOutcome {
@@ -93,11 +93,13 @@ export interface SubmitOutcome {
   timedOut: boolean;
   /** Time from sending each request to its full answer (ms), whatever the answer. */
   requestMs: SampleBuffer;
+  /** Accepted jobs whose acknowledgement arrived after their due time (they could not fire on time). */
+  ackedAfterDue: number;
 }
 
 function newOutcome(): SubmitOutcome {
   const startMs = nowPreciseMs();
-  return { acked: [], failed: 0, requests: 0, errors: {}, startMs, endMs: startMs, timedOut: false, requestMs: new SampleBuffer() };
+  return { acked: [], failed: 0, requests: 0, errors: {}, startMs, endMs: startMs, timedOut: false, requestMs: new SampleBuffer(), ackedAfterDue: 0 };
 }
 
 function countError(outcome: SubmitOutcome, code: string, jobs: number): void {
@@ -117,14 +119,21 @@ function transportCode(err: unknown): string {
   return 'unknown_error';
 }
 
+function noteAck(outcome: SubmitOutcome, plan: JobPlan, index: number, dueMs: number, answeredMs: number): void {
+  outcome.acked.push(jobId(plan, index));
+  if (answeredMs > dueMs) outcome.ackedAfterDue++;
+}
+
 /** Posts one single-job request; records the outcome. */
 async function postOne(servers: ServerSet, plan: JobPlan, index: number, outcome: SubmitOutcome): Promise<void> {
   outcome.requests++;
+  const dueMs = plan.dueAtMs(index);
   const sentMs = nowPreciseMs();
   try {
-    const { status, json } = await servers.send('POST', '/v1/jobs', jobJson(plan, index));
-    outcome.requestMs.push(nowPreciseMs() - sentMs);
-    if (status === 201 || status === 200) outcome.acked.push(jobId(plan, index));
+    const { status, json } = await servers.send('POST', '/v1/jobs', jobJson(plan, index, dueMs));
+    const answeredMs = nowPreciseMs();
+    outcome.requestMs.push(answeredMs - sentMs);
+    if (status === 201 || status === 200) noteAck(outcome, plan, index, dueMs, answeredMs);
     else countError(outcome, problemCode(status, json), 1);
   } catch (err) {
     countError(outcome, transportCode(err), 1);
@@ -140,17 +149,24 @@ async function postBatch(
   outcome: SubmitOutcome,
 ): Promise<void> {
   const parts: string[] = [];
-  for (let i = from; i < to; i++) parts.push(jobJson(plan, i));
+  const dues: number[] = [];
+  for (let i = from; i < to; i++) {
+    dues.push(plan.dueAtMs(i));
+    parts.push(jobJson(plan, i, dues[i - from]));
+  }
   outcome.requests++;
   const sentMs = nowPreciseMs();
   try {
     const { status, json } = await servers.send('POST', '/v1/jobs:batch', `{"jobs":[${parts.join(',')}]}`);
-    outcome.requestMs.push(nowPreciseMs() - sentMs);
+    const answeredMs = nowPreciseMs();
+    outcome.requestMs.push(answeredMs - sentMs);
     if (status !== 200) return countError(outcome, problemCode(status, json), to - from);
     const results = (json as { results?: Array<{ id?: string; error?: unknown }> } | null)?.results ?? [];
     for (let i = from; i < to; i++) {
       const item = results[i - from];
-      if (item !== undefined && (item.error === undefined || item.error === null)) outcome.acked.push(jobId(plan, i));
+      if (item !== undefined && (item.error === undefined || item.error === null)) {
+        noteAck(outcome, plan, i, dues[i - from], answeredMs);
+      }
       else countError(outcome, item === undefined ? 'missing_result' : problemCode(0, item.error), 1);
     }
   } catch (err) {

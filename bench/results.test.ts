@@ -29,7 +29,7 @@ function figures(overrides: Partial<Figures> = {}): Figures {
     submitted: 10, accepted: 10, rejected: 0, submitErrors: {}, submitDurationMs: 2, submitTimedOut: false, acceptedPerS: 5000, requests: 1, requestLatency: summarize(Float64Array.from([2])),
     delivered: 10, deliveredPerS: 1000, lateness: summarize(Float64Array.from([0.5, 0.7, 1.2, 3, 4.5])),
     early: 0, lost: 0, drainOutcome: 'all delivered', duplicates: 0, malformed: 0, foreign: 0, deliveredWithinMs: null, backlogMax: 0,
-    dueTooSoon: 0, nodePeakRssBytes: [50 * 1024 * 1024], benchPeakRssBytes: 80 * 1024 * 1024, ...overrides,
+    ackedAfterDue: 0, nodePeakRssBytes: [50 * 1024 * 1024], benchPeakRssBytes: 80 * 1024 * 1024, ...overrides,
   };
 }
 

@@ -45,8 +45,11 @@ export interface Figures {
   deliveredWithinMs: number | null;
   /** steady: most jobs owed by the open loop but not yet sent at one tick. */
   backlogMax: number | null;
-  /** Jobs submitted less than 100 ms before their due time (the generator fell behind; their lateness is suspect). */
-  dueTooSoon: number;
+  /**
+   * Accepted jobs whose acknowledgement arrived after their due time: they could not fire on time, and their
+   * lateness measures the submit backlog, not the timer.
+   */
+  ackedAfterDue: number;
   /** VmHWM of each spawned node; null when the bench ran against --server. */
   nodePeakRssBytes: Array<number | null> | null;
   benchPeakRssBytes: number;

@@ -44,6 +44,7 @@ describe('runScenario against the fixture node', () => {
     expect(f.duplicates).toBe(4); // #60, #120, #180, #240
     expect(f.early).toBe(4); // #70, #140, #210, #280
     expect(f.lateness.count).toBe(285);
+    expect(f.ackedAfterDue).toBe(0);
     expect(f.deliveredWithinMs).not.toBeNull();
     expect(f.nodePeakRssBytes).toBeNull();
     expect(result.servers).toEqual({ mode: 'external', urls: [fixture.url] });
@@ -75,6 +76,22 @@ describe('runScenario against the fixture node', () => {
     expect(f.lateness.minMs).toBeGreaterThanOrEqual(1); // the fixture fires 2 ms after the due time
     expect(f.deliveredWithinMs).toBeNull();
     expect(result.targets.map((t) => t.figure)).toEqual(['latenessP50Ms', 'latenessP99Ms', 'early', 'lost']);
+  });
+
+  it('counts jobs acknowledged after their due time (they cannot be on time)', async () => {
+    fixture = await startFixtureNode();
+    const result = await runScenario({
+      scenario: 'submit',
+      params: params({ count: 20, concurrency: 2, leadMs: 0 }, 'submit'),
+      servers: [fixture.url],
+      nodes: 1,
+      token: null,
+      receiverPort: 0,
+      logger: silentLogger,
+    });
+    expect(result.figures.accepted).toBe(20);
+    expect(result.figures.ackedAfterDue).toBe(20);
+    expect(result.figures.delivered).toBe(20);
   });
 
   it('submit: one POST /v1/jobs per job over keep-alive connections, spread over every server', async () => {

@@ -52,8 +52,8 @@ export interface RunOptions {
 }
 
 export const taskName = 'bench';
-/** A job submitted less than this before its due time is counted in dueTooSoon (the generator fell behind). */
-const dueTooSoonMs = 100;
+/** hot-instant stops sending this long before the instant (a job sent later would hardly share it). */
+const instantMarginMs = 100;
 
 /** Defaults per scenario, from the targets; every one can be overridden on the command line. */
 export function defaultParams(scenario: ScenarioName): ScenarioParams {
@@ -99,7 +99,6 @@ interface LoadRun {
   lastDueMs: number;
   /** hot-instant: the instant. */
   instantMs: number | null;
-  dueTooSoon: number;
 }
 
 async function driveLoad(
@@ -109,10 +108,8 @@ async function driveLoad(
   idPrefix: string,
 ): Promise<LoadRun> {
   const startMs = Math.floor(nowPreciseMs());
-  let dueTooSoon = 0;
   let lastDueMs = 0;
   const noteDue = (dueMs: number): number => {
-    if (dueMs - nowPreciseMs() < dueTooSoonMs) dueTooSoon++;
     lastDueMs = Math.max(lastDueMs, dueMs);
     return dueMs;
   };
@@ -128,17 +125,17 @@ async function driveLoad(
       batchSize: params.batchSize, inFlightMax: params.concurrency,
       deadlineMs: startMs + params.durationS * 1000 + 10_000,
     });
-    return { outcome, lastDueMs, instantMs: null, dueTooSoon };
+    return { outcome, lastDueMs, instantMs: null };
   }
   const instantMs = startMs + params.leadMs;
   const plan: JobPlan = { idPrefix, taskName, dueAtMs: () => noteDue(instantMs) };
   // hot-instant: a job submitted after the instant would not share it, so the instant also ends the submit phase.
   const boundMs = startMs + params.durationS * 1000;
-  const deadlineMs = scenario === 'hot-instant' ? Math.min(boundMs, instantMs - dueTooSoonMs) : boundMs;
+  const deadlineMs = scenario === 'hot-instant' ? Math.min(boundMs, instantMs - instantMarginMs) : boundMs;
   const outcome = await submitClosedLoop({
     servers, plan, count: params.count, concurrency: params.concurrency, batchSize: params.batchSize, deadlineMs,
   });
-  return { outcome, lastDueMs: instantMs, instantMs: scenario === 'hot-instant' ? instantMs : null, dueTooSoon };
+  return { outcome, lastDueMs: instantMs, instantMs: scenario === 'hot-instant' ? instantMs : null };
 }
 
 /** Drain gives up this long after the last due time even while callbacks still trickle in (bounded runs). */
@@ -199,7 +196,7 @@ function buildFigures(
     foreign: stats.foreign,
     deliveredWithinMs: run.instantMs !== null && stats.lastArrivalMs !== null ? stats.lastArrivalMs - run.instantMs : null,
     backlogMax: 'backlogMax' in outcome ? outcome.backlogMax : null,
-    dueTooSoon: run.dueTooSoon,
+    ackedAfterDue: outcome.ackedAfterDue,
     nodePeakRssBytes: nodeRss,
     benchPeakRssBytes: process.resourceUsage().maxRSS * 1024,
   };

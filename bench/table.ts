@@ -29,7 +29,7 @@ function rows(result: BenchResult): Array<[string, string]> {
   ];
   if (f.deliveredWithinMs !== null) out.push(['delivered within', `${num(f.deliveredWithinMs)} ms`]);
   if (f.backlogMax !== null) out.push(['open-loop backlog max', num(f.backlogMax)]);
-  if (f.dueTooSoon > 0) out.push(['submitted < 100 ms before due', num(f.dueTooSoon)]);
+  if (f.ackedAfterDue > 0) out.push(['acknowledged after due', num(f.ackedAfterDue)]);
   if (f.rejected > 0) out.push(['rejected', `${num(f.rejected)} ${JSON.stringify(f.submitErrors)}`]);
   if (f.malformed > 0 || f.foreign > 0) out.push(['malformed / foreign', `${num(f.malformed)} / ${num(f.foreign)}`]);
   const nodeRss = f.nodePeakRssBytes === null ? 'n/a (--server)' : f.nodePeakRssBytes.map(mib).join(', ');
