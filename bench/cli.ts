@@ -61,8 +61,7 @@ export function resolveParams(scenario: ScenarioName, flags: Partial<BenchFlags>
   };
   // A bigger --count than the default needs a longer lead, unless the lead was given.
   if (flags.leadMs === undefined && flags.count !== undefined && scenario !== 'steady') {
-    const targetPerS = scenario === 'submit' ? 8_000 : 50_000;
-    params.leadMs = Math.max(base.leadMs, leadFor(params.count, targetPerS));
+    params.leadMs = Math.max(base.leadMs, leadFor(scenario, params.count));
   }
   if (scenario === 'steady' && params.ratePerS <= 0) throw new InvalidArgumentError('--rate must be positive for steady');
   return params;
