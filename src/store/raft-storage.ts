@@ -1,0 +1,306 @@
+/**
+ * The Raft log of one group in the node's SQLite file: `SqliteRaftStorage implements LogStorageWriter`
+ * (src/raft/storage.ts). Many groups share one better-sqlite3 Database; every row is keyed by `group_id`.
+ *
+ * Tables (created by ensureRaftSchema, idempotent):
+ * - raft_entries(group_id, idx, term, type, data, crc): the log; crc = entryCrc(index, term, type, data).
+ * - raft_hard_state(group_id, term, vote, commit_index, offset_index, offset_term): the hard state, and the
+ *   point the log was compacted through (firstIndex = offset_index + 1; term(offset_index) = offset_term).
+ * - raft_snapshot(group_id, idx, term, conf_state, data): the latest snapshot, data last so that reading the
+ *   metadata never pages through the blob. `data` is what createSnapshot / applySnapshot were given.
+ *
+ * Group commit: the node persists every group's Ready inside ONE db.transaction(); the methods here never open a
+ * transaction of their own when one is already open (a multi-statement write outside one runs in its own, so it
+ * stays atomic). The in-memory cache (offset, last index, the terms of the log as runs) is updated as each write
+ * is issued: if the caller's transaction rolls back, call reload() on every storage it touched (or drop them).
+ *
+ * Every entry read back is checked against its crc: a mismatch throws CorruptEntryError (fatal for the node).
+ */
+import type { Statement } from 'better-sqlite3';
+import { assert } from '../core/assert.js';
+import { CorruptEntryError, entryCrcOk, StorageCompactedError, StorageUnavailableError } from '../raft/index.js';
+import type { ConfState, Entry, GroupId, HardState, InitialState, LogIndex, LogStorageWriter, NodeId, Snapshot, Term } from '../raft/index.js';
+import type { Db } from './db.js';
+import { pack, plainBytes, unpack } from './rows.js';
+
+const schema = `
+CREATE TABLE IF NOT EXISTS raft_entries (
+  group_id INTEGER NOT NULL, idx INTEGER NOT NULL, term INTEGER NOT NULL, type INTEGER NOT NULL,
+  data BLOB NOT NULL, crc INTEGER NOT NULL,
+  PRIMARY KEY (group_id, idx)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS raft_hard_state (
+  group_id INTEGER PRIMARY KEY, term INTEGER NOT NULL, vote TEXT NOT NULL, commit_index INTEGER NOT NULL,
+  offset_index INTEGER NOT NULL, offset_term INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS raft_snapshot (
+  group_id INTEGER PRIMARY KEY, idx INTEGER NOT NULL, term INTEGER NOT NULL, conf_state BLOB NOT NULL,
+  data BLOB NOT NULL);
+`;
+
+/** Creates the Raft tables if they are missing. Safe to call on every open. */
+export function ensureRaftSchema(db: Db): void {
+  db.exec(schema);
+}
+
+/** The groups that have any Raft state in this file (bootstrapped, or joined and written to). */
+export function raftGroups(db: Db): GroupId[] {
+  ensureRaftSchema(db);
+  const rows = db
+    .prepare(
+      `SELECT group_id AS g FROM raft_hard_state UNION SELECT group_id AS g FROM raft_snapshot
+       UNION SELECT DISTINCT group_id AS g FROM raft_entries ORDER BY g`,
+    )
+    .all() as Array<{ g: number }>;
+  return rows.map((r) => r.g);
+}
+
+/**
+ * Writes the founding membership of `group`: the snapshot at index 1, term 0, empty data (bootstrapSnapshot of
+ * src/raft). Idempotent: returns false and writes nothing when the group already has any Raft state.
+ */
+export function bootstrapGroup(db: Db, group: GroupId, voters: readonly NodeId[]): boolean {
+  assert(voters.length > 0, 'bootstrapGroup: no voters');
+  ensureRaftSchema(db);
+  return inTransaction(db, () => {
+    const exists = db.prepare('SELECT 1 FROM raft_hard_state WHERE group_id = ? UNION SELECT 1 FROM raft_snapshot WHERE group_id = ?');
+    if (exists.get(group, group) !== undefined) return false;
+    const confState: ConfState = { voters: [...voters], learners: [] };
+    db.prepare('INSERT INTO raft_snapshot (group_id, idx, term, conf_state, data) VALUES (?, 1, 0, ?, ?)').run(
+      group,
+      pack(confState),
+      new Uint8Array(0),
+    );
+    db.prepare('INSERT INTO raft_hard_state VALUES (?, 0, \'\', 0, 1, 0)').run(group);
+    return true;
+  });
+}
+
+/** Runs fn inside the caller's transaction if there is one (no savepoint needed), else in its own. */
+function inTransaction<T>(db: Db, fn: () => T): T {
+  return db.inTransaction ? fn() : db.transaction(fn)();
+}
+
+function statements(db: Db) {
+  const p = (sql: string): Statement => db.prepare(sql);
+  return {
+    hard: p('SELECT term, vote, commit_index, offset_index, offset_term FROM raft_hard_state WHERE group_id = ?'),
+    upsertHard: p(
+      `INSERT INTO raft_hard_state VALUES (?, ?, ?, ?, 0, 0)
+       ON CONFLICT (group_id) DO UPDATE SET term = excluded.term, vote = excluded.vote, commit_index = excluded.commit_index`,
+    ),
+    upsertOffset: p(
+      `INSERT INTO raft_hard_state VALUES (?, 0, '', 0, ?, ?)
+       ON CONFLICT (group_id) DO UPDATE SET offset_index = excluded.offset_index, offset_term = excluded.offset_term`,
+    ),
+    snapMeta: p('SELECT idx, term, conf_state FROM raft_snapshot WHERE group_id = ?'),
+    snapData: p('SELECT data FROM raft_snapshot WHERE group_id = ?'),
+    upsertSnap: p('INSERT OR REPLACE INTO raft_snapshot (group_id, idx, term, conf_state, data) VALUES (?, ?, ?, ?, ?)'),
+    terms: p('SELECT idx, term FROM raft_entries WHERE group_id = ? ORDER BY idx'),
+    insert: p('INSERT INTO raft_entries (group_id, idx, term, type, data, crc) VALUES (?, ?, ?, ?, ?, ?)'),
+    deleteFrom: p('DELETE FROM raft_entries WHERE group_id = ? AND idx >= ?'),
+    deleteUpTo: p('DELETE FROM raft_entries WHERE group_id = ? AND idx <= ?'),
+    range: p('SELECT idx, term, type, data, crc FROM raft_entries WHERE group_id = ? AND idx >= ? AND idx < ? ORDER BY idx'),
+  };
+}
+
+interface EntryRow {
+  idx: number;
+  term: number;
+  type: number;
+  data: Uint8Array;
+  crc: number;
+}
+
+interface SnapMeta {
+  index: LogIndex;
+  term: Term;
+  confState: ConfState;
+}
+
+const noConf: ConfState = { voters: [], learners: [] };
+
+/**
+ * One group's log. The terms of the log [offset, last] are cached as runs (a run starts where the term changes):
+ * terms change rarely, so the whole log's terms fit in a few numbers and term(i) never touches SQLite.
+ */
+export class SqliteRaftStorage implements LogStorageWriter {
+  private readonly s: ReturnType<typeof statements>;
+  private hard!: HardState;
+  private snap!: SnapMeta;
+  private offsetIndex = 0;
+  private last = 0;
+  /** runStart[k] is the first index of run k (runStart[0] = offsetIndex), runTerm[k] its term. */
+  private runStart: number[] = [];
+  private runTerm: number[] = [];
+
+  constructor(
+    private readonly db: Db,
+    readonly group: GroupId,
+  ) {
+    ensureRaftSchema(db);
+    this.s = statements(db);
+    this.reload();
+  }
+
+  /** Re-reads the cached state from SQLite: call it after a transaction that wrote here rolled back. */
+  reload(): void {
+    const h = this.s.hard.get(this.group) as
+      | { term: number; vote: string; commit_index: number; offset_index: number; offset_term: number }
+      | undefined;
+    this.hard = h
+      ? { term: h.term as Term, vote: h.vote as NodeId, commit: h.commit_index as LogIndex }
+      : { term: 0 as Term, vote: '' as NodeId, commit: 0 as LogIndex };
+    const m = this.s.snapMeta.get(this.group) as { idx: number; term: number; conf_state: Uint8Array } | undefined;
+    this.snap = m
+      ? { index: m.idx as LogIndex, term: m.term as Term, confState: unpack<ConfState>(m.conf_state) }
+      : { index: 0 as LogIndex, term: 0 as Term, confState: noConf };
+    this.offsetIndex = h?.offset_index ?? 0;
+    this.runStart = [this.offsetIndex];
+    this.runTerm = [h?.offset_term ?? 0];
+    this.last = this.offsetIndex;
+    for (const r of this.s.terms.iterate(this.group) as IterableIterator<{ idx: number; term: number }>) {
+      this.pushTerm(r.idx, r.term);
+    }
+  }
+
+  private pushTerm(index: number, term: number): void {
+    assert(index === this.last + 1, `group ${this.group}: log hole before ${index} (last ${this.last})`);
+    if (this.runTerm[this.runTerm.length - 1] !== term) {
+      this.runStart.push(index);
+      this.runTerm.push(term);
+    }
+    this.last = index;
+  }
+
+  /** Forgets the cached terms of indexes >= from. */
+  private truncateTerms(from: number): void {
+    while (this.runStart.length > 1 && this.runStart[this.runStart.length - 1]! >= from) {
+      this.runStart.pop();
+      this.runTerm.pop();
+    }
+    this.last = from - 1;
+  }
+
+  initialState(): InitialState {
+    return { hardState: this.hard, confState: this.snap.confState };
+  }
+
+  firstIndex(): LogIndex {
+    return (this.offsetIndex + 1) as LogIndex;
+  }
+
+  lastIndex(): LogIndex {
+    return this.last as LogIndex;
+  }
+
+  term(i: LogIndex): Term {
+    if (i < this.offsetIndex) throw new StorageCompactedError(`group ${this.group}: term(${i}) compacted through ${this.offsetIndex}`);
+    if (i > this.last) throw new StorageUnavailableError(`group ${this.group}: term(${i}) past last ${this.last}`);
+    // Recent indexes are the hot ones: scan runs from the newest.
+    let k = this.runStart.length - 1;
+    while (this.runStart[k]! > i) k--;
+    return this.runTerm[k] as Term;
+  }
+
+  entries(lo: LogIndex, hi: LogIndex, maxBytes: number): Entry[] {
+    if (lo <= this.offsetIndex) throw new StorageCompactedError(`group ${this.group}: entries(${lo}) compacted through ${this.offsetIndex}`);
+    if (hi > this.last + 1) throw new StorageUnavailableError(`group ${this.group}: entries(${lo}, ${hi}) last is ${this.last}`);
+    assert(lo <= hi, `entries(${lo}, ${hi}): lo > hi`);
+    const out: Entry[] = [];
+    let bytes = 0;
+    let full = false;
+    // Iterate so a far-behind follower's read stops at maxBytes instead of loading the whole tail.
+    for (const r of this.s.range.iterate(this.group, lo, hi) as IterableIterator<EntryRow>) {
+      const e = rowToEntry(r);
+      if (e.index !== lo + out.length) throw new CorruptEntryError(`group ${this.group}: entry ${lo + out.length} is missing`);
+      if (!entryCrcOk(e)) throw new CorruptEntryError(`group ${this.group}: entry ${e.index} fails its crc`);
+      bytes += e.data.length;
+      if (out.length > 0 && bytes > maxBytes) {
+        full = true;
+        break;
+      }
+      out.push(e);
+    }
+    if (!full && out.length !== hi - lo) throw new CorruptEntryError(`group ${this.group}: entries [${lo}, ${hi}) short`);
+    return out;
+  }
+
+  /** The latest snapshot (its data read from SQLite on each call: it is large and rarely needed). */
+  snapshot(): Snapshot | null {
+    const row = this.s.snapData.get(this.group) as { data: Uint8Array } | undefined;
+    const data = row ? plainBytes(row.data) : new Uint8Array(0);
+    return { metadata: { ...this.snap }, data };
+  }
+
+  append(entries: readonly Entry[]): void {
+    if (entries.length === 0) return;
+    for (let i = 1; i < entries.length; i++) {
+      assert(entries[i]!.index === entries[i - 1]!.index + 1, 'append: entries not contiguous');
+    }
+    const first = this.offsetIndex + 1;
+    const lastNew = entries[entries.length - 1]!.index;
+    if (lastNew < first) return; // all already compacted into the snapshot
+    const from = entries[0]!.index < first ? entries.slice(first - entries[0]!.index) : entries;
+    const start = from[0]!.index;
+    assert(start <= this.last + 1, `append: gap (last ${this.last}, got ${start})`);
+    inTransaction(this.db, () => {
+      if (start <= this.last) this.s.deleteFrom.run(this.group, start);
+      for (const e of from) this.s.insert.run(this.group, e.index, e.term, e.type === 'normal' ? 0 : 1, e.data, e.crc);
+    });
+    this.truncateTerms(start);
+    for (const e of from) this.pushTerm(e.index, e.term);
+  }
+
+  applySnapshot(snapshot: Snapshot): void {
+    const { index, term, confState } = snapshot.metadata;
+    assert(index > this.snap.index, `applySnapshot(${index}): not newer than ${this.snap.index}`);
+    inTransaction(this.db, () => {
+      this.s.deleteUpTo.run(this.group, Number.MAX_SAFE_INTEGER);
+      this.s.upsertSnap.run(this.group, index, term, pack(confState), snapshot.data);
+      this.s.upsertOffset.run(this.group, index, term);
+    });
+    this.snap = { index, term, confState };
+    this.offsetIndex = index;
+    this.runStart = [index];
+    this.runTerm = [term];
+    this.last = index;
+  }
+
+  createSnapshot(index: LogIndex, confState: ConfState, data: Uint8Array): Snapshot {
+    assert(index >= this.snap.index, `createSnapshot(${index}): older than ${this.snap.index}`);
+    assert(index <= this.last, `createSnapshot(${index}): past last index ${this.last}`);
+    const term = this.term(index);
+    this.s.upsertSnap.run(this.group, index, term, pack(confState), data);
+    this.snap = { index, term, confState };
+    return { metadata: { ...this.snap }, data };
+  }
+
+  compact(index: LogIndex): void {
+    if (index <= this.offsetIndex) return;
+    assert(index <= this.snap.index, `compact(${index}): past the snapshot (${this.snap.index})`);
+    const term = this.term(index);
+    inTransaction(this.db, () => {
+      this.s.deleteUpTo.run(this.group, index);
+      this.s.upsertOffset.run(this.group, index, term);
+    });
+    this.offsetIndex = index;
+    let k = this.runStart.length - 1;
+    while (this.runStart[k]! > index) k--;
+    this.runStart = [index, ...this.runStart.slice(k + 1)];
+    this.runTerm = [term, ...this.runTerm.slice(k + 1)];
+  }
+
+  setHardState(hardState: HardState): void {
+    this.s.upsertHard.run(this.group, hardState.term, hardState.vote, hardState.commit);
+    this.hard = hardState;
+  }
+}
+
+function rowToEntry(r: EntryRow): Entry {
+  return {
+    index: r.idx as LogIndex,
+    term: r.term as Term,
+    type: r.type === 0 ? 'normal' : 'conf_change',
+    data: plainBytes(r.data),
+    crc: r.crc,
+  };
+}
