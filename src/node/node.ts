@@ -42,7 +42,7 @@ export async function startNode(config: NodeConfig, options: StartNodeOptions = 
     await core.close();
     throw err;
   }
-  core.logger.info('listening', { api: `${config.listenHost}:${server.port}` });
+  core.logger.debug('listening', { api: `${config.listenHost}:${server.port}` });
   let closing: Promise<void> | null = null;
   return {
     nodeId: config.nodeId,
