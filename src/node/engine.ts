@@ -49,6 +49,12 @@ export interface EngineOptions {
   rand01?: () => number;
 }
 
+function decrement(counts: Map<string, number>, key: string): void {
+  const n = (counts.get(key) ?? 1) - 1;
+  if (n > 0) counts.set(key, n);
+  else counts.delete(key);
+}
+
 export function occurrenceKey(jobId: string, scheduledAtMs: number): string {
   return `${jobId}\n${scheduledAtMs}`;
 }
@@ -62,6 +68,9 @@ export class FiringEngine {
   /** Occurrence key -> attempt being sent. */
   private readonly inFlight = new Map<string, number>();
   private readonly inFlightByJob = new Map<string, number>();
+  /** Attempts handed to the network (past the dispatcher's concurrency queue): the RUNNING overlay. */
+  private readonly started = new Set<string>();
+  private readonly startedByJob = new Map<string, number>();
   /** Keys fired or skipped whose command is not applied yet: the loader must not arm them again. */
   private readonly awaitingApply = new Set<string>();
   /** overlap=buffer_one: jobId -> the occurrence waiting for the running one to finish. */
@@ -113,12 +122,23 @@ export class FiringEngine {
     if (this.loading !== null) await this.loading;
   }
 
-  /** The state the API shows: QUEUED while in the wheel (or buffered), RUNNING while a callback is in flight. */
+  /**
+   * The state the API shows: RUNNING while a callback is on the wire; QUEUED while in the wheel, buffered, or
+   * waiting in the dispatcher's concurrency queue.
+   */
   overlayState(job: JobRecord): JobState {
     if (job.state !== 'PENDING' && job.state !== 'RUNNING') return job.state;
-    if ((this.inFlightByJob.get(job.id) ?? 0) > 0) return 'RUNNING';
-    if (this.armedByJob.has(job.id) || this.buffered.has(job.id)) return 'QUEUED';
+    if ((this.startedByJob.get(job.id) ?? 0) > 0) return 'RUNNING';
+    if (this.inFlightByJob.has(job.id) || this.armedByJob.has(job.id) || this.buffered.has(job.id)) return 'QUEUED';
     return job.state;
+  }
+
+  /** The dispatcher's onStart: the attempt left its concurrency queue and is being sent. */
+  onDispatchStart(d: Delivery): void {
+    const key = occurrenceKey(d.jobId, d.scheduledAtMs);
+    if (!this.inFlight.has(key) || this.started.has(key)) return;
+    this.started.add(key);
+    this.startedByJob.set(d.jobId, (this.startedByJob.get(d.jobId) ?? 0) + 1);
   }
 
   // --- effects of applied commands ------------------------------------------------------------------------
@@ -308,9 +328,8 @@ export class FiringEngine {
   private onOutcome(a: Armed, spec: CallbackSpec, o: AttemptOutcome): void {
     const key = occurrenceKey(a.jobId, a.scheduledAtMs);
     this.inFlight.delete(key);
-    const n = (this.inFlightByJob.get(a.jobId) ?? 1) - 1;
-    if (n > 0) this.inFlightByJob.set(a.jobId, n);
-    else this.inFlightByJob.delete(a.jobId);
+    decrement(this.inFlightByJob, a.jobId);
+    if (this.started.delete(key)) decrement(this.startedByJob, a.jobId);
     this.o.metrics.callbacks.inc({ outcome: o.kind });
     let item: OutcomeItem;
     if (o.kind === 'succeeded') {

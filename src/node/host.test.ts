@@ -215,6 +215,22 @@ describe('job commands', () => {
     await waitFor('done', async () => (await core.service.getJob('slow')).state === 'SUCCEEDED');
   });
 
+  it('shows QUEUED while waiting for a concurrency slot, RUNNING once sent', async () => {
+    const core = await start();
+    rx.respond = () => ({ status: 200, delayMs: 300 });
+    await core.service.putTask('hook', callbackSpec(rx.url('/one-at-a-time'), { maxConcurrency: 1 }));
+    const now = core.service.nowMs();
+    await create(core, [jobSpec('first', { kind: 'once', atMs: now }), jobSpec('second', { kind: 'once', atMs: now + 5 })]);
+    await waitFor('first in flight', () => rx.received.length === 1);
+    await sleep(30);
+    const [a, b] = [await core.service.getJob('first'), await core.service.getJob('second')];
+    expect(rx.received).toHaveLength(1);
+    expect(a.state).toBe('RUNNING');
+    expect(b.state).toBe('QUEUED');
+    await waitFor('both done', async () => (await core.service.getJob('second')).state === 'SUCCEEDED');
+    expect(rx.of('second')[0].atMs).toBeGreaterThanOrEqual(rx.of('first')[0].atMs + 300);
+  });
+
   it('answers idempotent creates, conflicts and unknown tasks per item, in input order', async () => {
     const core = await start();
     await core.service.putTask('hook', callbackSpec(rx.url('/hook')));

@@ -109,6 +109,7 @@ export async function openNode(config: NodeConfig, options: NodeOptions = {}): P
     logger: logger.child({ component: 'dispatch' }),
     onStart: (d, startedAtMs) => {
       if (d.attempt === 1) metrics.fireLatenessMs.observe(startedAtMs - d.scheduledAtMs);
+      engine?.onDispatchStart(d);
     },
   });
   const metrics = new NodeMetrics({
