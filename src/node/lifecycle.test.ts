@@ -237,26 +237,45 @@ describe('log', () => {
     const core = await start({ shards: 1 });
     await core.service.putTask('hook', callbackSpec(rx.url('/hook')));
     const far = core.service.nowMs() + 3_600_000;
+    await create(core, [jobSpec('j', { kind: 'once', atMs: far })]);
     const n = nodeLimits.logKeepEntries + nodeLimits.logCompactEveryEntries + 50;
-    const results = await Promise.all(Array.from({ length: n }, (_, i) => core.service.createJobs([jobSpec(`j${i}`, { kind: 'once', atMs: far })])));
-    expect(results.every((r) => r[0].ok)).toBe(true);
+    // Concurrent patches: each its own command and log entry, in one or a few group commits.
+    await Promise.all(Array.from({ length: n }, (_, i) => core.service.patchJob('j', { metadata: { i } })));
     await stop(core);
     const db = openNodeDb(dir, 'off');
     try {
       const log = new SqliteLogStorage(db, 0);
-      expect(log.appliedIndex()).toBe(n + 1);
-      expect(log.lastIndex()).toBe(n + 1);
+      expect(log.appliedIndex()).toBe(n + 2);
+      expect(log.lastIndex()).toBe(n + 2);
       expect(log.firstIndex()).toBeGreaterThan(1);
       expect(log.lastIndex() - log.firstIndex() + 1).toBeGreaterThanOrEqual(nodeLimits.logKeepEntries);
-      const [last] = log.entries(n + 1, n + 2);
+      const [last] = log.entries(n + 2, n + 3);
       const cmd = decodeCommand(last.data);
-      expect(cmd.type).toBe('create_jobs');
+      expect(cmd.type).toBe('patch_job');
       expect(last.term).toBe(1);
     } finally {
       db.close();
     }
     const again = await start({ shards: 1 });
-    expect((await again.service.getJob(`j${n - 1}`)).state).toBe('PENDING');
-    expect((await again.service.cluster()).shards[0].appliedIndex).toBe(n + 1);
+    expect((await again.service.getJob('j')).metadata).toEqual({ i: n - 1 });
+    expect((await again.service.cluster()).shards[0].appliedIndex).toBe(n + 2);
+  });
+
+  it('merges a burst of single-job creates of one shard into one command, answering each caller alone', async () => {
+    const core = await start({ shards: 1 });
+    await core.service.putTask('hook', callbackSpec(rx.url('/hook')));
+    const far = core.service.nowMs() + 3_600_000;
+    await create(core, [jobSpec('taken', { kind: 'once', atMs: far })]);
+    const specs = Array.from({ length: 50 }, (_, i) => jobSpec(`m${i}`, { kind: 'once', atMs: far }));
+    specs[20] = { ...jobSpec('taken', { kind: 'once', atMs: far }), requestDigest: 'different' };
+    specs[30] = jobSpec('m30', { kind: 'once', atMs: far }, { task: 'missing' });
+    const results = await Promise.all(specs.map((s) => core.service.createJobs([s])));
+    results.forEach((r, i) => {
+      expect(r).toHaveLength(1);
+      if (i === 20) expect(r[0]).toMatchObject({ ok: false, error: { code: 'conflict' } });
+      else if (i === 30) expect(r[0]).toMatchObject({ ok: false, error: { code: 'not_found' } });
+      else expect(r[0]).toMatchObject({ ok: true, created: true, job: { id: `m${i}` } });
+    });
+    expect((await core.service.cluster()).shards[0].appliedIndex).toBeLessThan(1 + 1 + 50);
   });
 });

@@ -12,6 +12,7 @@
  * After the commit, each command's effects are handed to onApplied (the firing engine) BEFORE the proposer's
  * promise resolves, so a created job is already armed when the API answers.
  */
+import { assert } from '../core/assert.js';
 import { PunctualError } from '../core/errors.js';
 import { limits, nodeLimits } from '../core/limits.js';
 import type { Clock } from '../core/clock.js';
@@ -76,6 +77,8 @@ interface EngineItems {
 
 interface Staged {
   pending: Pending | null;
+  /** Several create_jobs proposals of one shard merged into this command: each gets its slice of the items. */
+  parts: Array<{ pending: Pending; count: number }> | null;
   shard: number;
   command: Command;
   applied: Applied | null;
@@ -159,7 +162,7 @@ export class Proposer {
     const staged: Staged[] = [];
     for (const [shard, it] of this.items) {
       const push = (command: Command): void => {
-        staged.push({ pending: null, shard, command, applied: null, error: null });
+        staged.push({ pending: null, parts: null, shard, command, applied: null, error: null });
       };
       if (it.fired.length > 0) push({ type: 'fired', nowMs, nodeId: this.o.nodeId, items: it.fired });
       if (it.skipped.length > 0) push({ type: 'skipped', nowMs, items: it.skipped });
@@ -167,11 +170,42 @@ export class Proposer {
     }
     this.items.clear();
     const take = Math.max(0, limits.commitBatchCommandsMax - staged.length);
+    const creates = new Map<number, Staged>();
     for (const p of this.queue.splice(0, take)) {
-      staged.push({ pending: p, shard: p.shard, command: p.command, applied: null, error: null });
+      if (!this.mergeCreate(p, creates, staged)) {
+        staged.push({ pending: p, parts: null, shard: p.shard, command: p.command, applied: null, error: null });
+      }
     }
     if (staged.length === 0) return;
     this.commit(staged);
+  }
+
+  /**
+   * Concurrent create_jobs proposals of one shard (a burst of POST /v1/jobs) become one command: one log entry
+   * and one apply instead of one each. They were concurrent, so no order between them and the other commands
+   * of the flush is promised. Not with --fsync always (one transaction per proposal).
+   */
+  private mergeCreate(p: Pending, creates: Map<number, Staged>, staged: Staged[]): boolean {
+    const c = p.command;
+    if (c.type !== 'create_jobs' || this.o.fsync === 'always') return false;
+    const into = creates.get(p.shard);
+    if (into !== undefined && into.command.type === 'create_jobs' && into.command.jobs.length + c.jobs.length <= limits.batchJobsMax) {
+      into.command.jobs.push(...c.jobs);
+      into.command.nowMs = Math.max(into.command.nowMs, c.nowMs);
+      into.parts!.push({ pending: p, count: c.jobs.length });
+      return true;
+    }
+    const s: Staged = {
+      pending: null,
+      parts: [{ pending: p, count: c.jobs.length }],
+      shard: p.shard,
+      command: { ...c, jobs: [...c.jobs] },
+      applied: null,
+      error: null,
+    };
+    creates.set(p.shard, s);
+    staged.push(s);
+    return true;
   }
 
   /** --fsync always: one transaction (one fsync) per command; otherwise one for the whole batch. */
@@ -260,6 +294,7 @@ export class Proposer {
         this.o.logger.error('effect handling failed', { shard: s.shard, type: s.command.type, err });
       }
       if (s.pending !== null) answered.push({ p: s.pending, a: s.applied });
+      if (s.parts !== null) answered.push(...splitCreate(s.parts, s.applied));
     }
     if (answered.length === 0) return;
     if (this.o.walSync === null) {
@@ -272,8 +307,9 @@ export class Proposer {
   }
 
   private dropped(s: Staged, err: PunctualError): void {
-    if (s.pending !== null) {
-      s.pending.reject(err);
+    if (s.pending !== null || s.parts !== null) {
+      s.pending?.reject(err);
+      for (const part of s.parts ?? []) part.pending.reject(err);
       return;
     }
     try {
@@ -290,4 +326,16 @@ export class Proposer {
     this.o.logger.error('group commit failed', { commands: staged.length, err });
     for (const s of staged) this.dropped(s, new PunctualError('unavailable', 'storage error'));
   }
+}
+
+/** Each merged proposer gets its own slice of a merged create_jobs result, in its own input order. */
+function splitCreate(parts: Array<{ pending: Pending; count: number }>, applied: Applied): Array<{ p: Pending; a: Applied }> {
+  const result = applied.result as { type: string; items: unknown[] };
+  assert(result.type === 'create_jobs', 'merged command is not create_jobs');
+  let offset = 0;
+  return parts.map(({ pending, count }) => {
+    const items = result.items.slice(offset, offset + count);
+    offset += count;
+    return { p: pending, a: { result: { ...result, items }, effects: [] } };
+  });
 }
