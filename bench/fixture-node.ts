@@ -17,6 +17,10 @@ export interface FixtureFaults {
   earlyEvery?: number;
   /** Every nth submitted job is refused (429 for a single job, an item error in a batch). */
   rejectEvery?: number;
+  /** Answer every job request this late (a slow server). */
+  answerDelayMs?: number;
+  /** Fire no callback sooner than this after its job was accepted (a slow firing path). */
+  fireDelayMs?: number;
 }
 
 export interface FixtureNode {
@@ -47,7 +51,8 @@ export async function startFixtureNode(faults: FixtureFaults = {}): Promise<Fixt
     let pool = pools.get(origin.origin);
     if (!pool) pools.set(origin.origin, (pool = new Pool(origin.origin, { connections: 16 })));
     // On time means 2 ms after (timers may wake a little early, and the receiver reads another clock).
-    const targetMs = earlyMs > 0 ? atMs - earlyMs : atMs + 2;
+    const onTimeMs = Math.max(atMs, Date.now() + (faults.fireDelayMs ?? 0));
+    const targetMs = earlyMs > 0 ? atMs - earlyMs : onTimeMs + 2;
     const arm = (): void => {
       const timer = setTimeout(() => {
         timers.delete(timer);
@@ -83,7 +88,16 @@ export async function startFixtureNode(faults: FixtureFaults = {}): Promise<Fixt
   const server = createServer({ keepAlive: true }, (req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => route(req, res, Buffer.concat(chunks).toString('utf8')));
+    const delayMs = req.url?.startsWith('/v1/jobs') ? (faults.answerDelayMs ?? 0) : 0;
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      if (delayMs === 0) return route(req, res, body);
+      const timer = setTimeout(() => {
+        timers.delete(timer);
+        route(req, res, body);
+      }, delayMs);
+      timers.add(timer);
+    });
   });
 
   const route = (req: IncomingMessage, res: ServerResponse, body: string): void => {

@@ -94,6 +94,23 @@ describe('runScenario against the fixture node', () => {
     expect(result.figures.delivered).toBe(20);
   });
 
+  it('waits for callbacks that start only after a long submit phase (idle counts from its end)', async () => {
+    fixture = await startFixtureNode({ answerDelayMs: 250, fireDelayMs: 1_800 });
+    const result = await runScenario({
+      scenario: 'submit',
+      params: params({ count: 5, concurrency: 1, leadMs: 0 }, 'submit'),
+      servers: [fixture.url],
+      nodes: 1,
+      token: null,
+      receiverPort: 0,
+      logger: silentLogger,
+    });
+    expect(result.figures.submitDurationMs).toBeGreaterThan(1_000); // longer than the 1 s idle timeout
+    expect(result.figures.lost).toBe(0);
+    expect(result.figures.delivered).toBe(5);
+    expect(result.figures.drainOutcome).toBe('all delivered');
+  });
+
   it('submit: one POST /v1/jobs per job over keep-alive connections, spread over every server', async () => {
     fixture = await startFixtureNode();
     const second = await startFixtureNode();

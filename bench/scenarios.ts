@@ -150,19 +150,21 @@ export const drainCapMs = 300_000;
 type DrainOutcome = Figures['drainOutcome'];
 
 /**
- * Waits for the accepted jobs' callbacks: until all arrived; or, after the last due time, until none arrived for
- * drainTimeoutS (the rest are lost: a slow but moving delivery is waited for); or drainCapMs after the last due time.
+ * Waits for the accepted jobs' callbacks: until all arrived; or, after the last due time and the end of the submit
+ * phase, until none arrived for drainTimeoutS (the rest are lost: a slow but moving delivery is waited for); or
+ * drainCapMs after the last due time.
  */
 async function drain(receiver: CallbackReceiver, run: LoadRun, params: ScenarioParams): Promise<DrainOutcome> {
   const expected = run.outcome.acked.length;
   const idleMs = params.drainTimeoutS * 1000;
-  const capMs = run.lastDueMs + idleMs + drainCapMs;
+  const capMs = Math.max(run.lastDueMs, run.outcome.endMs) + idleMs + drainCapMs;
   let outcome: DrainOutcome = 'all delivered';
   await waitUntil(() => {
     if (receiver.deliveredJobCount() >= expected) return true;
     const nowMs = nowPreciseMs();
     if (nowMs >= capMs) return (outcome = 'cap'), true;
-    const lastMs = Math.max(receiver.stats().lastArrivalMs ?? 0, run.lastDueMs);
+    // Idle counts from the last arrival, the last due time or the end of the submit phase, whichever is latest.
+    const lastMs = Math.max(receiver.stats().lastArrivalMs ?? 0, run.lastDueMs, run.outcome.endMs);
     return nowMs - lastMs >= idleMs && ((outcome = 'idle'), true);
   }, capMs - nowPreciseMs() + 1_000);
   // A short grace so re-deliveries racing the last first-delivery are counted as duplicates.
