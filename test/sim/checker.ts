@@ -4,7 +4,9 @@
  *  - log matching: an entry (index, term) has one content and one predecessor term wherever it is logged; by
  *    induction, two logs that share an (index, term) share the whole prefix before it;
  *  - leader completeness: a new leader's log holds every entry any node has applied;
- *  - commit never decreases within a process incarnation, nor on the durable disk;
+ *  - commit never decreases within a process incarnation;
+ *  - a leader advances its commit index only to an entry of its own term (paper 5.4.2: counting replicas of
+ *    an older entry is what Figure 8 shows to be unsafe);
  *  - state machine safety: every node applies the same entry at each index, in order, and its state (a rolling
  *    hash of the applied prefix) equals everyone else's at that index, including after a snapshot restore;
  *  - leases: at most one node of a group holds a valid lease at any step;
@@ -18,6 +20,7 @@ export type ViolationKind =
   | 'log_matching'
   | 'leader_completeness'
   | 'commit_decreased'
+  | 'commit_previous_term'
   | 'applied_mismatch'
   | 'apply_gap'
   | 'two_lease_holders'
@@ -129,6 +132,13 @@ export class Checker {
 
   commitMoved(group: number, node: NodeId, before: number, after: number, where: string): void {
     if (after < before) fail('commit_decreased', `group ${group} ${node} ${where} commit ${before} -> ${after}`);
+  }
+
+  /** A leader of `term` moved its commit index to an entry of `entryTerm`. */
+  leaderCommitted(group: number, node: NodeId, term: number, commit: number, entryTerm: number | null): void {
+    if (entryTerm !== null && entryTerm !== term) {
+      fail('commit_previous_term', `group ${group} leader ${node} of term ${term} committed ${commit} of term ${entryTerm} by counting`);
+    }
   }
 
   /** `hash` is the node's state after applying e. */

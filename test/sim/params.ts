@@ -46,6 +46,10 @@ export interface SimParams {
   /** A crash followed by a restart within a few steps (the window that catches unsynced votes). */
   readonly rebootRate: number;
   readonly downMaxSteps: number;
+  /** Per granted vote: the voter reboots right after sending it (the window where an unsynced vote is lost). */
+  readonly voteCrashRate: number;
+  /** Per crash: the victim is a leader rather than any node (leader changes with a half-replicated tail). */
+  readonly leaderCrashBias: number;
   readonly pauseRate: number;
   readonly pauseMaxSteps: number;
   readonly partitionRate: number;
@@ -81,6 +85,8 @@ export function deriveParams(rand: Prng, options: SimOptions): SimParams {
     crashRate: pick([0, 0.002, 0.01]),
     rebootRate: pick([0, 0.005, 0.02]),
     downMaxSteps: pick([20, 100]),
+    voteCrashRate: pick([0, 0.1, 0.3]),
+    leaderCrashBias: pick([0, 0.5, 0.9]),
     pauseRate: pick([0, 0.003]),
     pauseMaxSteps: pick([10, 60]),
     partitionRate: pick([0, 0.003, 0.01]),

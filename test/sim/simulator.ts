@@ -68,6 +68,8 @@ export class Simulator {
   readonly acked = new Set<string>();
   private readonly knownLeader: (NodeId | null)[] = [];
   private partitionUntil = -1;
+  /** Nodes that reboot at the start of the next step (they just granted a vote). */
+  private readonly rebootNext: SimNode[] = [];
 
   constructor(readonly options: SimOptions) {
     this.rand = new Prng(options.seed);
@@ -143,6 +145,7 @@ export class Simulator {
   private injectFaults(): void {
     const p = this.params;
     const r = this.rand;
+    for (const n of this.rebootNext.splice(0)) this.crashSome(1 + r.int(3), n);
     if (r.nextFloat() < p.crashRate) this.crashSome(1 + r.int(p.downMaxSteps));
     if (r.nextFloat() < p.rebootRate) this.crashSome(1 + r.int(3));
     if (r.nextFloat() < p.pauseRate) {
@@ -155,9 +158,10 @@ export class Simulator {
     if (this.partitionUntil < 0 && r.nextFloat() < p.partitionRate) this.partition();
   }
 
-  private crashSome(downSteps: number): void {
-    const n = this.pickUp();
-    if (!n) return;
+  private crashSome(downSteps: number, victim?: SimNode): void {
+    const leader = this.someLeader();
+    const n = victim ?? (leader && this.rand.nextFloat() < this.params.leaderCrashBias ? this.nodes[nodeIndex(leader)]! : this.pickUp());
+    if (!n || n.down) return;
     let lost = 0;
     for (const rep of n.replicas) lost += rep.crash(this.rand, this.params.tornRate);
     n.down = true;
@@ -293,6 +297,10 @@ export class Simulator {
     if (rd.snapshot) this.installSnapshot(rep, rd);
     this.persistEntries(rep, rd.entries);
     if (rd.hardState) {
+      const h = rd.hardState;
+      if (rep.role === 'leader' && rd.softState === null && h.term === rep.term && h.commit > rep.commit) {
+        this.checker.leaderCommitted(rep.group, rep.node, h.term, h.commit, termOrNull(rep, h.commit));
+      }
       this.checker.commitMoved(rep.group, rep.node, rep.commit, rd.hardState.commit, 'ready');
       this.checker.commitKnown(rep.group, rep.commit, rd.hardState.commit, rd.hardState.term);
       rep.commit = rd.hardState.commit;
@@ -303,6 +311,9 @@ export class Simulator {
     if (rd.softState) this.roleChanged(rep, rd);
     if (rep.role === 'leader' && this.checker.leaderElected(rep.group, rep.term as Term, rep.node)) this.newLeader(rep);
     this.send(rd.messages);
+    if (!this.net.healthy && this.params.voteCrashRate > 0 && grantsVote(rd) && this.rand.nextFloat() < this.params.voteCrashRate) {
+      this.rebootNext.push(this.nodes[nodeIndex(rep.node)]!);
+    }
     for (const e of rd.committedEntries) this.apply(rep, e);
     raw.advance();
     if (rd.snapshotRequested) rep.compact(this.params.compactKeep);
@@ -397,8 +408,11 @@ export class Simulator {
     for (let g = 0; g < this.options.groups; g++) {
       for (let k = 0; k < 3; k++) want.push({ group: g, id: `live${g}.${k}`, lastTry: -1e9 });
     }
-    const end = this.step + this.options.livenessSteps;
-    for (; this.step < end; this.step++) {
+    // The budget is livenessSteps without progress (a slow config may have a long backlog to replicate).
+    let idleSince = this.step;
+    let progress = this.appliedSum();
+    const cap = this.step + 20 * this.options.livenessSteps;
+    for (; this.step - idleSince < this.options.livenessSteps && this.step < cap; this.step++) {
       for (const w of want) {
         // A client retries with the same id when no answer came in time (a deposed leader may drop it).
         if (this.acked.has(w.id) || this.step - w.lastTry < 40) continue;
@@ -406,10 +420,12 @@ export class Simulator {
       }
       this.advance();
       if (want.every((w) => this.acked.has(w.id)) && this.converged()) return;
+      const now = this.appliedSum();
+      if (now !== progress) (progress = now), (idleSince = this.step);
     }
     const missing = want.filter((w) => !this.acked.has(w.id)).map((w) => w.id);
     const applied = this.nodes.map((n) => `${n.id}:${n.replicas.map((r) => r.smIndex).join('/')}`).join(' ');
-    fail('liveness', `after ${this.options.livenessSteps} healed steps: unacknowledged [${missing.join(', ')}], applied ${applied}`);
+    fail('liveness', `no progress for ${this.options.livenessSteps} healed steps: unacknowledged [${missing.join(', ')}], applied ${applied}`);
   }
 
   private heal(): void {
@@ -421,6 +437,12 @@ export class Simulator {
       n.pausedUntil = 0;
     }
     this.trace.event('heal all', 8, this.step);
+  }
+
+  private appliedSum(): number {
+    let s = 0;
+    for (const n of this.nodes) for (const r of n.replicas) s += r.smIndex;
+    return s;
   }
 
   /** Every node of every group has applied the same prefix, as far as anything was applied. */
@@ -441,6 +463,10 @@ function toViolation(err: unknown, step: number): NonNullable<SeedResult['violat
   if (err instanceof SimViolation) return { kind: err.kind, message: err.message, step };
   const e = err instanceof Error ? err : new Error(String(err));
   return { kind: 'raft_exception', message: `${e.name}: ${e.message}`, step };
+}
+
+function grantsVote(rd: Ready): boolean {
+  return rd.messages.some((m) => m.type === 'vote_resp' && !m.reject);
 }
 
 function nodeIndex(id: NodeId): number {

@@ -1,0 +1,158 @@
+/**
+ * npm run sim -- [--seed N | --seeds N [--start-seed S]] [--nodes 3|5] [--groups G] [--steps N] [--bug NAME]
+ *                [--json] [--workers W] [--trace]
+ * Runs the seeded simulator and prints a summary; any violation prints the line that replays it. Exit 1 on a
+ * violation. --workers splits --seeds across W child processes (the 100,000-seed run).
+ */
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { RaftBugs } from '../../src/raft/index.js';
+import type { RaftBugName } from '../../src/raft/index.js';
+import type { SimOptions } from './params.js';
+import { defaultSimOptions } from './params.js';
+import type { Summary } from './runner.js';
+import { mergeSummaries, runSeeds } from './runner.js';
+import { runSeed } from './simulator.js';
+
+interface CliArgs {
+  readonly base: Omit<SimOptions, 'seed'>;
+  readonly seed: number | null;
+  readonly seeds: number;
+  readonly startSeed: number;
+  readonly json: boolean;
+  readonly workers: number;
+}
+
+function parse(argv: string[]): CliArgs {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      seed: { type: 'string' },
+      seeds: { type: 'string' },
+      'start-seed': { type: 'string' },
+      nodes: { type: 'string' },
+      groups: { type: 'string' },
+      steps: { type: 'string' },
+      bug: { type: 'string' },
+      json: { type: 'boolean', default: false },
+      workers: { type: 'string' },
+      trace: { type: 'boolean', default: false },
+    },
+  });
+  const int = (v: string | undefined, d: number, name: string): number => {
+    if (v === undefined) return d;
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 0) throw new Error(`--${name} must be a non-negative integer`);
+    return n;
+  };
+  const nodes = values.nodes === undefined ? null : int(values.nodes, 3, 'nodes');
+  if (nodes !== null && nodes !== 3 && nodes !== 5) throw new Error('--nodes must be 3 or 5');
+  const bug = values.bug ?? null;
+  if (bug !== null && !(bug in RaftBugs)) throw new Error(`--bug must be one of ${Object.keys(RaftBugs).join(', ')}`);
+  const steps = int(values.steps, defaultSimOptions.steps, 'steps');
+  const base = {
+    nodes: nodes as 3 | 5 | null,
+    groups: int(values.groups, defaultSimOptions.groups, 'groups'),
+    steps,
+    livenessSteps: defaultSimOptions.livenessSteps,
+    bug: bug as RaftBugName | null,
+    trace: values.trace,
+  };
+  return {
+    base,
+    seed: values.seed === undefined ? null : int(values.seed, 1, 'seed'),
+    seeds: int(values.seeds, 100, 'seeds'),
+    startSeed: int(values['start-seed'], 1, 'start-seed'),
+    json: values.json,
+    workers: int(values.workers, 1, 'workers'),
+  };
+}
+
+/** The command that replays `seed` with the same options. */
+export function reproduceLine(seed: number, base: Omit<SimOptions, 'seed'>): string {
+  let s = `npm run sim -- --seed ${seed}`;
+  if (base.nodes !== null) s += ` --nodes ${base.nodes}`;
+  if (base.groups !== defaultSimOptions.groups) s += ` --groups ${base.groups}`;
+  if (base.steps !== defaultSimOptions.steps) s += ` --steps ${base.steps}`;
+  if (base.bug !== null) s += ` --bug ${base.bug}`;
+  return s;
+}
+
+function out(line: string): void {
+  process.stdout.write(line + '\n');
+}
+
+function one(a: CliArgs): number {
+  const r = runSeed({ ...a.base, seed: a.seed! });
+  if (a.json) out(JSON.stringify(r));
+  else {
+    for (const line of r.trace) out(line);
+    out(`seed ${r.seed}: ${r.nodes} nodes x ${r.groups} groups, ${r.steps} steps, ${r.messages} messages, ${r.faults} faults, ` +
+      `${r.elections} elections, ${r.commits} commits, trace ${r.traceHash}`);
+    if (r.violation) out(`VIOLATION at step ${r.violation.step}: ${r.violation.message}`);
+  }
+  if (r.violation) out(`reproduce with: ${reproduceLine(r.seed, a.base)}`);
+  return r.violation ? 1 : 0;
+}
+
+function printSummary(a: CliArgs, s: Summary, elapsedMs: number): void {
+  if (a.json) {
+    out(JSON.stringify({ ...s, elapsedMs: Math.round(elapsedMs) }));
+    return;
+  }
+  out(`seeds ${s.seeds} (from ${a.startSeed}), steps ${s.steps}, messages ${s.messages}, faults injected ${s.faults}, ` +
+    `elections ${s.elections}, commits ${s.commits}, acknowledged ${s.acked}, violations ${s.violations}, ${(elapsedMs / 1000).toFixed(1)} s`);
+  for (const f of s.failures) {
+    out(`  seed ${f.seed} (${f.nodes} nodes) step ${f.step}: ${f.message}`);
+    out(`  reproduce with: ${reproduceLine(f.seed, a.base)}`);
+  }
+  if (a.base.bug) out(`bug ${a.base.bug}: ${s.violations > 0 ? `caught by ${s.violations} of ${s.seeds} seeds` : 'NOT caught'}`);
+}
+
+/** Splits the seeds across child processes running this file with --json, then merges their summaries. */
+async function parallel(a: CliArgs, argv: string[]): Promise<Summary> {
+  const self = fileURLToPath(import.meta.url);
+  const strip = new Set(['--seeds', '--start-seed', '--workers']);
+  const rest: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    if (strip.has(argv[i]!)) i++;
+    else if (argv[i] !== '--json') rest.push(argv[i]!);
+  }
+  const per = Math.ceil(a.seeds / a.workers);
+  const jobs: Promise<Summary>[] = [];
+  for (let w = 0; w < a.workers; w++) {
+    const start = a.startSeed + w * per;
+    const count = Math.min(per, a.startSeed + a.seeds - start);
+    if (count <= 0) break;
+    const args = [self, ...rest, '--seeds', String(count), '--start-seed', String(start), '--json'];
+    jobs.push(
+      new Promise((resolve, reject) => {
+        const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+        let text = '';
+        child.stdout.on('data', (d: Buffer) => (text += d.toString()));
+        child.on('error', reject);
+        child.on('close', () => resolve(JSON.parse(text.trim().split('\n').pop()!) as Summary));
+      }),
+    );
+  }
+  return mergeSummaries(await Promise.all(jobs));
+}
+
+async function main(): Promise<number> {
+  const argv = process.argv.slice(2);
+  const a = parse(argv);
+  if (a.seed !== null) return one(a);
+  const t0 = performance.now();
+  const s = a.workers > 1 ? await parallel(a, argv) : runSeeds({ startSeed: a.startSeed, seeds: a.seeds, base: a.base });
+  printSummary(a, s, performance.now() - t0);
+  return s.violations > 0 ? 1 : 0;
+}
+
+main().then(
+  (code) => (process.exitCode = code),
+  (err: unknown) => {
+    process.stderr.write(`sim: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = 2;
+  },
+);
