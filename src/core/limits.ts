@@ -155,3 +155,43 @@ export const httpLimits = {
   drainBytesMax: 64 * 1024 * 1024,
 } as const;
 assert(httpLimits.headersTimeoutMs < httpLimits.requestTimeoutMs, 'http headers timeout must be below the request timeout');
+
+// --- src/http/peer (the Raft transport over HTTP/2)
+export const peerLimits = {
+  /** Raft messages queued for one peer; past this (or the byte bound) new ones are dropped and counted. */
+  queueMessagesMax: 20_000,
+  /** Estimated bytes of the messages queued for one peer. */
+  queueBytesMax: 64 * 1024 * 1024,
+  /** Bytes taken from a peer's queue into one batch frame (one HTTP/2 request); a lone bigger message goes alone. */
+  batchBytesMax: 4 * 1024 * 1024,
+  /** Batch requests in flight per peer; more messages wait in the queue and coalesce into the next batch. */
+  batchesInFlightMax: 2,
+  /** Largest frame accepted (a message batch, a request or response body, a snapshot header). */
+  frameBytesMax: 16 * 1024 * 1024,
+  /** Largest snapshot accepted (the receiver holds it whole in memory before installing it). */
+  snapshotBytesMax: 512 * 1024 * 1024,
+  /** A snapshot is written to its stream in chunks of this many bytes (each waits for the stream to drain). */
+  snapshotChunkBytes: 256 * 1024,
+  /** A snapshot must be sent and installed within this long, or the sender reports it failed. */
+  snapshotTimeoutMs: 120_000,
+  /** A batch request not answered within this long means the session is stuck: it is torn down. */
+  batchTimeoutMs: 10_000,
+  /** A new session must connect within this long. */
+  connectTimeoutMs: 2_000,
+  /** Reconnect backoff: doubles from min to max after each failed attempt, reset on success. */
+  reconnectBackoffMsMin: 50,
+  reconnectBackoffMsMax: 2_000,
+  /** A peer is reachable while connected and heard from (a response or a request) within this long. */
+  reachableMs: 3_000,
+  /** Refused peer requests (bad secret, stranger, bad frame) are logged at most once per this long per address. */
+  refusalLogIntervalMs: 10_000,
+  /** close(): how long open streams may take to finish before sessions are destroyed. */
+  closeGraceMs: 1_000,
+  /** HTTP/2 flow-control window per stream and per session, so a batch is not split into window-sized waits. */
+  windowBytes: 16 * 1024 * 1024,
+} as const;
+assert(peerLimits.batchBytesMax * 2 <= peerLimits.frameBytesMax, 'peer batch (estimated) must leave a margin under the frame limit');
+assert(peerLimits.batchBytesMax <= peerLimits.queueBytesMax, 'peer batch exceeds the queue bound');
+assert(peerLimits.snapshotChunkBytes <= peerLimits.snapshotBytesMax, 'snapshot chunk exceeds the snapshot limit');
+assert(peerLimits.reconnectBackoffMsMin <= peerLimits.reconnectBackoffMsMax, 'peer backoff bounds inverted');
+assert(peerLimits.connectTimeoutMs < peerLimits.reachableMs, 'a connect attempt outlasts reachability');

@@ -1,0 +1,60 @@
+/**
+ * Who may talk to this node. Every peer request carries two headers:
+ * - `x-punctual-node-id`: the sender's node id; an id that is not in --peers is a stranger (403).
+ * - `x-punctual-cluster-secret`: hex HMAC-SHA256(secret, "punctual-peer-v1:" + sender id), not the secret
+ *   itself, so a sniffer on the cleartext link never learns the secret (it can replay the header for that id:
+ *   run peer links on a private network). Compared in constant time. A node without a secret accepts any header.
+ */
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { Logger } from '../../core/log.js';
+
+export const nodeIdHeader = 'x-punctual-node-id';
+export const secretHeader = 'x-punctual-cluster-secret';
+
+export function secretProof(secret: string, nodeId: string): string {
+  return createHmac('sha256', secret).update(`punctual-peer-v1:${nodeId}`).digest('hex');
+}
+
+export type Refusal = 'stranger' | 'missing_secret' | 'wrong_secret';
+
+export class PeerAuth {
+  constructor(
+    private readonly peerIds: ReadonlySet<string>,
+    private readonly secret: string | null,
+  ) {}
+
+  /** null when the sender may talk to us, else why not. */
+  check(nodeId: unknown, proof: unknown): Refusal | null {
+    if (typeof nodeId !== 'string' || !this.peerIds.has(nodeId)) return 'stranger';
+    if (this.secret === null) return null;
+    if (typeof proof !== 'string' || proof.length === 0) return 'missing_secret';
+    const want = Buffer.from(secretProof(this.secret, nodeId));
+    const got = Buffer.from(proof);
+    if (got.length !== want.length || !timingSafeEqual(got, want)) return 'wrong_secret';
+    return null;
+  }
+}
+
+/** Logs a repeated complaint at most once per interval per key, with the count of the ones held back. */
+export class RateLimitedLog {
+  private readonly last = new Map<string, { atMs: number; suppressed: number }>();
+
+  constructor(
+    private readonly logger: Logger,
+    private readonly intervalMs: number,
+    private readonly nowMs: () => number = () => Date.now(),
+  ) {}
+
+  warn(key: string, msg: string, fields: Record<string, unknown>): void {
+    const now = this.nowMs();
+    const seen = this.last.get(key);
+    if (seen && now - seen.atMs < this.intervalMs) {
+      seen.suppressed++;
+      return;
+    }
+    // Bounded: a flood of distinct keys (addresses) resets the table instead of growing it.
+    if (this.last.size >= 1024) this.last.clear();
+    this.last.set(key, { atMs: now, suppressed: 0 });
+    this.logger.warn(msg, seen && seen.suppressed > 0 ? { ...fields, suppressed: seen.suppressed } : fields);
+  }
+}
