@@ -5,9 +5,9 @@
  * own connection (synchronous=FULL, so its checkpoints sync the WAL before and the database after copying),
  * runs a PASSIVE checkpoint every nodeLimits.walCheckpointIntervalMs; PASSIVE never waits for the writer.
  */
-import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../core/log.js';
+import { sqliteModulePath } from '../platform/sqlite.js';
 
 const workerSource = `
 const { parentPort, workerData } = require('node:worker_threads');
@@ -36,7 +36,7 @@ export class Checkpointer {
   private readonly exited: Promise<void>;
 
   constructor(dbPath: string, intervalMs: number, logger: Logger, onFatal: (err: unknown) => void) {
-    const sqlitePath = createRequire(import.meta.url).resolve('better-sqlite3');
+    const sqlitePath = sqliteModulePath(); // node_modules under Node; unpacked beside the addon in the single executable
     this.worker = new Worker(workerSource, { eval: true, workerData: { sqlitePath, dbPath, intervalMs } });
     this.worker.on('message', (m: { error: string; code?: string }) => {
       const code = m.code ?? '';

@@ -15,6 +15,7 @@
 import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { sqliteOpenOptions } from '../platform/sqlite.js';
 
 export type FsyncMode = 'always' | 'batch' | 'off';
 export type Db = Database.Database;
@@ -65,7 +66,7 @@ export function openNodeDb(dataDir: string, fsync: FsyncMode): Db {
 }
 
 export function openDbFile(path: string, fsync: FsyncMode): Db {
-  const db = new Database(path);
+  const db = new Database(path, sqliteOpenOptions()); // {} under Node; the embedded addon in the single executable
   try {
     db.pragma('journal_mode = WAL');
     db.pragma(`synchronous = ${synchronousPragma(fsync)}`);
