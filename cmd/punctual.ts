@@ -8,6 +8,8 @@ import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, CommanderError } from 'commander';
 import { registerBenchCommand } from '../bench/cli.js';
+import { seaVersionString } from '../src/platform/build-info.js';
+import { registerDoctorCommand } from '../src/platform/doctor.js';
 import { registerClusterCommands } from './cluster.js';
 import { CliError, exitCodes, type CliIo } from './io.js';
 import { registerJobCommands } from './jobs.js';
@@ -26,7 +28,7 @@ export function buildProgram(io: CliIo): Command {
   const program = new Command('punctual');
   program
     .description('A self-hosted job scheduler that fires HTTP callbacks at the exact millisecond.')
-    .version(versionString(io.env), '-V, --version', 'print the version and exit')
+    .version(seaVersionString(io.env) ?? versionString(io.env), '-V, --version', 'print the version and exit')
     .exitOverride()
     .configureOutput({
       writeOut: (s) => io.stdout.write(s),
@@ -40,6 +42,7 @@ export function buildProgram(io: CliIo): Command {
   registerTaskCommands(program, io);
   registerClusterCommands(program, io);
   registerBenchCommand(program);
+  registerDoctorCommand(program, io);
   return program;
 }
 
