@@ -1,0 +1,394 @@
+/**
+ * The checker: named checks over a run's history (client ops + deliveries + fault windows), each with counts and
+ * a few examples; then the reported (never failed) figures: duplicates, lateness, recovery, stale fencing.
+ * Pure: it reads a RunHistory and nothing else, so unit tests feed it hand-made histories.
+ */
+import type { Delivery, FaultWindow, JobInfo, JobPlan, Op, RunHistory } from './history.js';
+import { checkKey, toLinOp, type LinOp } from './linearizability.js';
+
+export interface CheckResult {
+  name: string;
+  ok: boolean;
+  counts: Record<string, number>;
+  /** At most examplesMax violations, each with the history excerpt that shows it. */
+  examples: unknown[];
+}
+
+export const examplesMax = 10;
+
+/** Everything the checks need about one job id, folded once. */
+interface JobFacts {
+  id: string;
+  plan: JobPlan;
+  ops: Op[];
+  creates: Op[];
+  /** A create answered ok, or any other op answered with the job (it exists). */
+  known: boolean;
+  /** Every create definitely failed (4xx) and nothing ever showed the job. */
+  refused: boolean;
+  deliveries: Delivery[];
+}
+
+function foldJobs(h: RunHistory): Map<string, JobFacts> {
+  const jobs = new Map<string, JobFacts>();
+  for (const j of h.jobs) jobs.set(j.id, { id: j.id, plan: j.plan, ops: [], creates: [], known: false, refused: false, deliveries: [] });
+  for (const op of h.ops) jobs.get(op.key)?.ops.push(op);
+  for (const d of h.deliveries) jobs.get(d.jobId)?.deliveries.push(d);
+  for (const f of jobs.values()) {
+    f.creates = f.ops.filter((o) => o.f === 'create');
+    const shown = f.ops.some((o) => o.f !== 'create' && o.type === 'ok' && o.state !== undefined && o.state !== 'absent');
+    f.known = shown || f.creates.some((o) => o.type === 'ok');
+    f.refused = !shown && f.creates.length > 0 && f.creates.every((o) => o.type === 'fail');
+  }
+  return jobs;
+}
+
+const isRecurring = (p: JobPlan): boolean => p.kind === 'every' || p.kind === 'cron';
+
+/** Ops of one key in a compact form for examples. */
+function excerpt(ops: readonly Op[]): string[] {
+  return ops.map((o) => {
+    const end = o.completeMs === undefined ? '?' : String(o.completeMs);
+    const detail = o.state ?? o.error ?? '';
+    return `p${o.process} ${o.f} ${o.type}${detail ? ' ' + detail : ''} [${o.invokeMs}..${end}] @${o.node}`;
+  });
+}
+
+function result(name: string, counts: Record<string, number>, violations: unknown[]): CheckResult {
+  return { name, ok: violations.length === 0, counts: { ...counts, violations: violations.length }, examples: violations.slice(0, examplesMax) };
+}
+
+/**
+ * Must a once job have fired? Its create was acknowledged (or the job was seen), no cancel may have taken effect
+ * (ok or info), and every pause (all definite) was followed by an acknowledged resume.
+ */
+function onceMustFire(f: JobFacts): { must: boolean; why: string } {
+  if (!f.known) return { must: false, why: 'not-acknowledged' };
+  if (f.ops.some((o) => o.f === 'cancel' && (o.type === 'ok' || o.type === 'info'))) return { must: false, why: 'cancelled' };
+  const pauses = f.ops.filter((o) => o.f === 'pause' && o.type !== 'fail');
+  for (const p of pauses) {
+    if (p.type !== 'ok') return { must: false, why: 'paused' };
+    const resumed = f.ops.some((r) => r.f === 'resume' && r.type === 'ok' && r.invokeMs > (p.completeMs ?? Infinity));
+    if (!resumed) return { must: false, why: 'paused' };
+  }
+  return { must: true, why: '' };
+}
+
+export function checkAckedFire(jobs: Map<string, JobFacts>): CheckResult {
+  const counts = { once_jobs: 0, required: 0, fired: 0, exempt_cancelled: 0, exempt_paused: 0, not_acknowledged: 0 };
+  const violations: unknown[] = [];
+  for (const f of jobs.values()) {
+    if (f.plan.kind !== 'once' && f.plan.kind !== 'delay') continue;
+    counts.once_jobs++;
+    const { must, why } = onceMustFire(f);
+    if (!must) {
+      if (why === 'cancelled') counts.exempt_cancelled++;
+      else if (why === 'paused') counts.exempt_paused++;
+      else counts.not_acknowledged++;
+      continue;
+    }
+    counts.required++;
+    if (f.deliveries.length > 0) counts.fired++;
+    else violations.push({ job: f.id, plan: f.plan, history: excerpt(f.ops) });
+  }
+  return result('acked-jobs-fire', counts, violations);
+}
+
+/** Is S a time this job's schedule could produce? (null = yes, else why not) */
+function offSchedule(f: JobFacts, s: number, tolMs: number): string | null {
+  const p = f.plan;
+  switch (p.kind) {
+    case 'once':
+      return s === p.atMs ? null : `scheduled ${s}, job is at ${p.atMs}`;
+    case 'delay': {
+      const lo = Math.min(...f.creates.map((o) => o.invokeMs)) + p.delayMs - tolMs;
+      const done = f.creates.map((o) => (o.type === 'info' ? Infinity : o.completeMs ?? Infinity));
+      const hi = Math.max(...done) + p.delayMs + tolMs;
+      return s >= lo && s <= hi ? null : `scheduled ${s}, outside [${lo}, ${hi}] of delay_ms ${p.delayMs}`;
+    }
+    case 'every':
+      if (s < p.startAtMs || s > p.endAtMs || (s - p.startAtMs) % p.everyMs !== 0) return `scheduled ${s} off the every_ms grid`;
+      return null;
+    case 'cron':
+      if (s % p.periodMs !== 0 || s > p.endAtMs) return `scheduled ${s} is no occurrence of ${p.expr} before end_at`;
+      return null;
+    case 'invalid':
+      return null; // refused-never-fire owns these
+  }
+}
+
+export function checkNoEarly(h: RunHistory, jobs: Map<string, JobFacts>): CheckResult {
+  const tol = h.clockToleranceMs;
+  const counts = { deliveries: h.deliveries.length, early: 0, off_schedule: 0, unknown_job: 0, clock_tolerance_ms: tol, max_early_ms: 0 };
+  const violations: unknown[] = [];
+  for (const d of h.deliveries) {
+    const earlyMs = d.scheduledAtMs - d.arrivalMs;
+    counts.max_early_ms = Math.max(counts.max_early_ms, earlyMs);
+    if (earlyMs > tol) {
+      counts.early++;
+      violations.push({ kind: 'early', delivery: d, early_ms: earlyMs });
+    }
+    const f = jobs.get(d.jobId);
+    if (!f) {
+      counts.unknown_job++;
+      violations.push({ kind: 'unknown-job', delivery: d });
+      continue;
+    }
+    const why = offSchedule(f, d.scheduledAtMs, tol);
+    if (why !== null) {
+      counts.off_schedule++;
+      violations.push({ kind: 'off-schedule', delivery: d, why, history: excerpt(f.ops) });
+    }
+  }
+  return result('no-early-delivery', counts, violations);
+}
+
+/** No occurrence scheduled after an acknowledged cancel fires; none scheduled after an acknowledged pause fires before a resume. */
+export function checkCancelFinal(h: RunHistory, jobs: Map<string, JobFacts>): CheckResult {
+  const tol = h.clockToleranceMs;
+  const counts = { acked_cancels: 0, acked_pauses: 0, after_cancel: 0, while_paused: 0 };
+  const violations: unknown[] = [];
+  for (const f of jobs.values()) {
+    for (const op of f.ops) {
+      if (op.type !== 'ok' || (op.f !== 'cancel' && op.f !== 'pause')) continue;
+      const ackMs = op.completeMs!;
+      // A resume that may have landed after this pause (not definitely over before it began) ends the pause.
+      const resumes = f.ops.filter((r) => r.f === 'resume' && r.type !== 'fail' && (r.completeMs ?? Infinity) > op.invokeMs);
+      const untilMs = op.f === 'cancel' ? Infinity : Math.min(Infinity, ...resumes.map((r) => r.invokeMs));
+      if (op.f === 'cancel') counts.acked_cancels++;
+      else counts.acked_pauses++;
+      for (const d of f.deliveries) {
+        if (d.scheduledAtMs <= ackMs + tol || d.arrivalMs >= untilMs) continue;
+        if (op.f === 'cancel') counts.after_cancel++;
+        else counts.while_paused++;
+        violations.push({ kind: `after-${op.f}`, ack_ms: ackMs, delivery: d, history: excerpt(f.ops) });
+      }
+    }
+  }
+  return result('no-fire-after-cancel', counts, violations);
+}
+
+export function checkRefused(jobs: Map<string, JobFacts>): CheckResult {
+  const counts = { refused_jobs: 0, fired: 0, info_creates: 0, info_creates_fired: 0 };
+  const violations: unknown[] = [];
+  for (const f of jobs.values()) {
+    if (f.refused) {
+      counts.refused_jobs++;
+      if (f.deliveries.length > 0) {
+        counts.fired++;
+        violations.push({ job: f.id, plan: f.plan, deliveries: f.deliveries.slice(0, 3), history: excerpt(f.ops) });
+      }
+    } else if (!f.creates.some((o) => o.type === 'ok') && f.creates.some((o) => o.type === 'info')) {
+      counts.info_creates++;
+      if (f.deliveries.length > 0) counts.info_creates_fired++;
+    }
+  }
+  return result('refused-never-fire', counts, violations);
+}
+
+export function checkLinearizable(jobs: Map<string, JobFacts>): CheckResult {
+  const counts = { keys: 0, ops: 0, explored: 0, gave_up: 0 };
+  const violations: unknown[] = [];
+  for (const f of jobs.values()) {
+    if (f.plan.kind === 'invalid') continue;
+    const linOps = f.ops.map(toLinOp).filter((o): o is LinOp => o !== null);
+    if (linOps.length === 0) continue;
+    counts.keys++;
+    counts.ops += linOps.length;
+    const r = checkKey(linOps, isRecurring(f.plan));
+    counts.explored += r.explored;
+    if (r.gaveUp) counts.gave_up++;
+    if (!r.ok) violations.push({ job: f.id, recurring: isRecurring(f.plan), history: excerpt(f.ops) });
+  }
+  return result('linearizable-job-reads', counts, violations);
+}
+
+/** Intervals in which the cluster was disturbed, widened by the misfire threshold (a missed run is explained). */
+function disturbed(h: RunHistory): Array<[number, number]> {
+  const margin = h.misfireThresholdMs + h.clockToleranceMs;
+  return h.faults.map((w) => [w.startMs - 1_000, (w.recoveredMs ?? h.endMs) + margin]);
+}
+
+/** The occurrences of a recurring job that must be delivered, and the window they are drawn from. */
+function requiredOccurrences(h: RunHistory, f: JobFacts): { times: number[]; excusedPaused: number } {
+  const p = f.plan;
+  if (p.kind !== 'every' && p.kind !== 'cron') return { times: [], excusedPaused: 0 };
+  const margin = h.misfireThresholdMs + h.clockToleranceMs;
+  const ackMs = Math.max(...f.creates.filter((o) => o.type === 'ok').map((o) => o.completeMs!), -Infinity);
+  const fromMs = (Number.isFinite(ackMs) ? ackMs : Math.max(...f.creates.map((o) => o.invokeMs))) + h.clockToleranceMs;
+  const cancels = f.ops.filter((o) => o.f === 'cancel' && o.type !== 'fail');
+  const untilMs = Math.min(p.endAtMs, ...cancels.map((o) => o.invokeMs - margin));
+  const pauses: Array<[number, number]> = f.ops
+    .filter((o) => o.f === 'pause' && o.type !== 'fail')
+    .map((o) => {
+      const resume = f.ops.find((r) => r.f === 'resume' && r.type === 'ok' && r.invokeMs > (o.completeMs ?? Infinity));
+      return [o.invokeMs - margin, resume ? resume.completeMs! + margin : Infinity];
+    });
+  const times: number[] = [];
+  let excusedPaused = 0;
+  const period = p.kind === 'every' ? p.everyMs : p.periodMs;
+  const base = p.kind === 'every' ? p.startAtMs : 0;
+  let s = fromMs <= base ? base : base + Math.ceil((fromMs - base) / period) * period;
+  for (; s <= untilMs; s += period) {
+    if (pauses.some(([a, b]) => s >= a && s <= b)) excusedPaused++;
+    else times.push(s);
+  }
+  return { times, excusedPaused };
+}
+
+export function checkRecurring(h: RunHistory, jobs: Map<string, JobFacts>): CheckResult {
+  const counts = { recurring_jobs: 0, required: 0, delivered: 0, excused_misfire: 0, excused_pause_cancel: 0, skipped: 0 };
+  const violations: unknown[] = [];
+  const windows = disturbed(h);
+  for (const f of jobs.values()) {
+    const p = f.plan;
+    if ((p.kind !== 'every' && p.kind !== 'cron') || !f.known) continue;
+    counts.recurring_jobs++;
+    const { times, excusedPaused } = requiredOccurrences(h, f);
+    counts.excused_pause_cancel += excusedPaused;
+    const got = new Set(f.deliveries.map((d) => d.scheduledAtMs));
+    const firstArrival = firstArrivals(f.deliveries);
+    for (const s of times) {
+      counts.required++;
+      if (got.has(s)) {
+        counts.delivered++;
+        continue;
+      }
+      if (p.misfire !== 'fire_all' && misfireExplains(h, s, windows, firstArrival)) {
+        counts.excused_misfire++;
+        continue;
+      }
+      counts.skipped++;
+      violations.push({ job: f.id, plan: p, missing_scheduled_at: s, delivered: [...got].sort((a, b) => a - b), history: excerpt(f.ops) });
+    }
+  }
+  return result('recurring-no-skip', counts, violations);
+}
+
+/** First arrival per scheduled time. */
+function firstArrivals(ds: readonly Delivery[]): Map<number, number> {
+  const m = new Map<number, number>();
+  for (const d of ds) m.set(d.scheduledAtMs, Math.min(m.get(d.scheduledAtMs) ?? Infinity, d.arrivalMs));
+  return m;
+}
+
+/**
+ * A missed occurrence S is within the misfire policy (skip, fire_once) when the node could not fire it within
+ * the threshold: a fault window covers it, or the run before it was itself fired more than the threshold late.
+ */
+function misfireExplains(h: RunHistory, s: number, windows: Array<[number, number]>, firstArrival: Map<number, number>): boolean {
+  if (windows.some(([a, b]) => s >= a && s <= b)) return true;
+  let prev = -Infinity;
+  for (const t of firstArrival.keys()) if (t < s && t > prev) prev = t;
+  const prevArrival = firstArrival.get(prev);
+  return prevArrival !== undefined && prevArrival >= s + h.misfireThresholdMs - h.clockToleranceMs - 1_000;
+}
+
+export interface Percentiles {
+  count: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  p999: number;
+  max: number;
+}
+
+export function percentiles(values: number[]): Percentiles {
+  const v = [...values].sort((a, b) => a - b);
+  const at = (q: number): number => (v.length === 0 ? 0 : v[Math.min(v.length - 1, Math.floor(q * v.length))]);
+  return { count: v.length, p50: at(0.5), p90: at(0.9), p99: at(0.99), p999: at(0.999), max: v.length === 0 ? 0 : v[v.length - 1] };
+}
+
+export interface RunStats {
+  deliveries: number;
+  uniqueOccurrences: number;
+  duplicates: number;
+  duplicateRate: number;
+  lateness: { all: Percentiles; underFaults: Percentiles; quiet: Percentiles };
+  /** Deliveries whose fencing term is below one already seen for that shard (a deposed leader firing). */
+  staleFencing: number;
+  recovery: Array<{ kind: string; detail: string; faultMs: number; readyAfterHealMs: number | null; firstOkAfterHealMs: number | null }>;
+  ops: Record<string, number>;
+}
+
+export function runStats(h: RunHistory): RunStats {
+  const first = new Map<string, Delivery>();
+  for (const d of h.deliveries) {
+    const prev = first.get(d.key);
+    if (!prev || d.arrivalMs < prev.arrivalMs) first.set(d.key, d);
+  }
+  const windows = disturbed(h);
+  const all: number[] = [];
+  const faulted: number[] = [];
+  const quiet: number[] = [];
+  for (const d of first.values()) {
+    const late = d.arrivalMs - d.scheduledAtMs;
+    all.push(late);
+    (windows.some(([a, b]) => d.scheduledAtMs >= a && d.scheduledAtMs <= b) ? faulted : quiet).push(late);
+  }
+  const dups = h.deliveries.length - first.size;
+  return {
+    deliveries: h.deliveries.length,
+    uniqueOccurrences: first.size,
+    duplicates: dups,
+    duplicateRate: first.size === 0 ? 0 : dups / first.size,
+    lateness: { all: percentiles(all), underFaults: percentiles(faulted), quiet: percentiles(quiet) },
+    staleFencing: staleFencing(h.deliveries),
+    recovery: h.faults.map((w) => recovery(w, h.ops)),
+    ops: opCounts(h.ops),
+  };
+}
+
+function staleFencing(ds: readonly Delivery[]): number {
+  const maxTerm = new Map<string, number>();
+  let stale = 0;
+  for (const d of [...ds].sort((a, b) => a.arrivalMs - b.arrivalMs)) {
+    const [shard, termText] = d.fencingToken.split('.');
+    const term = Number(termText);
+    const seen = maxTerm.get(shard) ?? -Infinity;
+    if (term < seen) stale++;
+    else maxTerm.set(shard, term);
+  }
+  return stale;
+}
+
+function recovery(w: FaultWindow, ops: readonly Op[]): RunStats['recovery'][number] {
+  let firstOk: number | null = null;
+  for (const o of ops) {
+    if (o.type === 'ok' && o.invokeMs >= w.healMs && (firstOk === null || o.completeMs! < firstOk)) firstOk = o.completeMs!;
+  }
+  return {
+    kind: w.kind,
+    detail: w.detail,
+    faultMs: w.healMs - w.startMs,
+    readyAfterHealMs: w.recoveredMs === null ? null : w.recoveredMs - w.healMs,
+    firstOkAfterHealMs: firstOk === null ? null : firstOk - w.healMs,
+  };
+}
+
+function opCounts(ops: readonly Op[]): Record<string, number> {
+  const c: Record<string, number> = {};
+  for (const o of ops) c[`${o.f}:${o.type}`] = (c[`${o.f}:${o.type}`] ?? 0) + 1;
+  return c;
+}
+
+export interface CheckReport {
+  valid: boolean;
+  checks: CheckResult[];
+  stats: RunStats;
+}
+
+export function checkRun(h: RunHistory): CheckReport {
+  const jobs = foldJobs(h);
+  const checks = [
+    checkAckedFire(jobs),
+    checkNoEarly(h, jobs),
+    checkCancelFinal(h, jobs),
+    checkRefused(jobs),
+    checkLinearizable(jobs),
+    checkRecurring(h, jobs),
+  ];
+  return { valid: checks.every((c) => c.ok), checks, stats: runStats(h) };
+}
+
+export type { JobInfo };
