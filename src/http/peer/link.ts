@@ -216,6 +216,8 @@ export class PeerLink {
     let lastError: Error | null = null;
     session.on('error', (err) => (lastError = err));
     session.on('connect', () => this.onConnect(session));
+    // The kernel accepts a TCP connection for a frozen process; only its SETTINGS frame proves it is alive.
+    session.on('remoteSettings', () => this.heard());
     session.on('goaway', () => this.drop(session, new Error('goaway')));
     session.on('close', () => {
       if (this.session === session) this.onDown(session, lastError, wasDown);
@@ -228,7 +230,6 @@ export class PeerLink {
     if (this.session !== session || this.state === 'closed') return;
     session.setLocalWindowSize(this.limits.windowBytes);
     this.state = 'up';
-    this.heard();
     this.counts.connects++;
     this.backoffMs = this.limits.reconnectBackoffMsMin;
     this.logger.info('peer link up', { peer: this.peer.id, address: `${this.peer.host}:${this.peer.port}` });

@@ -212,6 +212,31 @@ describe('PeerTransport: messages', () => {
     expect(a.t.stats().peers.n2!.queued).toBe(100);
   });
 
+  it('resets a session whose peer stops answering (a frozen process) and connects again', async () => {
+    const frozen = http2.createServer();
+    const sessions: http2.ServerHttp2Session[] = [];
+    frozen.on('session', (s) => sessions.push(s));
+    frozen.on('stream', (s) => s.on('error', () => {})); // read nothing, answer nothing
+    await new Promise<void>((r) => frozen.listen(0, '127.0.0.1', () => r()));
+    const port = (frozen.address() as { port: number }).port;
+    try {
+      const a = await node('n1', (await freePorts(1))[0]!, [{ id: 'n2', host: '127.0.0.1', port }], {
+        limits: { batchTimeoutMs: 100, reachableMs: 150 },
+      });
+      a.t.send([hb('n1', 'n2', 1)]);
+      await until(() => a.logs.some((l) => l.msg === 'peer batch timed out: resetting the session'), 'the batch timeout');
+      await until(() => a.t.stats().peers.n2!.connects >= 2, 'a new session');
+      // Connected, but nothing heard for reachableMs: not reachable.
+      await until(() => !a.t.reachable('n2'), 'reachability to expire');
+      expect(a.t.stats().peers.n2!.state).toBe('up');
+      expect(a.t.stats().peers.n2!.dropped).toBe(1);
+    } finally {
+      const closed = new Promise((r) => frozen.close(r));
+      for (const se of sessions) se.destroy();
+      await closed;
+    }
+  });
+
   it('reconnects after the peer restarts and delivers what was queued', async () => {
     const [a, b] = await cluster(['n1', 'n2'], () => ({ limits: { reconnectBackoffMsMax: 100 } }));
     a!.t.send([hb('n1', 'n2', 1)]);

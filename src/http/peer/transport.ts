@@ -105,10 +105,18 @@ export class PeerTransport {
         continue;
       }
       if (m.type === 'snapshot') {
-        void this.sendSnapshot(m, m.snapshot.data).then((ok) => this.opts.onSnapshotStatus?.(m.to, m.group, ok));
+        void this.sendSnapshot(m, m.snapshot.data).then((ok) => this.snapshotStatus(m.to, m.group, ok));
         continue;
       }
       link.enqueue(m);
+    }
+  }
+
+  private snapshotStatus(peerId: string, group: GroupId, ok: boolean): void {
+    try {
+      this.opts.onSnapshotStatus?.(peerId, group, ok);
+    } catch (err) {
+      this.opts.logger.error('onSnapshotStatus threw (it must not)', { peer: peerId, group, err });
     }
   }
 
