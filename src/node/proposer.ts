@@ -89,6 +89,7 @@ export class Proposer {
   private queue: Pending[] = [];
   private items = new Map<number, EngineItems>();
   private scheduled: NodeJS.Immediate | null = null;
+  private itemsTimer: NodeJS.Timeout | null = null;
   private closed = false;
 
   constructor(private readonly o: ProposerOptions) {}
@@ -126,7 +127,9 @@ export class Proposer {
     this.closed = true;
     this.flushAll();
     if (this.scheduled !== null) clearImmediate(this.scheduled);
+    if (this.itemsTimer !== null) clearTimeout(this.itemsTimer);
     this.scheduled = null;
+    this.itemsTimer = null;
     if (this.o.walSync !== null) {
       await this.o.walSync.sync();
       await this.o.walSync.close();
@@ -147,13 +150,27 @@ export class Proposer {
     return it;
   }
 
+  /**
+   * Proposals are flushed on the next setImmediate (a burst of requests shares it). The engine's own items
+   * wait up to limits.commitBatchDelayMs for company: they delay no send, and at a steady firing rate this turns
+   * two small transactions per callback into one per millisecond.
+   */
   private schedule(): void {
     if (this.scheduled !== null) return;
-    this.scheduled = setImmediate(() => {
-      this.scheduled = null;
-      this.flush();
-      if (this.queue.length > 0 || this.items.size > 0) this.schedule();
-    });
+    if (this.queue.length === 0) {
+      if (this.itemsTimer === null) this.itemsTimer = setTimeout(() => this.runFlush(), limits.commitBatchDelayMs);
+      return;
+    }
+    this.scheduled = setImmediate(() => this.runFlush());
+  }
+
+  private runFlush(): void {
+    if (this.scheduled !== null) clearImmediate(this.scheduled);
+    if (this.itemsTimer !== null) clearTimeout(this.itemsTimer);
+    this.scheduled = null;
+    this.itemsTimer = null;
+    this.flush();
+    if (this.queue.length > 0 || this.items.size > 0) this.schedule();
   }
 
   /** One group commit: engine items first, then up to the batch limit of proposals. */
