@@ -177,8 +177,13 @@ describe('overlap and durability modes', () => {
     await core.service.cancelJob('ov-skip');
     await core.service.cancelJob('ov-buffer');
     const at = (id: string): number[] => rx.of(id).map((r) => Number(r.headers['x-punctual-scheduled-at']) - startAtMs);
-    // skip: the run at 0 holds the callback 350 ms, so 100, 200, 300 are skipped; the next fired is 400.
-    expect(at('ov-skip').slice(0, 2)).toEqual([0, 400]);
+    // skip: the run at 0 holds the callback 350 ms, so 100, 200 and 300 are skipped; the next one fired is 400
+    // (or later when a loaded machine records the first outcome late), never two at once.
+    const skipAt = at('ov-skip');
+    expect(skipAt[0]).toBe(0);
+    expect(skipAt[1]).toBeGreaterThanOrEqual(400);
+    expect(skipAt[1] % 100).toBe(0);
+    expect(rx.of('ov-skip')[1].atMs).toBeGreaterThanOrEqual(rx.of('ov-skip')[0].atMs + 350);
     // buffer_one: 100 waits for the run at 0 to finish and fires then, late; 200 and 300 are skipped meanwhile
     // or buffered in turn, never two at once.
     expect(at('ov-buffer')[1]).toBe(100);
