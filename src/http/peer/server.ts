@@ -92,10 +92,18 @@ export class PeerServer {
     this.d.heard(sender);
     const path = headers[':path'];
     if (headers[':method'] !== 'POST') reply(stream, 405);
-    else if (path === '/raft/messages') void this.messages(stream, sender, remote);
-    else if (path === '/raft/request') void this.request(stream, sender, String(headers[kindHeader] ?? ''));
+    else if (path === '/raft/messages') this.guard(this.messages(stream, sender, remote), stream);
+    else if (path === '/raft/request') this.guard(this.request(stream, sender, String(headers[kindHeader] ?? '')), stream);
     else if (path === '/raft/snapshot') this.snapshot(stream, sender, remote);
     else reply(stream, 404);
+  }
+
+  /** A handler bug must never become an unhandled rejection: log it and answer 500. */
+  private guard(work: Promise<void>, stream: http2.ServerHttp2Stream): void {
+    work.catch((err: unknown) => {
+      this.d.logger.error('peer stream handler failed', { err });
+      reply(stream, 500);
+    });
   }
 
   private badFrame(stream: http2.ServerHttp2Stream, status: number, why: string, from: string, remote: string): void {
@@ -158,7 +166,7 @@ export class PeerServer {
         this.badFrame(stream, err.startsWith('over') ? 413 : 400, err, from, remote);
       }
     });
-    stream.on('end', () => void this.installSnapshot(stream, reader, from, remote));
+    stream.on('end', () => this.guard(this.installSnapshot(stream, reader, from, remote), stream));
   }
 
   private async installSnapshot(stream: http2.ServerHttp2Stream, reader: SnapshotReader, from: string, remote: string): Promise<void> {
