@@ -166,11 +166,13 @@ describe('job commands', () => {
   it('a job cancelled before it is due never fires', async () => {
     const core = await start();
     await core.service.putTask('hook', callbackSpec(rx.url('/hook')));
-    await create(core, [jobSpec('c', { kind: 'once', atMs: core.service.nowMs() + 150 })]);
+    const atMs = core.service.nowMs() + 400;
+    await create(core, [jobSpec('c', { kind: 'once', atMs })]);
     expect((await core.service.getJob('c')).state).toBe('QUEUED');
     const cancelled = await core.service.cancelJob('c');
     expect(cancelled.state).toBe('CANCELLED');
-    await sleep(300);
+    expect(core.service.nowMs()).toBeLessThan(atMs); // the cancel was acknowledged before the job was due
+    await sleep(atMs - core.service.nowMs() + 150);
     expect(rx.of('c')).toHaveLength(0);
     expect(core.engine.wheelSize).toBe(0);
   });
@@ -178,10 +180,11 @@ describe('job commands', () => {
   it('pause holds a due job back; resume fires it', async () => {
     const core = await start();
     await core.service.putTask('hook', callbackSpec(rx.url('/hook')));
-    const atMs = core.service.nowMs() + 100;
+    const atMs = core.service.nowMs() + 300;
     await create(core, [jobSpec('p', { kind: 'once', atMs })]);
     expect((await core.service.pauseJob('p')).state).toBe('PAUSED');
-    await sleep(250);
+    expect(core.service.nowMs()).toBeLessThan(atMs);
+    await sleep(atMs - core.service.nowMs() + 150);
     expect(rx.of('p')).toHaveLength(0);
     await core.service.resumeJob('p');
     await waitFor('fired after resume', () => rx.of('p').length === 1);
