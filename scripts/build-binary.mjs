@@ -125,6 +125,9 @@ function gitFacts() {
     const r = spawnSync('git', args, { cwd: root, encoding: 'utf8' });
     return r.status === 0 ? r.stdout.trim() : null;
   };
+  // A build without .git (a container build context) passes the commit in; otherwise git answers.
+  const given = (process.env.PUNCTUAL_BUILD_COMMIT ?? '').toLowerCase();
+  if (/^[0-9a-f]{40}$/.test(given)) return { commit: given, dirty: false };
   const commit = git(['rev-parse', 'HEAD']) ?? 'unknown';
   const status = git(['status', '--porcelain', '--untracked-files=no']);
   return { commit, dirty: status === null ? false : status !== '' };
@@ -150,7 +153,8 @@ function compileAddonInChroot(chroot) {
   const work = join(chroot, 'punctual-build');
   rmSync(work, { recursive: true, force: true });
   mkdirSync(join(work, 'include'), { recursive: true });
-  copyFileSync(process.execPath, join(work, 'node'));
+  mkdirSync(join(work, 'bin'), { recursive: true });
+  copyFileSync(process.execPath, join(work, 'bin', 'node')); // on PATH too: a gyp action of better-sqlite3 runs node
   cpSync(headers, join(work, 'include', 'node'), { recursive: true });
   cpSync(nodeGyp, join(work, 'npm-modules'), { recursive: true });
   const src = join(root, 'node_modules', 'better-sqlite3');
@@ -160,8 +164,8 @@ function compileAddonInChroot(chroot) {
   writeFileSync(join(work, 'glibc-compat.h'), glibcCompatHeader);
   const flags = '-include /punctual-build/glibc-compat.h';
   step(`compiling better-sqlite3 in ${chroot} (about 2 minutes)`);
-  const r = spawnSync('chroot', [chroot, '/usr/bin/env', '-i', 'PATH=/usr/bin:/bin', 'HOME=/punctual-build',
-    `CFLAGS=${flags}`, `CXXFLAGS=${flags}`, '/punctual-build/node',
+  const r = spawnSync('chroot', [chroot, '/usr/bin/env', '-i', 'PATH=/punctual-build/bin:/usr/bin:/bin', 'HOME=/punctual-build', 'NODE_PATH=/punctual-build/npm-modules',
+    `CFLAGS=${flags}`, `CXXFLAGS=${flags}`, '/punctual-build/bin/node',
     '/punctual-build/npm-modules/node-gyp/bin/node-gyp.js', 'rebuild', '--release', '--nodedir=/punctual-build',
     '-j', '2', '--directory=/punctual-build/better-sqlite3'], { encoding: 'utf8', maxBuffer: 256 << 20 });
   if (r.status !== 0) fail(`node-gyp in ${chroot} failed:\n${(r.stdout + r.stderr).slice(-3000)}`);

@@ -88,12 +88,26 @@ export function fsProblem(path: string, err: unknown): string {
   }
 }
 
+/**
+ * Node's recursive mkdir reports ENOENT where the real cause is EROFS (a read-only mount): a plain mkdir of the
+ * same path gives the real code when the parent exists.
+ */
+function realMkdirError(dir: string, err: unknown): unknown {
+  if ((err as { code?: unknown }).code !== 'ENOENT') return err;
+  try {
+    mkdirSync(dir, { mode: 0o700 });
+  } catch (again) {
+    return again;
+  }
+  return err;
+}
+
 /** Creates the folder (0700) if needed and checks that it is a folder we own and nobody else can write. */
 function prepareDir(dir: string, uid: number): void {
   try {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
   } catch (err) {
-    throw new CandidateProblem(fsProblem(dir, err));
+    throw new CandidateProblem(fsProblem(dir, realMkdirError(dir, err)));
   }
   const st = statSync(dir);
   if (!st.isDirectory()) throw new CandidateProblem(fsProblem(dir, Object.assign(new Error(''), { code: 'ENOTDIR' })));
