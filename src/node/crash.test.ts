@@ -105,21 +105,25 @@ describe('kill -9 and restart on the same data directory', () => {
     expect((await call(child, 'PUT', '/v1/tasks/hang', { url: rx.url('/hang'), retry })).status).toBe(201);
 
     const t0 = Date.now();
-    const downMs = limits.misfireThresholdMs + 3_000;
+    // Everything falls due 2 s after submission (a margin for a slow machine to get to the kill first); the
+    // restart comes late enough that the first two occurrences of the recurring jobs are more than the misfire
+    // threshold late.
+    const dueAt = t0 + 2_000;
+    const restartAt = dueAt + limits.misfireThresholdMs + 1_500;
     const created = await Promise.all([
       call(child, 'POST', '/v1/jobs', { id: 'inflight', task: 'hang', payload: { n: 1 } }),
-      call(child, 'POST', '/v1/jobs', { id: 'once-down', task: 'hook', schedule: { at: t0 + 1_500 } }),
+      call(child, 'POST', '/v1/jobs', { id: 'once-down', task: 'hook', schedule: { at: dueAt } }),
       call(child, 'POST', '/v1/jobs', { id: 'far', task: 'hook', schedule: { at: t0 + 3_600_000 } }),
       call(child, 'POST', '/v1/jobs', {
-        id: 'every-skip', task: 'hook', misfire: 'skip', schedule: { every_ms: 1_000, start_at: t0 + 1_500 },
+        id: 'every-skip', task: 'hook', misfire: 'skip', schedule: { every_ms: 1_000, start_at: dueAt },
       }),
       call(child, 'POST', '/v1/jobs', {
-        id: 'every-once', task: 'hook', misfire: 'fire_once', schedule: { every_ms: 1_000, start_at: t0 + 1_500 },
+        id: 'every-once', task: 'hook', misfire: 'fire_once', schedule: { every_ms: 1_000, start_at: dueAt },
       }),
     ]);
     for (const c of created) expect(c.status).toBe(201);
     const batch = await call(child, 'POST', '/v1/jobs:batch', {
-      jobs: Array.from({ length: 200 }, (_, i) => ({ id: `b-${i}`, task: 'hook', schedule: { at: t0 + 1_500 + i } })),
+      jobs: Array.from({ length: 200 }, (_, i) => ({ id: `b-${i}`, task: 'hook', schedule: { at: dueAt + i } })),
     });
     expect(batch.status).toBe(200);
     expect(batch.json.results.every((r: { status: number }) => r.status === 201)).toBe(true);
@@ -129,13 +133,13 @@ describe('kill -9 and restart on the same data directory', () => {
       const h = await call(child!, 'GET', '/v1/jobs/inflight/executions');
       return h.json.executions?.[0]?.state === 'RUNNING' && rx.of('inflight').length === 1;
     });
-    const killedAtMs = Date.now();
     await kill9(child);
     child = null;
+    expect(Date.now()).toBeLessThan(dueAt);
     expect(rx.of('once-down')).toHaveLength(0);
 
     // Down past the misfire threshold, then restart on the same directory.
-    await new Promise((r) => setTimeout(r, Math.max(0, killedAtMs + downMs - Date.now())));
+    await new Promise((r) => setTimeout(r, Math.max(0, restartAt - Date.now())));
     const restartedAtMs = Date.now();
     child = await spawnNode(dir);
 
@@ -158,14 +162,14 @@ describe('kill -9 and restart on the same data directory', () => {
 
     // Each due occurrence after restart, never before its time, the 200 batch jobs exactly once each.
     expect(rx.of('once-down')[0].atMs).toBeGreaterThanOrEqual(restartedAtMs);
-    for (let i = 0; i < 200; i++) expect(scheduledAt(rx, `b-${i}`)).toEqual([t0 + 1_500 + i]);
+    for (let i = 0; i < 200; i++) expect(scheduledAt(rx, `b-${i}`)).toEqual([dueAt + i]);
     for (const r of rx.received) expect(r.atMs).toBeGreaterThanOrEqual(Number(r.headers['x-punctual-scheduled-at']));
 
-    // Misfire: fire_once sends one catch-up for the missed occurrences (its first, t0 + 1500) then moves on;
-    // skip drops every occurrence more than the threshold late at restart (t0 + 1500 and t0 + 2500 at least).
+    // Misfire: fire_once sends one catch-up for the missed occurrences (its first, dueAt) then moves on;
+    // skip drops every occurrence more than the threshold late at restart (dueAt and dueAt + 1000 at least).
     const lateLimitMs = restartedAtMs - limits.misfireThresholdMs;
-    expect(lateLimitMs).toBeGreaterThan(t0 + 2_500);
-    expect(scheduledAt(rx, 'every-once').filter((at) => at < lateLimitMs)).toEqual([t0 + 1_500]);
+    expect(lateLimitMs).toBeGreaterThan(dueAt + 1_000);
+    expect(scheduledAt(rx, 'every-once').filter((at) => at < lateLimitMs)).toEqual([dueAt]);
     expect(scheduledAt(rx, 'every-skip').filter((at) => at < lateLimitMs)).toEqual([]);
     expect(rx.of('far')).toHaveLength(0);
 
