@@ -3,7 +3,7 @@
  * a few examples; then the reported (never failed) figures: duplicates, lateness, recovery, stale fencing.
  * Pure: it reads a RunHistory and nothing else, so unit tests feed it hand-made histories.
  */
-import type { Delivery, FaultWindow, JobInfo, JobPlan, Op, RunHistory } from './history.js';
+import type { Delivery, FaultWindow, JobPlan, Op, RunHistory } from './history.js';
 import { checkKey, toLinOp, type LinOp } from './linearizability.js';
 
 export interface CheckResult {
@@ -74,7 +74,7 @@ function onceMustFire(f: JobFacts): { must: boolean; why: string } {
   return { must: true, why: '' };
 }
 
-export function checkAckedFire(jobs: Map<string, JobFacts>): CheckResult {
+function checkAckedFire(jobs: Map<string, JobFacts>): CheckResult {
   const counts = { once_jobs: 0, required: 0, fired: 0, exempt_cancelled: 0, exempt_paused: 0, not_acknowledged: 0 };
   const violations: unknown[] = [];
   for (const f of jobs.values()) {
@@ -95,13 +95,14 @@ export function checkAckedFire(jobs: Map<string, JobFacts>): CheckResult {
 }
 
 /** Is S a time this job's schedule could produce? (null = yes, else why not) */
-function offSchedule(f: JobFacts, s: number, tolMs: number): string | null {
+function offSchedule(f: JobFacts, s: number, tolMs: number, behindMs: number): string | null {
   const p = f.plan;
   switch (p.kind) {
     case 'once':
       return s === p.atMs ? null : `scheduled ${s}, job is at ${p.atMs}`;
     case 'delay': {
-      const lo = Math.min(...f.creates.map((o) => o.invokeMs)) + p.delayMs - tolMs;
+      // The node adds delay_ms to its own clock: behind by X, the occurrence is scheduled X earlier.
+      const lo = Math.min(...f.creates.map((o) => o.invokeMs)) + p.delayMs - behindMs;
       const done = f.creates.map((o) => (o.type === 'info' ? Infinity : o.completeMs ?? Infinity));
       const hi = Math.max(...done) + p.delayMs + tolMs;
       return s >= lo && s <= hi ? null : `scheduled ${s}, outside [${lo}, ${hi}] of delay_ms ${p.delayMs}`;
@@ -117,9 +118,12 @@ function offSchedule(f: JobFacts, s: number, tolMs: number): string | null {
   }
 }
 
-export function checkNoEarly(h: RunHistory, jobs: Map<string, JobFacts>): CheckResult {
+function checkNoEarly(h: RunHistory, jobs: Map<string, JobFacts>): CheckResult {
   const tol = h.clockToleranceMs;
-  const counts = { deliveries: h.deliveries.length, early: 0, off_schedule: 0, unknown_job: 0, clock_tolerance_ms: tol, max_early_ms: 0 };
+  const counts = {
+    deliveries: h.deliveries.length, early: 0, off_schedule: 0, unknown_job: 0,
+    clock_tolerance_ms: tol, clock_behind_ms: h.clockBehindMs, max_early_ms: 0,
+  };
   const violations: unknown[] = [];
   for (const d of h.deliveries) {
     const earlyMs = d.scheduledAtMs - d.arrivalMs;
@@ -134,7 +138,7 @@ export function checkNoEarly(h: RunHistory, jobs: Map<string, JobFacts>): CheckR
       violations.push({ kind: 'unknown-job', delivery: d });
       continue;
     }
-    const why = offSchedule(f, d.scheduledAtMs, tol);
+    const why = offSchedule(f, d.scheduledAtMs, tol, h.clockBehindMs);
     if (why !== null) {
       counts.off_schedule++;
       violations.push({ kind: 'off-schedule', delivery: d, why, history: excerpt(f.ops) });
@@ -144,7 +148,7 @@ export function checkNoEarly(h: RunHistory, jobs: Map<string, JobFacts>): CheckR
 }
 
 /** No occurrence scheduled after an acknowledged cancel fires; none scheduled after an acknowledged pause fires before a resume. */
-export function checkCancelFinal(h: RunHistory, jobs: Map<string, JobFacts>): CheckResult {
+function checkCancelFinal(h: RunHistory, jobs: Map<string, JobFacts>): CheckResult {
   const tol = h.clockToleranceMs;
   const counts = { acked_cancels: 0, acked_pauses: 0, after_cancel: 0, while_paused: 0 };
   const violations: unknown[] = [];
@@ -168,7 +172,7 @@ export function checkCancelFinal(h: RunHistory, jobs: Map<string, JobFacts>): Ch
   return result('no-fire-after-cancel', counts, violations);
 }
 
-export function checkRefused(jobs: Map<string, JobFacts>): CheckResult {
+function checkRefused(jobs: Map<string, JobFacts>): CheckResult {
   const counts = { refused_jobs: 0, fired: 0, info_creates: 0, info_creates_fired: 0 };
   const violations: unknown[] = [];
   for (const f of jobs.values()) {
@@ -186,7 +190,7 @@ export function checkRefused(jobs: Map<string, JobFacts>): CheckResult {
   return result('refused-never-fire', counts, violations);
 }
 
-export function checkLinearizable(jobs: Map<string, JobFacts>): CheckResult {
+function checkLinearizable(jobs: Map<string, JobFacts>): CheckResult {
   const counts = { keys: 0, ops: 0, explored: 0, gave_up: 0 };
   const violations: unknown[] = [];
   for (const f of jobs.values()) {
@@ -236,7 +240,7 @@ function requiredOccurrences(h: RunHistory, f: JobFacts): { times: number[]; exc
   return { times, excusedPaused };
 }
 
-export function checkRecurring(h: RunHistory, jobs: Map<string, JobFacts>): CheckResult {
+function checkRecurring(h: RunHistory, jobs: Map<string, JobFacts>): CheckResult {
   const counts = { recurring_jobs: 0, required: 0, delivered: 0, excused_misfire: 0, excused_pause_cancel: 0, skipped: 0 };
   const violations: unknown[] = [];
   const windows = disturbed(h);
@@ -304,7 +308,9 @@ export interface RunStats {
   uniqueOccurrences: number;
   duplicates: number;
   duplicateRate: number;
-  lateness: { all: Percentiles; underFaults: Percentiles; quiet: Percentiles };
+  /** underFaults: scheduled inside a fault window (to recovery, plus the misfire threshold); afterPause: of a job
+   * paused at or before its time (late by design until its resume); quiet: the rest. */
+  lateness: { all: Percentiles; underFaults: Percentiles; afterPause: Percentiles; quiet: Percentiles };
   /** Deliveries whose fencing term is below one already seen for that shard (a deposed leader firing). */
   staleFencing: number;
   recovery: Array<{ kind: string; detail: string; faultMs: number; readyAfterHealMs: number | null; firstOkAfterHealMs: number | null }>;
@@ -318,13 +324,20 @@ export function runStats(h: RunHistory): RunStats {
     if (!prev || d.arrivalMs < prev.arrivalMs) first.set(d.key, d);
   }
   const windows = disturbed(h);
+  const pausedSince = new Map<string, number>();
+  for (const o of h.ops) {
+    if (o.f === 'pause' && o.type !== 'fail') pausedSince.set(o.key, Math.min(o.invokeMs, pausedSince.get(o.key) ?? Infinity));
+  }
   const all: number[] = [];
   const faulted: number[] = [];
+  const paused: number[] = [];
   const quiet: number[] = [];
   for (const d of first.values()) {
     const late = d.arrivalMs - d.scheduledAtMs;
     all.push(late);
-    (windows.some(([a, b]) => d.scheduledAtMs >= a && d.scheduledAtMs <= b) ? faulted : quiet).push(late);
+    if (windows.some(([a, b]) => d.scheduledAtMs >= a && d.scheduledAtMs <= b)) faulted.push(late);
+    else if ((pausedSince.get(d.jobId) ?? Infinity) <= d.arrivalMs) paused.push(late);
+    else quiet.push(late);
   }
   const dups = h.deliveries.length - first.size;
   return {
@@ -332,7 +345,7 @@ export function runStats(h: RunHistory): RunStats {
     uniqueOccurrences: first.size,
     duplicates: dups,
     duplicateRate: first.size === 0 ? 0 : dups / first.size,
-    lateness: { all: percentiles(all), underFaults: percentiles(faulted), quiet: percentiles(quiet) },
+    lateness: { all: percentiles(all), underFaults: percentiles(faulted), afterPause: percentiles(paused), quiet: percentiles(quiet) },
     staleFencing: staleFencing(h.deliveries),
     recovery: h.faults.map((w) => recovery(w, h.ops)),
     ops: opCounts(h.ops),
@@ -391,4 +404,4 @@ export function checkRun(h: RunHistory): CheckReport {
   return { valid: checks.every((c) => c.ok), checks, stats: runStats(h) };
 }
 
-export type { JobInfo };
+

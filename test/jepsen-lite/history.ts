@@ -92,6 +92,8 @@ export interface RunHistory {
   faults: FaultWindow[];
   /** The largest positive clock offset any node ran with (an early delivery within it is allowed). */
   clockToleranceMs: number;
+  /** The largest negative clock offset, as a positive number (a delay_ms job may be scheduled that much earlier). */
+  clockBehindMs: number;
   /** The product's misfire threshold (limits.misfireThresholdMs). */
   misfireThresholdMs: number;
   startMs: number;

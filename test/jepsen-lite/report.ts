@@ -54,6 +54,7 @@ export function summaryText(r: Report): string {
     `stale fencing deliveries: ${r.stats.staleFencing}`,
     `lateness all:          ${fmtP(r.stats.lateness.all)}`,
     `lateness under faults: ${fmtP(r.stats.lateness.underFaults)}`,
+    `lateness after pause:  ${fmtP(r.stats.lateness.afterPause)}`,
     `lateness quiet:        ${fmtP(r.stats.lateness.quiet)}`,
     `leader changes (GET /v1/cluster): ${m.leaderChanges}`,
     `unexpected node exits: ${m.unexpectedExits.length}`,

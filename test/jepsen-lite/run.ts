@@ -84,6 +84,39 @@ export async function clusterFormed(nodes: readonly NodeProcess[], timeoutMs: nu
   return false;
 }
 
+/**
+ * A real capability probe: start `nodes` processes with --peers pointing at each other (no proxies) and see
+ * whether they form one cluster. False as soon as every node is ready yet lists fewer members (a build that
+ * accepts --peers but runs each node alone), or when nothing forms within timeoutMs.
+ */
+export async function clusterSupported(nodes = 3, entry = defaultEntry(), timeoutMs = 20_000): Promise<boolean> {
+  const work = mkdtempSync(join(tmpdir(), 'jepsen-lite-probe-'));
+  const ids = Array.from({ length: nodes }, (_, i) => `n${i + 1}`);
+  const peerPorts = await Promise.all(ids.map(() => freePort()));
+  const procs: NodeProcess[] = [];
+  try {
+    for (const [i, id] of ids.entries()) {
+      const peers = ids.flatMap((other, j) => (j === i ? [] : [`${other}=127.0.0.1:${peerPorts[j]}`])).join(',');
+      procs.push(new NodeProcess({ id, apiPort: await freePort(), peerPort: peerPorts[i], dataDir: join(work, id),
+        logPath: join(work, `${id}.log`), peers, shards: 2 }, entry));
+    }
+    for (const p of procs) p.start();
+    const deadlineMs = harnessNowMs() + timeoutMs;
+    while (harnessNowMs() < deadlineMs) {
+      const views = await Promise.all(procs.map((p) => clusterShards(p.url, 500)));
+      const ready = await Promise.all(procs.map((p) => p.ready(500)));
+      const full = (v: ShardView[] | null): boolean => v !== null && v.length > 0 && v.every((s) => s.members.length === nodes);
+      if (views.every((v) => full(v) && v!.every((s) => s.leader !== null))) return true;
+      if (ready.every(Boolean) && views.every((v) => v !== null && !full(v))) return false;
+      await sleepMs(250);
+    }
+    return false;
+  } finally {
+    await Promise.all(procs.map((p) => p.stop()));
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
 async function putTask(api: ApiClient, url: string, receiverUrl: string): Promise<void> {
   const body = {
     url: receiverUrl, method: 'POST', timeout_ms: 2_000,
@@ -159,6 +192,7 @@ export async function runJepsen(o: JepsenOptions): Promise<JepsenResult> {
   const { nodes, mesh, work } = started;
   const watch = new LeaderWatch(nodes);
   let clockToleranceMs = 0;
+  let clockBehindMs = 0;
   const t0 = harnessNowMs();
   /** Set when the run failed: the nodes' logs are copied there once they have stopped. */
   let keepLogsIn: string | null = null;
@@ -178,7 +212,10 @@ export async function runJepsen(o: JepsenOptions): Promise<JepsenResult> {
     });
     const nemesis = new Nemesis(plan, {
       nodes, mesh, rng: rng.fork(),
-      onClockOffset: (ms) => (clockToleranceMs = Math.max(clockToleranceMs, ms)),
+      onClockOffset: (ms) => {
+        clockToleranceMs = Math.max(clockToleranceMs, ms);
+        clockBehindMs = Math.max(clockBehindMs, -ms);
+      },
     });
     log.info('run started', { seed: o.seed, nodes: o.nodes, durationS: o.durationS, faults: plan.kinds });
     await Promise.all([workload.run(endMs), nemesis.run(endMs)]);
@@ -189,7 +226,7 @@ export async function runJepsen(o: JepsenOptions): Promise<JepsenResult> {
     await watch.poll();
     const history: RunHistory = {
       ops: rec.ops, deliveries: [...receiver.deliveries], jobs: [...workload.jobs.values()], faults: nemesis.windows,
-      clockToleranceMs, misfireThresholdMs: limits.misfireThresholdMs, startMs, endMs,
+      clockToleranceMs, clockBehindMs, misfireThresholdMs: limits.misfireThresholdMs, startMs, endMs,
     };
     const checked = checkRun(history);
     const exits = nodes.flatMap((n) => n.unexpectedExits.map((e) => ({ node: n.spec.id, ...e })));

@@ -1,0 +1,174 @@
+/** The checker on hand-made runs: each check passes the good history and fails the bad one. */
+import { describe, expect, test } from 'vitest';
+import { checkRun, percentiles, type CheckReport } from './checker.js';
+import type { Delivery, FaultWindow, JobPlan, Op, RunHistory } from './history.js';
+
+class Builder {
+  private readonly h: RunHistory = {
+    ops: [], deliveries: [], jobs: [], faults: [], clockToleranceMs: 0, clockBehindMs: 0,
+    misfireThresholdMs: 5_000, startMs: 0, endMs: 100_000,
+  };
+
+  job(id: string, plan: JobPlan): this {
+    this.h.jobs.push({ id, plan });
+    return this;
+  }
+
+  op(key: string, f: Op['f'], type: Op['type'], invokeMs: number, completeMs: number, extra: Partial<Op> = {}): this {
+    this.h.ops.push({ index: this.h.ops.length, process: 0, f, key, node: 'n1', invokeMs, completeMs, type, ...extra });
+    return this;
+  }
+
+  deliver(jobId: string, scheduledAtMs: number, arrivalMs: number, fencingToken = '0.1'): this {
+    const d: Delivery = { key: `${jobId}:${scheduledAtMs}`, jobId, scheduledAtMs, attempt: 1, fencingToken, arrivalMs };
+    this.h.deliveries.push(d);
+    return this;
+  }
+
+  fault(w: FaultWindow): this {
+    this.h.faults.push(w);
+    return this;
+  }
+
+  set(fields: Partial<RunHistory>): this {
+    Object.assign(this.h, fields);
+    return this;
+  }
+
+  check(): CheckReport {
+    return checkRun(this.h);
+  }
+}
+
+const named = (r: CheckReport, name: string) => {
+  const c = r.checks.find((x) => x.name === name);
+  if (!c) throw new Error(`no check ${name}`);
+  return c;
+};
+
+describe('acked-jobs-fire', () => {
+  const base = () => new Builder().job('a', { kind: 'once', atMs: 1_000 }).op('a', 'create', 'ok', 0, 10);
+  test('an acknowledged job that fired passes', () => {
+    const r = base().deliver('a', 1_000, 1_002).check();
+    expect(named(r, 'acked-jobs-fire').ok).toBe(true);
+    expect(r.valid).toBe(true);
+  });
+  test('an acknowledged job that never fired fails', () => {
+    const c = named(base().check(), 'acked-jobs-fire');
+    expect(c.ok).toBe(false);
+    expect(c.counts.violations).toBe(1);
+  });
+  test('a job with an acknowledged or unknown cancel is exempt, a refused cancel is not', () => {
+    expect(named(base().op('a', 'cancel', 'ok', 500, 510, { state: 'cancelled' }).check(), 'acked-jobs-fire').ok).toBe(true);
+    expect(named(base().op('a', 'cancel', 'info', 500, 2_500).check(), 'acked-jobs-fire').ok).toBe(true);
+    expect(named(base().op('a', 'cancel', 'fail', 500, 510, { error: 'conflict' }).check(), 'acked-jobs-fire').ok).toBe(false);
+  });
+  test('paused and never resumed is exempt; paused then resumed must fire', () => {
+    const paused = base().op('a', 'pause', 'ok', 500, 510, { state: 'paused' });
+    expect(named(paused.check(), 'acked-jobs-fire').ok).toBe(true);
+    expect(named(paused.op('a', 'resume', 'ok', 600, 610, { state: 'pending' }).check(), 'acked-jobs-fire').ok).toBe(false);
+  });
+  test('an info create that a read showed counts as acknowledged', () => {
+    const b = new Builder().job('a', { kind: 'once', atMs: 1_000 }).op('a', 'create', 'info', 0, 2_000);
+    expect(named(b.check(), 'acked-jobs-fire').ok).toBe(true);
+    expect(named(b.op('a', 'read', 'ok', 3_000, 3_001, { state: 'done' }).check(), 'acked-jobs-fire').ok).toBe(false);
+  });
+});
+
+describe('no-early-delivery', () => {
+  const base = () => new Builder().job('a', { kind: 'once', atMs: 1_000 }).op('a', 'create', 'ok', 0, 10);
+  test('a delivery before its time fails, unless within the clock offset tolerance', () => {
+    expect(named(base().deliver('a', 1_000, 999).check(), 'no-early-delivery').ok).toBe(false);
+    expect(named(base().deliver('a', 1_000, 999).set({ clockToleranceMs: 5 }).check(), 'no-early-delivery').ok).toBe(true);
+  });
+  test('a delivery for a time the schedule never produces fails', () => {
+    expect(named(base().deliver('a', 1_001, 1_005).check(), 'no-early-delivery').ok).toBe(false);
+    const every = new Builder().job('e', { kind: 'every', everyMs: 500, startAtMs: 1_000, endAtMs: 3_000, misfire: 'fire_once' })
+      .op('e', 'create', 'ok', 0, 10);
+    expect(named(every.deliver('e', 1_500, 1_501).check(), 'no-early-delivery').ok).toBe(true);
+    expect(named(every.deliver('e', 1_700, 1_701).check(), 'no-early-delivery').ok).toBe(false);
+  });
+  test('a delivery of a job nobody created fails', () => {
+    expect(named(new Builder().deliver('ghost', 1_000, 1_001).check(), 'no-early-delivery').ok).toBe(false);
+  });
+  test('delay_ms jobs: the node clock (behind) decides the time', () => {
+    const b = () => new Builder().job('d', { kind: 'delay', delayMs: 1_000 }).op('d', 'create', 'ok', 0, 10);
+    expect(named(b().deliver('d', 1_005, 1_006).check(), 'no-early-delivery').ok).toBe(true);
+    expect(named(b().deliver('d', 400, 401).check(), 'no-early-delivery').ok).toBe(false);
+    expect(named(b().deliver('d', 400, 401).set({ clockBehindMs: 700 }).check(), 'no-early-delivery').ok).toBe(true);
+  });
+});
+
+describe('no-fire-after-cancel', () => {
+  const base = () => new Builder().job('e', { kind: 'every', everyMs: 1_000, startAtMs: 1_000, endAtMs: 10_000, misfire: 'fire_all' })
+    .op('e', 'create', 'ok', 0, 10);
+  test('an occurrence scheduled after the cancel was acknowledged must not arrive', () => {
+    const cancelled = () => base().op('e', 'cancel', 'ok', 2_300, 2_400, { state: 'cancelled' }).deliver('e', 1_000, 1_001).deliver('e', 2_000, 2_001);
+    expect(named(cancelled().check(), 'no-fire-after-cancel').ok).toBe(true);
+    expect(named(cancelled().deliver('e', 3_000, 3_001).check(), 'no-fire-after-cancel').ok).toBe(false);
+  });
+  test('an occurrence scheduled after an acknowledged pause must not arrive before a resume', () => {
+    const paused = () => base().op('e', 'pause', 'ok', 1_300, 1_400, { state: 'paused' }).op('e', 'resume', 'ok', 5_000, 5_010, { state: 'pending' });
+    expect(named(paused().deliver('e', 3_000, 5_020).check(), 'no-fire-after-cancel').ok).toBe(true);
+    expect(named(paused().deliver('e', 3_000, 3_001).check(), 'no-fire-after-cancel').ok).toBe(false);
+  });
+});
+
+describe('refused-never-fire', () => {
+  test('a job whose every create got a 4xx must never fire; an info create may', () => {
+    const refused = new Builder().job('x', { kind: 'invalid', reason: 'unknown task' }).op('x', 'create', 'fail', 0, 5, { error: 'not_found' });
+    expect(named(refused.check(), 'refused-never-fire').ok).toBe(true);
+    expect(named(refused.deliver('x', 500, 501).check(), 'refused-never-fire').ok).toBe(false);
+    const unknown = new Builder().job('y', { kind: 'once', atMs: 500 }).op('y', 'create', 'info', 0, 2_000).deliver('y', 500, 501);
+    expect(named(unknown.check(), 'refused-never-fire').ok).toBe(true);
+  });
+});
+
+describe('linearizable-job-reads', () => {
+  test('a read that forgets an acknowledged create fails the run', () => {
+    const b = new Builder().job('a', { kind: 'once', atMs: 50_000 }).op('a', 'create', 'ok', 0, 10);
+    expect(named(b.op('a', 'read', 'ok', 20, 30, { state: 'pending' }).check(), 'linearizable-job-reads').ok).toBe(true);
+    expect(named(b.op('a', 'read', 'ok', 40, 50, { state: 'absent' }).check(), 'linearizable-job-reads').ok).toBe(false);
+  });
+});
+
+describe('recurring-no-skip', () => {
+  const every = (misfire: 'fire_once' | 'skip' | 'fire_all') =>
+    new Builder().job('e', { kind: 'every', everyMs: 1_000, startAtMs: 1_000, endAtMs: 4_000, misfire }).op('e', 'create', 'ok', 0, 10)
+      .deliver('e', 1_000, 1_001).deliver('e', 2_000, 2_001).deliver('e', 4_000, 4_001);
+  test('every occurrence delivered passes', () => {
+    const r = every('fire_all').deliver('e', 3_000, 3_001).check();
+    expect(named(r, 'recurring-no-skip').ok).toBe(true);
+    expect(named(r, 'recurring-no-skip').counts.delivered).toBe(4);
+  });
+  test('a skipped occurrence with no fault fails, whatever the policy', () => {
+    for (const m of ['fire_once', 'skip', 'fire_all'] as const) expect(named(every(m).check(), 'recurring-no-skip').ok).toBe(false);
+  });
+  test('a fault explains a skip under skip and fire_once, never under fire_all', () => {
+    const w: FaultWindow = { kind: 'kill', detail: 'n1', startMs: 2_500, healMs: 3_200, recoveredMs: 3_600 };
+    expect(named(every('skip').fault(w).check(), 'recurring-no-skip').ok).toBe(true);
+    expect(named(every('fire_once').fault(w).check(), 'recurring-no-skip').ok).toBe(true);
+    expect(named(every('fire_all').fault(w).check(), 'recurring-no-skip').ok).toBe(false);
+  });
+  test('occurrences inside a pause are not required', () => {
+    const b = every('fire_all').set({ misfireThresholdMs: 100 })
+      .op('e', 'pause', 'ok', 2_500, 2_510, { state: 'paused' }).op('e', 'resume', 'ok', 3_500, 3_510, { state: 'pending' });
+    expect(named(b.check(), 'recurring-no-skip').ok).toBe(true);
+  });
+});
+
+describe('reported figures', () => {
+  test('duplicates, lateness and stale fencing tokens are counted', () => {
+    const r = new Builder().job('a', { kind: 'once', atMs: 1_000 }).op('a', 'create', 'ok', 0, 10)
+      .deliver('a', 1_000, 1_010, '0.2').deliver('a', 1_000, 1_500, '0.1').check();
+    expect(r.stats.duplicates).toBe(1);
+    expect(r.stats.duplicateRate).toBe(1);
+    expect(r.stats.lateness.all.max).toBe(10);
+    expect(r.stats.staleFencing).toBe(1);
+    expect(r.valid).toBe(true);
+  });
+  test('percentiles', () => {
+    const p = percentiles(Array.from({ length: 100 }, (_, i) => i + 1));
+    expect([p.p50, p.p90, p.p99, p.max]).toEqual([51, 91, 100, 100]);
+  });
+});
