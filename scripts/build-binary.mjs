@@ -221,6 +221,8 @@ async function main() {
       addon: { type: 'string' },
       'addon-origin': { type: 'string' },
       'addon-chroot': { type: 'string' },
+      // tests only: bundle another entry to prove the checks refuse what would break at run time
+      entry: { type: 'string', default: 'src/platform/sea-main.ts' },
     },
   });
   const startedMs = performance.now();
@@ -239,7 +241,7 @@ async function main() {
 async function build(args, outDir, work) {
   const stub = (name) => join(root, 'src', 'platform', 'stubs', name);
   const mainJs = join(work, 'punctual.cjs');
-  const modules = await bundle('src/platform/sea-main.ts', mainJs, {
+  const modules = await bundle(args.entry, mainJs, {
     'msgpackr-extract': stub('msgpackr-extract.cjs'),
     bindings: stub('bindings-main.cjs'),
   });

@@ -142,6 +142,33 @@ function curlPost(url: string, body: unknown): { status: number; json: Record<st
   return { status: Number(out.slice(nl + 1)), json: JSON.parse(out.slice(0, nl)) as Record<string, unknown> };
 }
 
+describe('the build refuses what would break at run time', () => {
+  function buildWith(args: string[]) {
+    return spawnSync(process.execPath, ['scripts/build-binary.mjs', '--out-dir', join(work, 'refused'), ...args], {
+      cwd: root,
+      env: { ...process.env, NODE_OPTIONS: '' },
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+  }
+
+  it('a dynamic import() of a built-in', () => {
+    const r = buildWith(['--entry', 'test/binary/fixtures/dynamic-builtin.ts']);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain("test/binary/fixtures/dynamic-builtin.ts: import('node:http') (a dynamic import of a built-in crashes");
+    expect(existsSync(join(work, 'refused', 'punctual-linux-x64'))).toBe(false);
+  });
+
+  it('an addon that does not load in this Node', () => {
+    const fake = join(work, 'fake.node');
+    writeFileSync(fake, 'not an ELF file');
+    const r = buildWith(['--addon', fake]);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(new RegExp(`^build-binary: the SQLite addon ${fake} does not load in v20\\.`, 'm'));
+    expect(existsSync(join(work, 'refused', 'punctual-linux-x64'))).toBe(false);
+  });
+});
+
 describe('punctual serve from the executable', () => {
   it('serves with the default data folder, fires a job scheduled with curl, stops on SIGTERM with exit 0', async () => {
     const folder = mkdtempSync(join(work, 'serve-'));
