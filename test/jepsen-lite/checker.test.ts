@@ -144,11 +144,30 @@ describe('recurring-no-skip', () => {
   test('a skipped occurrence with no fault fails, whatever the policy', () => {
     for (const m of ['fire_once', 'skip', 'fire_all'] as const) expect(named(every(m).check(), 'recurring-no-skip').ok).toBe(false);
   });
-  test('a fault explains a skip under skip and fire_once, never under fire_all', () => {
+  test('a fault explains a skip under skip only; fire_once needs its catch-up run, fire_all never skips', () => {
     const w: FaultWindow = { kind: 'kill', detail: 'n1', startMs: 2_500, healMs: 3_200, recoveredMs: 3_600 };
     expect(named(every('skip').fault(w).check(), 'recurring-no-skip').ok).toBe(true);
-    expect(named(every('fire_once').fault(w).check(), 'recurring-no-skip').ok).toBe(true);
+    expect(named(every('fire_once').fault(w).check(), 'recurring-no-skip').ok).toBe(false);
     expect(named(every('fire_all').fault(w).check(), 'recurring-no-skip').ok).toBe(false);
+  });
+  test('fire_once: a run fired past the threshold explains the runs it jumped over', () => {
+    const b = () => new Builder().job('e', { kind: 'every', everyMs: 1_000, startAtMs: 1_000, endAtMs: 12_000, misfire: 'fire_once' })
+      .op('e', 'create', 'ok', 0, 10).deliver('e', 1_000, 1_001);
+    // 2 000 fired at 8 500 (the catch-up): 3 000 was due more than 5 s before, so it is jumped over; 4 000 ..
+    // 8 000 were not, so they fire at once, late; 9 000 on, on time.
+    const ok = b().deliver('e', 2_000, 8_500);
+    for (let s = 4_000; s <= 8_000; s += 1_000) ok.deliver('e', s, 8_501);
+    for (let s = 9_000; s <= 12_000; s += 1_000) ok.deliver('e', s, s + 1);
+    expect(named(ok.check(), 'recurring-no-skip').ok).toBe(true);
+    expect(named(ok.check(), 'recurring-no-skip').counts.excused_misfire).toBe(1);
+    // The catch-up run itself missing: the first missed run must still fire under fire_once.
+    const noCatchUp = b();
+    for (let s = 4_000; s <= 12_000; s += 1_000) noCatchUp.deliver('e', s, Math.max(s + 1, 8_501));
+    expect(named(noCatchUp.check(), 'recurring-no-skip').ok).toBe(false);
+    // Runs well inside the threshold jumped over: not the policy.
+    const tooMany = b().deliver('e', 2_000, 8_500);
+    for (let s = 9_000; s <= 12_000; s += 1_000) tooMany.deliver('e', s, s + 1);
+    expect(named(tooMany.check(), 'recurring-no-skip').ok).toBe(false);
   });
   test('occurrences inside a pause are not required', () => {
     const b = every('fire_all').set({ misfireThresholdMs: 100 })

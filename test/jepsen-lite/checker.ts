@@ -3,7 +3,7 @@
  * a few examples; then the reported (never failed) figures: duplicates, lateness, recovery, stale fencing.
  * Pure: it reads a RunHistory and nothing else, so unit tests feed it hand-made histories.
  */
-import type { Delivery, FaultWindow, JobPlan, Op, RunHistory } from './history.js';
+import type { Delivery, FaultWindow, JobPlan, Misfire, Op, RunHistory } from './history.js';
 import { checkKey, toLinOp, type LinOp } from './linearizability.js';
 
 export interface CheckResult {
@@ -258,7 +258,7 @@ function checkRecurring(h: RunHistory, jobs: Map<string, JobFacts>): CheckResult
         counts.delivered++;
         continue;
       }
-      if (p.misfire !== 'fire_all' && misfireExplains(h, s, windows, firstArrival)) {
+      if (misfireExplains(h, p.misfire, s, windows, firstArrival)) {
         counts.excused_misfire++;
         continue;
       }
@@ -277,14 +277,18 @@ function firstArrivals(ds: readonly Delivery[]): Map<number, number> {
 }
 
 /**
- * A missed occurrence S is within the misfire policy (skip, fire_once) when the node could not fire it within
- * the threshold: a fault window covers it, or the run before it was itself fired more than the threshold late.
+ * Is a missed occurrence S within the job's misfire policy? A run is missed when the node handles it more than
+ * the threshold late. fire_all: never skips. fire_once: the earliest missed run still fires (late) and firing it
+ * jumps past the rest, so a skipped S always follows a run delivered at least the threshold after S. skip: the
+ * missed runs are skipped outright, so a fault window around S (to recovery, plus the threshold) also explains it.
  */
-function misfireExplains(h: RunHistory, s: number, windows: Array<[number, number]>, firstArrival: Map<number, number>): boolean {
-  if (windows.some(([a, b]) => s >= a && s <= b)) return true;
+function misfireExplains(h: RunHistory, policy: Misfire, s: number, windows: Array<[number, number]>, firstArrival: Map<number, number>): boolean {
+  if (policy === 'fire_all') return false;
+  if (policy === 'skip' && windows.some(([a, b]) => s >= a && s <= b)) return true;
   let prev = -Infinity;
   for (const t of firstArrival.keys()) if (t < s && t > prev) prev = t;
   const prevArrival = firstArrival.get(prev);
+  // 1 s of slack: the node decides on its own clock when it records the fire, a little after the send.
   return prevArrival !== undefined && prevArrival >= s + h.misfireThresholdMs - h.clockToleranceMs - 1_000;
 }
 
@@ -323,7 +327,8 @@ export function runStats(h: RunHistory): RunStats {
     const prev = first.get(d.key);
     if (!prev || d.arrivalMs < prev.arrivalMs) first.set(d.key, d);
   }
-  const windows = disturbed(h);
+  // Lateness counts as under faults when the occurrence fell due between a fault's start and its recovery.
+  const windows = h.faults.map((w) => [w.startMs, (w.recoveredMs ?? h.endMs) + 500]);
   const pausedSince = new Map<string, number>();
   for (const o of h.ops) {
     if (o.f === 'pause' && o.type !== 'fail') pausedSince.set(o.key, Math.min(o.invokeMs, pausedSince.get(o.key) ?? Infinity));

@@ -1,5 +1,6 @@
 /**
- * The nemesis: one fault at a time, seeded. Each fault is injected, held for 1-4 s, healed; then the nemesis
+ * The nemesis: one fault at a time, seeded. Each fault is injected, held for 1-4 s (one in four for 6-9 s, past the
+ * misfire threshold), healed; then the nemesis
  * waits until every node answers /readyz (the recovery time) and keeps quiet for 2-5 s before the next one.
  *
  * Kinds: kill (kill -9, restart), pause (SIGSTOP, SIGCONT), clock (restart with --clock-offset-ms, restart
@@ -8,6 +9,7 @@
  * net-reset. slow-disk is not available: the storage layer has no fault-injection hook (nothing in the public
  * contract slows its fsyncs), so it is reported as unsupported rather than faked.
  */
+import { limits } from '../../src/core/limits.js';
 import { Prng } from '../../src/core/prng.js';
 import { harnessNowMs, sleepMs, type FaultWindow } from './history.js';
 import { clusterShards, waitAllReady, type NodeProcess } from './nodes.js';
@@ -16,6 +18,7 @@ import type { ProxyMesh } from './proxy.js';
 export const processKinds = ['kill', 'pause', 'clock'] as const;
 export const networkKinds = ['partition-halves', 'partition-leader', 'partition-bridge', 'partition-one-way', 'net-delay', 'net-reset'] as const;
 export const unsupportedKinds = ['slow-disk'] as const;
+const longHoldMs = limits.misfireThresholdMs + 1_000;
 export type FaultKind = (typeof processKinds)[number] | (typeof networkKinds)[number];
 
 export interface NemesisPlan {
@@ -71,7 +74,8 @@ export class Nemesis {
       const kind = this.plan.kinds[rng.int(this.plan.kinds.length)];
       const startMs = harnessNowMs();
       const injected = await this.inject(kind);
-      await sleepMs(1_000 + rng.int(3_001));
+      // One fault in four is held past the misfire threshold, so recurring jobs really misfire.
+      await sleepMs(rng.int(4) === 0 ? longHoldMs + rng.int(3_001) : 1_000 + rng.int(3_001));
       await injected.heal();
       const window: FaultWindow = { kind, detail: injected.detail, startMs, healMs: harnessNowMs(), recoveredMs: null };
       this.windows.push(window);
