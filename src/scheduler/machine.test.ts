@@ -186,6 +186,28 @@ describe('create_jobs', () => {
     expect(store.getJob('b')).toBeNull();
   });
 
+  it('asks the store for a task once per name per command, and again in the next command', () => {
+    const store = new MemoryStore();
+    let taskReads = 0;
+    const getTask = store.getTask.bind(store);
+    store.getTask = (name: string) => {
+      taskReads++;
+      return getTask(name);
+    };
+    apply(store, { type: 'put_task', nowMs: T0 - 1000, task: task() });
+    const jobs = [...Array.from({ length: 50 }, (_, i) => spec(`j${i}`)), spec('m1', { task: 'later' }), spec('m2', { task: 'later' })];
+    taskReads = 0;
+    const first = apply(store, { type: 'create_jobs', nowMs: T0, shard: 2, jobs }).result;
+    if (first.type !== 'create_jobs') throw new Error('wrong result');
+    expect(taskReads).toBe(2);
+    expect(first.items.filter((i) => i.ok)).toHaveLength(50);
+    expect(first.items.slice(50)).toMatchObject([{ ok: false, code: 'not_found' }, { ok: false, code: 'not_found' }]);
+    // Not remembered across commands: the task created in between is seen.
+    apply(store, { type: 'put_task', nowMs: T0, task: task('later') });
+    const second = apply(store, { type: 'create_jobs', nowMs: T0, shard: 2, jobs: [spec('m1', { task: 'later' })] }).result;
+    expect(second).toMatchObject({ type: 'create_jobs', items: [{ ok: true, created: true }] });
+  });
+
   it('an inline callback needs no task', () => {
     const { create } = setup();
     expect(create(spec('a', { task: null, callback: task('inline') })).item).toMatchObject({ ok: true });

@@ -27,7 +27,9 @@ export function encodeTask(task: TaskRecord): Uint8Array {
 }
 
 export function decodeTask(name: string, data: Uint8Array): TaskRecord {
-  return { ...unpack<Omit<TaskRecord, 'name'>>(data), name };
+  const task = unpack<TaskRecord>(data);
+  task.name = name;
+  return task;
 }
 
 // --- jobs: columns id, state, task, next_fire_at
@@ -45,15 +47,14 @@ export function encodeJob(job: JobRecord): Uint8Array {
 }
 
 export function decodeJob(row: JobRow): JobRecord {
-  const rest = unpack<Omit<JobRecord, 'id' | 'state' | 'task' | 'nextFireAtMs'>>(row.data);
-  return {
-    ...rest,
-    payload: plainBytes(rest.payload),
-    id: row.id,
-    state: row.state as JobState,
-    task: row.task,
-    nextFireAtMs: row.next_fire_at,
-  };
+  // The freshly unpacked object is completed in place: no second copy per row read.
+  const job = unpack<JobRecord>(row.data);
+  job.payload = plainBytes(job.payload);
+  job.id = row.id;
+  job.state = row.state as JobState;
+  job.task = row.task;
+  job.nextFireAtMs = row.next_fire_at;
+  return job;
 }
 
 // --- executions: columns job_id, scheduled_at, state
@@ -70,6 +71,9 @@ export function encodeExecution(e: ExecutionRecord): Uint8Array {
 }
 
 export function decodeExecution(row: ExecutionRow): ExecutionRecord {
-  const rest = unpack<Omit<ExecutionRecord, 'jobId' | 'scheduledAtMs' | 'state'>>(row.data);
-  return { ...rest, jobId: row.job_id, scheduledAtMs: row.scheduled_at, state: row.state as ExecutionState };
+  const e = unpack<ExecutionRecord>(row.data);
+  e.jobId = row.job_id;
+  e.scheduledAtMs = row.scheduled_at;
+  e.state = row.state as ExecutionState;
+  return e;
 }

@@ -124,4 +124,48 @@ describe('SqliteShardStore (beyond the contract)', () => {
       .all() as Array<{ detail: string }>;
     expect(plan.map((p) => p.detail).join(' ')).toMatch(/jobs_due/);
   });
+  it('serves one frozen task object while its row is unchanged, and the new row after a write', () => {
+    const s = new SqliteShardStore(db, 1);
+    s.putTask(task('email'));
+    const first = s.getTask('email')!;
+    expect(s.getTask('email')).toBe(first);
+    expect(Object.isFrozen(first)).toBe(true);
+    s.putTask({ ...task('email'), url: 'http://127.0.0.1:9/changed' });
+    const second = s.getTask('email')!;
+    expect(second).not.toBe(first);
+    expect(second.url).toBe('http://127.0.0.1:9/changed');
+    expect(first.url).toBe('http://127.0.0.1:9/hook');
+    s.deleteTask('email');
+    expect(s.getTask('email')).toBeNull();
+  });
+
+  it('never serves a task write that was rolled back', () => {
+    const s = new SqliteShardStore(db, 1);
+    s.putTask(task('email'));
+    expect(s.getTask('email')?.url).toBe('http://127.0.0.1:9/hook');
+    expect(() =>
+      s.transaction(() => {
+        s.putTask({ ...task('email'), url: 'http://127.0.0.1:9/rolled-back' });
+        expect(s.getTask('email')?.url).toBe('http://127.0.0.1:9/rolled-back');
+        throw new Error('abort');
+      }),
+    ).toThrow('abort');
+    expect(s.getTask('email')?.url).toBe('http://127.0.0.1:9/hook');
+  });
+
+  it('updates a job row in place: its index entries follow the new state and time', () => {
+    const s = new SqliteShardStore(db, 1);
+    s.putJob(job('a', { nextFireAtMs: 5 }));
+    s.putJob(job('a', { nextFireAtMs: 50 }));
+    expect(s.dueJobs(10, 10, null)).toEqual([]);
+    expect(s.dueJobs(60, 10, null).map((j) => j.nextFireAtMs)).toEqual([50]);
+    s.putJob(job('a', { state: 'SUCCEEDED', nextFireAtMs: null }));
+    expect(s.dueJobs(60, 10, null)).toEqual([]);
+    expect(s.countLiveJobsOfTask('email')).toBe(0);
+    expect(s.countJobsByState().SUCCEEDED).toBe(1);
+    s.putExecution(exec('a', 10, 'RUNNING'));
+    s.putExecution(exec('a', 10, 'SUCCEEDED'));
+    expect(s.openExecutions('a')).toEqual([]);
+    expect(s.getExecution('a', 10)?.state).toBe('SUCCEEDED');
+  });
 });

@@ -27,13 +27,19 @@ const open = `state IN ('QUEUED', 'RUNNING')`;
 function statements(db: Db) {
   const p = (sql: string): Statement => db.prepare(sql);
   return {
-    getTask: p('SELECT data FROM tasks WHERE shard = ? AND name = ?'),
+    getTask: p('SELECT data FROM tasks WHERE shard = ? AND name = ?').pluck(),
     putTask: p('INSERT OR REPLACE INTO tasks (shard, name, data) VALUES (?, ?, ?)'),
     deleteTask: p('DELETE FROM tasks WHERE shard = ? AND name = ?'),
     listTasks: p('SELECT name, data FROM tasks WHERE shard = ? ORDER BY name'),
     countLiveOfTask: p(`SELECT count(*) AS n FROM jobs WHERE shard = ? AND task = ? AND ${live}`),
     getJob: p(`SELECT ${jobCols} FROM jobs WHERE shard = ? AND id = ?`),
-    putJob: p('INSERT OR REPLACE INTO jobs (shard, id, state, task, next_fire_at, data) VALUES (?, ?, ?, ?, ?, ?)'),
+    // An upsert, not INSERT OR REPLACE: REPLACE deletes and re-inserts the row and every index entry, the
+    // upsert rewrites the row and only the index entries whose columns changed.
+    putJob: p(
+      `INSERT INTO jobs (shard, id, state, task, next_fire_at, data) VALUES (?, ?, ?, ?, ?, ?)
+       ON CONFLICT (shard, id) DO UPDATE SET state = excluded.state, task = excluded.task,
+       next_fire_at = excluded.next_fire_at, data = excluded.data`,
+    ),
     listJobs: p(`SELECT ${jobCols} FROM jobs WHERE shard = ? AND id > ? ORDER BY id LIMIT ?`),
     listJobsByState: p(`SELECT ${jobCols} FROM jobs WHERE shard = ? AND state = ? AND id > ? ORDER BY id LIMIT ?`),
     listJobsByTask: p(`SELECT ${jobCols} FROM jobs WHERE shard = ? AND task = ? AND id > ? ORDER BY id LIMIT ?`),
@@ -50,7 +56,10 @@ function statements(db: Db) {
     ),
     countByState: p('SELECT state, count(*) AS n FROM jobs WHERE shard = ? GROUP BY state'),
     getExec: p(`SELECT ${execCols} FROM executions WHERE shard = ? AND job_id = ? AND scheduled_at = ?`),
-    putExec: p('INSERT OR REPLACE INTO executions (shard, job_id, scheduled_at, state, data) VALUES (?, ?, ?, ?, ?)'),
+    putExec: p(
+      `INSERT INTO executions (shard, job_id, scheduled_at, state, data) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (shard, job_id, scheduled_at) DO UPDATE SET state = excluded.state, data = excluded.data`,
+    ),
     lastExec: p(
       `SELECT ${execCols} FROM executions WHERE shard = ? AND job_id = ? ORDER BY scheduled_at DESC LIMIT 1`,
     ),
@@ -72,8 +81,31 @@ function statements(db: Db) {
   };
 }
 
+/**
+ * Decoded tasks, reused while their stored bytes are unchanged. The row is still read on every getTask (so a
+ * rolled-back write can never be served from here), only the msgpack decode is skipped; and the firing path
+ * gets the SAME object for every callback of a task, which the dispatcher's per-spec header cache relies on.
+ * The records are frozen: callers share them.
+ */
+class TaskCache {
+  private readonly byName = new Map<string, { data: Uint8Array; task: TaskRecord }>();
+
+  get(name: string, data: Uint8Array): TaskRecord {
+    const hit = this.byName.get(name);
+    if (hit !== undefined && Buffer.compare(hit.data, data) === 0) return hit.task;
+    const task = Object.freeze(decodeTask(name, data));
+    if (this.byName.size >= taskCacheEntriesMax) this.byName.clear();
+    this.byName.set(name, { data, task });
+    return task;
+  }
+}
+
+/** Tasks whose decoded record is kept per store (cleared when full). */
+const taskCacheEntriesMax = 1_024;
+
 export class SqliteShardStore implements SchedulerStore {
   private readonly s: ReturnType<typeof statements>;
+  private readonly tasks = new TaskCache();
 
   constructor(
     private readonly db: Db,
@@ -83,8 +115,8 @@ export class SqliteShardStore implements SchedulerStore {
   }
 
   getTask(name: string): TaskRecord | null {
-    const row = this.s.getTask.get(this.shard, name) as { data: Uint8Array } | undefined;
-    return row === undefined ? null : decodeTask(name, row.data);
+    const data = this.s.getTask.get(this.shard, name) as Uint8Array | undefined;
+    return data === undefined ? null : this.tasks.get(name, data);
   }
 
   putTask(task: TaskRecord): void {
