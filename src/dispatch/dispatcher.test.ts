@@ -243,6 +243,23 @@ describe('classification', () => {
     expect(d.inFlight()).toBe(0);
   });
 
+  it('an answer that arrived while the event loop was blocked past the timeout counts, not the timeout', async () => {
+    // The receiver answers, then blocks this process longer than the attempt's timeout: when the loop runs
+    // again, the expired timer and the answer in the socket are both ready. A duplicate delivery would follow
+    // from trusting the timer (the exact 128 duplicates of a stalled hot instant).
+    const { url } = await httpReceiver((req, res) => {
+      req.resume();
+      res.end('ok');
+      const untilMs = performance.now() + 400;
+      while (performance.now() < untilMs) {
+        // busy: the event loop is stalled, as under a long synchronous batch
+      }
+    });
+    const d = dispatcher();
+    const outcome = await d.send(delivery(spec(url, { timeoutMs: 150 })));
+    expect(outcome).toMatchObject({ kind: 'succeeded', statusCode: 200, error: null });
+  });
+
   it('times out a body that never ends (the timeout covers the body)', async () => {
     const { url } = await httpReceiver((_req, res) => {
       res.writeHead(200, { 'content-length': '100' });

@@ -176,8 +176,21 @@ class Attempt implements UndiciDispatcher.DispatchHandler, LimiterEntry {
   }
 }
 
+/**
+ * The attempt's timer expired. The verdict waits for one more poll phase (setImmediate runs after it): libuv runs
+ * expired timers BEFORE it reads the sockets, so after the event loop was blocked (a long synchronous batch of
+ * fires or commits) an answer already sitting in the socket would otherwise lose to its own timer, and the
+ * callback would be delivered again. A hot instant of 100,000 jobs showed exactly that: one duplicate per
+ * connection of the pool (128).
+ */
 function onAttemptTimeout(attempt: Attempt): void {
   attempt.timer = null;
+  if (attempt.state === 'done') return;
+  setImmediate(declareTimeout, attempt);
+}
+
+function declareTimeout(attempt: Attempt): void {
+  if (attempt.state === 'done') return;
   const controller = attempt.controller;
   const timeoutMs = attempt.delivery.spec.timeoutMs;
   attempt.engine.finish(attempt, 'retryable', attempt.statusCode, `timeout after ${timeoutMs} ms`, null);
