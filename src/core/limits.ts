@@ -195,3 +195,40 @@ assert(peerLimits.batchBytesMax <= peerLimits.queueBytesMax, 'peer batch exceeds
 assert(peerLimits.snapshotChunkBytes <= peerLimits.snapshotBytesMax, 'snapshot chunk exceeds the snapshot limit');
 assert(peerLimits.reconnectBackoffMsMin <= peerLimits.reconnectBackoffMsMax, 'peer backoff bounds inverted');
 assert(peerLimits.connectTimeoutMs < peerLimits.reachableMs, 'a connect attempt outlasts reachability');
+
+// --- src/node (the cluster host: one Raft group per shard)
+export const clusterLimits = {
+  /** One Raft tick of every group on the node (one host interval for all groups). */
+  tickMs: 50,
+  /** Followers campaign after [electionTicks, 2 x electionTicks) ticks without a leader: 500 to 1000 ms. */
+  electionTicks: 10,
+  /** Leaders send a heartbeat round every this many ticks (it also renews the lease). */
+  heartbeatTicks: 2,
+  /** A leader's lease (for firing and reads) lasts this many ticks from a quorum-acknowledged heartbeat round. */
+  leaseTicks: 8,
+  /** Append messages in flight per follower per group. */
+  maxInflightMsgs: 256,
+  /** Entry bytes in flight per follower per group. */
+  maxInflightBytes: 32 * 1024 * 1024,
+  /** Soft limit on the entry bytes of one append message. */
+  maxMsgBytes: 4 * 1024 * 1024,
+  /** A proposal not applied within this long is answered 503 (it may still apply: retry with the same id). */
+  proposalTimeoutMs: 10_000,
+  /** A forwarded API call waits at most this long for the shard leader's answer. */
+  forwardTimeoutMs: 15_000,
+  /** How long a call waits for a shard to have a known leader before answering 503. */
+  leaderWaitMs: 2_000,
+  /** Seconds a client is told to wait (Retry-After) when no leader is known. */
+  retryAfterS: 1,
+  /** A linearizable read that cannot use the lease waits at most this long for its ReadIndex round. */
+  readIndexTimeoutMs: 2_000,
+  /** How often each node checks whether to hand a shard it leads to that shard's preferred leader. */
+  rebalanceIntervalMs: 3_000,
+  /** Leadership transfers one node starts per rebalance round. */
+  rebalanceTransfersMax: 2,
+  /** Peers' API addresses are asked again after this long (GET /v1/cluster). */
+  peerInfoTtlMs: 5_000,
+} as const;
+assert(clusterLimits.leaseTicks < clusterLimits.electionTicks, 'the lease must end before a follower may campaign');
+assert(clusterLimits.heartbeatTicks < clusterLimits.leaseTicks, 'heartbeats must renew the lease before it ends');
+assert(clusterLimits.maxMsgBytes * 2 <= peerLimits.frameBytesMax, 'an append message must fit in a peer frame');

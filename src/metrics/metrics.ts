@@ -11,7 +11,13 @@ export interface MetricsSources {
   jobCounts(): Record<JobState, number>;
   wheelSize(): number;
   dispatchInFlight(): number;
+  /** Per shard group on this node: role, term, commit and applied index (cluster host; absent in tests). */
+  shards?(): Array<{ shard: number; role: string; term: number; commit: number; applied: number }>;
+  /** The peer transport's counters (absent on a single node). */
+  peers?(): { rpcErrors: number; dropped: number; refused: number; badFrames: number } | null;
 }
+
+const roles = ['follower', 'pre_candidate', 'candidate', 'leader'] as const;
 
 export interface MetricsText {
   contentType: string;
@@ -29,6 +35,9 @@ export class NodeMetrics {
   readonly jobsSubmitted: Counter;
   readonly commitBatchSize: Histogram;
   readonly commitDurationMs: Histogram;
+  readonly appendDurationMs: Histogram;
+  readonly proposals: Counter<'shard'>;
+  readonly snapshots: Counter<'kind'>;
 
   constructor(sources: MetricsSources) {
     const registers = [this.registry];
@@ -82,6 +91,52 @@ export class NodeMetrics {
       help: 'Duration of one group commit (append, apply, fsync), in ms',
       buckets: commitBucketsMs,
       registers,
+    });
+    this.appendDurationMs = new Histogram({
+      name: 'punctual_raft_append_duration_ms',
+      help: 'Duration of one Ready round transaction (Raft entries, hard states and applies of every group), in ms',
+      buckets: commitBucketsMs,
+      registers,
+    });
+    this.proposals = new Counter({ name: 'punctual_raft_proposals_total', help: 'Entries proposed by this node as leader, per shard', labelNames: ['shard'], registers });
+    this.snapshots = new Counter({ name: 'punctual_raft_snapshots_total', help: 'Raft snapshots by kind (created, installed)', labelNames: ['kind'], registers });
+    this.registerClusterGauges(sources, registers);
+  }
+
+  private registerClusterGauges(sources: MetricsSources, registers: Registry[]): void {
+    const perShard = (name: string, help: string, pick: (s: { term: number; commit: number; applied: number }) => number): void => {
+      new Gauge({
+        name, help, labelNames: ['shard'], registers,
+        collect() {
+          for (const s of sources.shards?.() ?? []) this.set({ shard: String(s.shard) }, pick(s));
+        },
+      });
+    };
+    new Gauge({
+      name: 'punctual_raft_role',
+      help: '1 for the role this node has in the shard group (follower, pre_candidate, candidate, leader), else 0',
+      labelNames: ['shard', 'role'],
+      registers,
+      collect() {
+        for (const s of sources.shards?.() ?? []) for (const r of roles) this.set({ shard: String(s.shard), role: r }, s.role === r ? 1 : 0);
+      },
+    });
+    perShard('punctual_raft_term', 'Current Raft term of the shard group', (s) => s.term);
+    perShard('punctual_raft_commit_index', 'Commit index of the shard group', (s) => s.commit);
+    perShard('punctual_raft_applied_index', 'Applied index of the shard group', (s) => s.applied);
+    new Gauge({
+      name: 'punctual_peer_rpc_errors',
+      help: 'Peer transport counters since start: failed outgoing requests, dropped messages, refused and bad incoming frames',
+      labelNames: ['kind'],
+      registers,
+      collect() {
+        const p = sources.peers?.();
+        if (p === null || p === undefined) return;
+        this.set({ kind: 'rpc_errors' }, p.rpcErrors);
+        this.set({ kind: 'dropped' }, p.dropped);
+        this.set({ kind: 'refused' }, p.refused);
+        this.set({ kind: 'bad_frames' }, p.badFrames);
+      },
     });
   }
 

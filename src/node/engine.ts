@@ -1,5 +1,10 @@
 /**
- * The firing engine: the leader's duties for every shard of this node (term 1 in the single node).
+ * The firing engine: the leader's duties for the shards this node leads. The host starts a shard
+ * (startShard(shard, term)) once this node leads it and applied everything before its term, and stops it
+ * (stopShard) when it loses leadership: its occurrences leave the wheel, in-flight callbacks finish but their
+ * outcomes are proposed to a group this node no longer leads, so they are dropped (at-least-once: the new
+ * leader fires again with the same deduplication key and a higher fencing token `${shard}.${term}`). Right
+ * before each send the shard's lease is checked: without it, the occurrence waits a few ms and is checked again.
  *
  * One TimerWheel holds the near future, one key per occurrence (`${jobId}\n${scheduledAtMs}`) with its attempt
  * and shard kept beside it; ONE host timer is armed at wheel.nextDeadlineMs() (never a 1 ms interval). Node
@@ -26,7 +31,11 @@ import type { NodeMetrics } from '../metrics/metrics.js';
 import type { Command, Effect, OutcomeItem } from '../scheduler/commands.js';
 import type { CallbackSpec, JobRecord, JobState } from '../scheduler/types.js';
 import { TimerWheel } from '../timerwheel/wheel.js';
-import { leaderTerm, type Proposer, type ShardStorage } from './proposer.js';
+import type { ShardStorage } from './group.js';
+import type { Proposer } from './proposer.js';
+
+/** Without a valid lease a due occurrence is looked at again this much later (a heartbeat round renews it). */
+const leaseRetryMs = 5;
 
 interface Armed {
   shard: number;
@@ -47,6 +56,8 @@ export interface EngineOptions {
   metrics: NodeMetrics;
   /** Random numbers for retry jitter, in [0, 1). */
   rand01?: () => number;
+  /** The shard's leader lease holds on this node (checked right before each send). */
+  leaseValid(shard: number): boolean;
 }
 
 function decrement(counts: Map<string, number>, key: string): void {
@@ -71,8 +82,10 @@ export class FiringEngine {
   /** Attempts handed to the network (past the dispatcher's concurrency queue): the RUNNING overlay. */
   private readonly started = new Set<string>();
   private readonly startedByJob = new Map<string, number>();
-  /** Keys fired or skipped whose command is not applied yet: the loader must not arm them again. */
-  private readonly awaitingApply = new Set<string>();
+  /** Keys fired or skipped whose command is not applied yet (key -> shard): the loader must not arm them again. */
+  private readonly awaitingApply = new Map<string, number>();
+  /** The shards this node fires: shard -> the term it leads in (the fencing token). */
+  private readonly firing = new Map<number, number>();
   /** overlap=buffer_one: jobId -> the occurrence waiting for the running one to finish. */
   private readonly buffered = new Map<string, Armed>();
   private readonly outcomesPending = new Set<Promise<void>>();
@@ -100,12 +113,38 @@ export class FiringEngine {
     return this.inFlight.size;
   }
 
-  /** Loads open executions and the near future, then keeps loading every loaderIntervalMs. */
+  /** Keeps loading every loaderIntervalMs for the shards started (startShard loads a shard's past at once). */
   async start(): Promise<void> {
-    this.loadOpenExecutions();
-    await this.runLoader();
     this.loaderTimer = setInterval(() => void this.runLoader(), limits.loaderIntervalMs);
     this.loaderTimer.unref();
+    if (this.firing.size > 0) await this.runLoader();
+  }
+
+  /** This node leads `shard` in `term`: load its open executions and everything due within the horizon. */
+  startShard(shard: number, term: number): void {
+    if (this.stopped) return;
+    this.firing.set(shard, term);
+    this.loadOpenExecutions([shard]);
+    // A full load: the incremental window of the other shards says nothing about this one.
+    void this.loadShards([shard], this.o.clock.nowMs() + limits.wheelHorizonMs, null);
+  }
+
+  /** This node no longer leads `shard`: forget its armed and buffered occurrences (in-flight ones finish). */
+  stopShard(shard: number): void {
+    if (!this.firing.delete(shard)) return;
+    for (const [key, a] of this.armed) {
+      if (a.shard !== shard) continue;
+      this.wheel.cancel(key);
+      this.unarm(key, a.jobId);
+    }
+    for (const [jobId, b] of this.buffered) if (b.shard === shard) this.buffered.delete(jobId);
+    for (const [key, sh] of this.awaitingApply) if (sh === shard) this.awaitingApply.delete(key);
+    this.reschedule();
+  }
+
+  /** The shards this node fires, with their terms. */
+  firingShards(): ReadonlyMap<number, number> {
+    return this.firing;
   }
 
   /** Stops firing and loading; in-flight callbacks continue (see drain). */
@@ -147,7 +186,7 @@ export class FiringEngine {
     if (command.type === 'fired' || command.type === 'skipped') {
       for (const it of command.items) this.awaitingApply.delete(occurrenceKey(it.jobId, it.scheduledAtMs));
     }
-    if (this.stopped) return;
+    if (this.stopped || !this.firing.has(shard)) return;
     const horizonMs = this.o.clock.nowMs() + limits.wheelHorizonMs;
     for (const e of effects) {
       if (e.type === 'arm') {
@@ -257,6 +296,11 @@ export class FiringEngine {
       this.arm(a);
       return;
     }
+    if (!this.firing.has(a.shard)) return;
+    if (!this.o.leaseValid(a.shard)) {
+      this.arm({ ...a, dueAtMs: nowMs + leaseRetryMs });
+      return;
+    }
     const key = occurrenceKey(a.jobId, a.scheduledAtMs);
     if (this.inFlight.has(key)) return;
     const store = this.o.shards[a.shard].store;
@@ -276,13 +320,13 @@ export class FiringEngine {
   private holdBack(a: Armed, job: JobRecord, nowMs: number): boolean {
     const key = occurrenceKey(a.jobId, a.scheduledAtMs);
     if (job.misfire === 'skip' && nowMs - a.scheduledAtMs > limits.misfireThresholdMs) {
-      this.awaitingApply.add(key);
+      this.awaitingApply.set(key, a.shard);
       this.o.proposer.addSkipped(a.shard, { jobId: a.jobId, scheduledAtMs: a.scheduledAtMs, reason: 'misfire' });
       return true;
     }
     if (job.overlap === 'allow' || !this.hasOtherOpen(a)) return false;
     if (job.overlap === 'skip') {
-      this.awaitingApply.add(key);
+      this.awaitingApply.set(key, a.shard);
       this.o.proposer.addSkipped(a.shard, { jobId: a.jobId, scheduledAtMs: a.scheduledAtMs, reason: 'overlap' });
     } else {
       this.buffered.set(a.jobId, a);
@@ -301,7 +345,7 @@ export class FiringEngine {
     const spec: CallbackSpec | null = job.callback ?? (job.task === null ? null : sh.store.getTask(job.task));
     const key = occurrenceKey(a.jobId, a.scheduledAtMs);
     const fired = { jobId: a.jobId, scheduledAtMs: a.scheduledAtMs, attempt: a.attempt, startedAtMs: nowMs };
-    this.awaitingApply.add(key);
+    this.awaitingApply.set(key, a.shard);
     this.o.proposer.addFired(a.shard, fired);
     if (spec === null) {
       this.o.proposer.addOutcome(a.shard, this.outcomeItem(a, 'failed', null, `task ${job.task} not found`, nowMs, null));
@@ -311,7 +355,7 @@ export class FiringEngine {
       jobId: a.jobId,
       scheduledAtMs: a.scheduledAtMs,
       attempt: a.attempt,
-      fencingToken: `${a.shard}.${leaderTerm}`,
+      fencingToken: `${a.shard}.${this.firing.get(a.shard) ?? 0}`,
       spec,
       body: job.payload,
       concurrencyKey: job.task ?? `job:${job.id}`,
@@ -356,12 +400,16 @@ export class FiringEngine {
 
   // --- loading ------------------------------------------------------------------------------------------
 
-  /** At start: RUNNING executions fire again now (attempt + 1), QUEUED ones are armed at their retryAtMs. */
-  loadOpenExecutions(): void {
+  /**
+   * When a shard starts (a restart, or this node became its leader): RUNNING executions fire again now
+   * (attempt + 1, same deduplication key), QUEUED ones are armed at their retryAtMs.
+   */
+  loadOpenExecutions(shards: number[]): void {
     const nowMs = this.o.clock.nowMs();
     let refired = 0;
     let requeued = 0;
-    for (const sh of this.o.shards) {
+    for (const shard of shards) {
+      const sh = this.o.shards[shard];
       let after: { jobId: string; scheduledAtMs: number } | null = null;
       for (;;) {
         const page = sh.store.allOpenExecutions(nodeLimits.openExecutionsPageMax, after);
@@ -379,7 +427,7 @@ export class FiringEngine {
         after = { jobId: last.jobId, scheduledAtMs: last.scheduledAtMs };
       }
     }
-    this.o.logger.info('open executions loaded', { refired, requeued });
+    if (refired + requeued > 0) this.o.logger.info('open executions loaded', { shards, refired, requeued });
     this.reschedule();
   }
 
@@ -402,11 +450,20 @@ export class FiringEngine {
     const full = this.loadedUntilMs === null || this.loaderRuns % nodeLimits.loaderFullScanEveryRuns === 0;
     const from = full ? null : { atMs: this.loadedUntilMs as number, id: '' };
     this.loaderRuns++;
+    const armed = await this.loadShards([...this.firing.keys()], untilMs, from);
+    if (this.stopped) return;
+    this.loadedUntilMs = Math.max(this.loadedUntilMs ?? untilMs, untilMs);
+    if (armed > 0) this.o.logger.debug('loader armed occurrences', { armed, full });
+  }
+
+  /** Arms the PENDING jobs of `shards` due in (from, untilMs]; returns how many were armed. */
+  private async loadShards(shards: number[], untilMs: number, from: { atMs: number; id: string } | null): Promise<number> {
     let armed = 0;
-    for (const sh of this.o.shards) {
+    for (const shard of shards) {
+      const sh = this.o.shards[shard];
       let after: { atMs: number; id: string } | null = from;
       for (;;) {
-        if (this.stopped) return;
+        if (this.stopped || !this.firing.has(shard)) break;
         const page = sh.store.dueJobs(untilMs, limits.loaderBatchMax, after);
         for (const job of page) if (this.armLoaded(sh.shard, job)) armed++;
         this.reschedule();
@@ -417,8 +474,7 @@ export class FiringEngine {
         await new Promise<void>((resolve) => setImmediate(resolve));
       }
     }
-    this.loadedUntilMs = Math.max(this.loadedUntilMs ?? untilMs, untilMs);
-    if (armed > 0) this.o.logger.debug('loader armed occurrences', { armed, full });
+    return armed;
   }
 
   private armLoaded(shard: number, job: JobRecord): boolean {

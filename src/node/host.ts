@@ -1,22 +1,28 @@
 /**
- * NodeCore: everything of a node but its HTTP listener: the SQLite file, one (store, log) pair per shard, the
- * proposer (group commit), the dispatcher, the firing engine, metrics and the SchedulerApi. startNode
- * (node.ts) puts the HTTP server in front of it; tests may drive the core's api directly.
+ * NodeCore: everything of a node but its HTTP listener: the SQLite file, the Raft host (one group per shard),
+ * the peer transport (when --peers is set), the proposer (group commit), the dispatcher, the firing engine,
+ * metrics and the SchedulerApi. startNode (node.ts) puts the HTTP server in front of it; tests may drive the
+ * core's api directly.
  */
+import { randomInt } from 'node:crypto';
 import { systemClock, type Clock } from '../core/clock.js';
 import { createLogger, type Logger } from '../core/log.js';
-import { nodeLimits } from '../core/limits.js';
+import { clusterLimits, nodeLimits } from '../core/limits.js';
+import { Prng } from '../core/prng.js';
 import { Dispatcher } from '../dispatch/dispatcher.js';
+import { PeerTransport } from '../http/peer/index.js';
 import { NodeMetrics } from '../metrics/metrics.js';
 import { jobStates, type JobState } from '../scheduler/types.js';
 import { dbFilePath, getNodeMeta, openNodeDb, setNodeMeta, type Db } from '../store/db.js';
-import { SqliteLogStorage } from '../store/log-storage.js';
-import { SqliteShardStore } from '../store/shard-store.js';
 import { WalSyncer } from '../store/wal-sync.js';
 import { Checkpointer } from '../store/checkpointer.js';
 import type { NodeConfig } from './api.js';
+import { ClusterOps } from './cluster-ops.js';
 import { FiringEngine } from './engine.js';
-import { Proposer, type ShardStorage } from './proposer.js';
+import type { ShardGroup } from './group.js';
+import { Proposer } from './proposer.js';
+import { RaftHost } from './raft-host.js';
+import { answerForward, apiKind, ShardRouter } from './router.js';
 import { NodeService } from './service.js';
 
 export interface NodeOptions {
@@ -26,14 +32,20 @@ export interface NodeOptions {
   onFatal?: (err: unknown) => void;
   /** How long close() lets in-flight callbacks finish (default nodeLimits.closeGraceMs). */
   closeGraceMs?: number;
+  /** Leadership rebalancing period; 0 turns it off (tests that place leaders by hand). */
+  rebalanceIntervalMs?: number;
 }
 
 export interface NodeCore {
   readonly service: NodeService;
   readonly metrics: NodeMetrics;
   readonly engine: FiringEngine;
+  readonly host: RaftHost;
+  readonly cluster: ClusterOps;
   readonly logger: Logger;
-  /** Loads open executions and due jobs, starts firing; readiness becomes true. */
+  /** The peer transport (null without --peers). */
+  readonly transport: PeerTransport | null;
+  /** Starts the peer transport and the Raft groups; a single node waits until it fires every shard. */
   start(): Promise<void>;
   /** Stops firing, lets in-flight callbacks finish (bounded), flushes proposals, closes the file. */
   close(): Promise<void>;
@@ -53,26 +65,35 @@ function checkIdentity(db: Db, config: NodeConfig): void {
   }
 }
 
-function openShards(db: Db, count: number): ShardStorage[] {
-  const shards: ShardStorage[] = [];
-  for (let shard = 0; shard < count; shard++) {
-    const log = new SqliteLogStorage(db, shard);
-    const lastIndex = log.lastIndex();
-    const appliedIndex = log.appliedIndex();
-    // Append and apply share one transaction in the single node, so they can never disagree.
-    if (lastIndex !== appliedIndex) throw new Error(`shard ${shard}: log ends at ${lastIndex}, applied ${appliedIndex}`);
-    shards.push({ shard, store: new SqliteShardStore(db, shard), log, lastIndex, appliedIndex, appliedSinceCompact: 0 });
-  }
-  return shards;
-}
-
-function sumCounts(shards: ShardStorage[]): Record<JobState, number> {
+function sumCounts(shards: ShardGroup[]): Record<JobState, number> {
   const total = Object.fromEntries(jobStates.map((s) => [s, 0])) as Record<JobState, number>;
   for (const sh of shards) {
     const c = sh.store.countJobsByState();
     for (const s of jobStates) total[s] += c[s];
   }
   return total;
+}
+
+/** Polls `done` every few ms until it holds or `ms` passed. */
+async function waitUntil(done: () => boolean, ms: number): Promise<boolean> {
+  const until = Date.now() + ms;
+  while (!done()) {
+    if (Date.now() >= until) return false;
+    await new Promise<void>((r) => setTimeout(r, 2));
+  }
+  return true;
+}
+
+interface Durability {
+  walSync: WalSyncer | null;
+  checkpointer: Checkpointer | null;
+}
+
+function openDurability(config: NodeConfig, logger: Logger, onFatal: (err: unknown) => void): Durability {
+  if (config.fsync !== 'batch') return { walSync: null, checkpointer: null };
+  const walSync = new WalSyncer(dbFilePath(config.dataDir), onFatal);
+  const checkpointer = new Checkpointer(dbFilePath(config.dataDir), nodeLimits.walCheckpointIntervalMs, logger, onFatal);
+  return { walSync, checkpointer };
 }
 
 export async function openNode(config: NodeConfig, options: NodeOptions = {}): Promise<NodeCore> {
@@ -87,23 +108,29 @@ export async function openNode(config: NodeConfig, options: NodeOptions = {}): P
       logger.error('fatal storage error; exiting', { err });
       process.exit(1);
     });
-  let shards: ShardStorage[];
-  let walSync: WalSyncer | null = null;
-  let checkpointer: Checkpointer | null = null;
+  let durability: Durability = { walSync: null, checkpointer: null };
   try {
     checkIdentity(db, config);
-    shards = openShards(db, config.shards);
-    if (config.fsync === 'batch') {
-      walSync = new WalSyncer(dbFilePath(config.dataDir), onFatal);
-      checkpointer = new Checkpointer(dbFilePath(config.dataDir), nodeLimits.walCheckpointIntervalMs, logger, onFatal);
-    }
+    durability = openDurability(config, logger, onFatal);
   } catch (err) {
-    await walSync?.close();
     db.close();
     throw err;
   }
-  // The engine is created below; the metrics and proposer reach it through this late-bound reference.
+  return assemble(config, options, { db, clock, logger, onFatal, ...durability });
+}
+
+interface Parts extends Durability {
+  db: Db;
+  clock: Clock;
+  logger: Logger;
+  onFatal: (err: unknown) => void;
+}
+
+function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore {
+  const { db, clock, logger, onFatal } = p;
+  // The engine and transport are created below; callbacks reach them through these late-bound references.
   let engine: FiringEngine | null = null;
+  let transport: PeerTransport | null = null;
   const dispatcher = new Dispatcher({
     clock,
     logger: logger.child({ component: 'dispatch' }),
@@ -112,33 +139,84 @@ export async function openNode(config: NodeConfig, options: NodeOptions = {}): P
       engine?.onDispatchStart(d);
     },
   });
-  const metrics = new NodeMetrics({
-    jobCounts: () => sumCounts(shards),
+  const metrics: NodeMetrics = new NodeMetrics({
+    jobCounts: (): Record<JobState, number> => sumCounts(host.groups),
     wheelSize: () => engine?.wheelSize ?? 0,
     dispatchInFlight: () => dispatcher.inFlight(),
+    shards: () => host.groups.map((g) => ({ shard: g.shard, role: g.role, term: g.raw.status().term, commit: g.raw.status().commit, applied: g.applied })),
+    peers: () => transport?.stats() ?? null,
+  });
+  const host: RaftHost = new RaftHost({
+    nodeId: config.nodeId,
+    db,
+    shards: config.shards,
+    voters: [config.nodeId, ...config.peers.map((x) => x.id)],
+    fsync: config.fsync,
+    walSync: p.walSync,
+    clock,
+    rand: new Prng(randomInt(2 ** 31)),
+    logger: logger.child({ component: 'raft' }),
+    metrics,
+    onApplied: (shard, command, effects) => engine?.onApplied(shard, command, effects),
+    onLeaderStart: (shard, term) => engine?.startShard(shard, term),
+    onLeaderStop: (shard) => engine?.stopShard(shard),
+    onFatal,
   });
   const proposer = new Proposer({
     nodeId: config.nodeId,
-    db,
-    shards,
+    sink: host,
     fsync: config.fsync,
     clock,
     logger,
-    metrics,
-    onApplied: (shard, command, effects) => engine?.onApplied(shard, command, effects),
-    onFatal,
-    walSync,
+    onDropped: (shard, command, effects) => engine?.onApplied(shard, command, effects),
   });
-  engine = new FiringEngine({ shards, proposer, dispatcher, clock, logger: logger.child({ component: 'engine' }), metrics });
+  engine = new FiringEngine({
+    shards: host.groups,
+    proposer,
+    dispatcher,
+    clock,
+    logger: logger.child({ component: 'engine' }),
+    metrics,
+    leaseValid: (shard) => host.leaseValid(shard),
+  });
   const firing = engine;
-  const service = new NodeService({ config, shards, proposer, engine, clock, metrics });
+  const router = new ShardRouter(config.nodeId, host, logger);
+  const cluster = new ClusterOps(config, host, logger.child({ component: 'cluster' }));
+  const service = new NodeService({ config, shards: host.groups, proposer, engine, host, router, cluster, clock, metrics });
+  if (config.peers.length > 0) {
+    transport = new PeerTransport({
+      nodeId: config.nodeId,
+      listenHost: config.peerListenHost,
+      listenPort: config.peerListenPort,
+      peers: config.peers,
+      clusterSecret: config.clusterSecret,
+      logger: logger.child({ component: 'peer' }),
+      onMessages: (_from, messages) => host.step(messages),
+      onSnapshot: (_from, message) => host.installSnapshot(message),
+      onRequest: (_from, kind, body) => {
+        if (kind !== apiKind) return Promise.reject(new Error(`unknown request kind ${kind}`));
+        return answerForward((op) => service.runForwarded(op), body);
+      },
+      onSnapshotStatus: (peerId, group, ok) => host.reportSnapshot(group, peerId, ok),
+    });
+  }
+  const peers = transport;
+  router.setSender(peers);
+  cluster.setPeers(peers);
   let closing: Promise<void> | null = null;
   const close = async (): Promise<void> => {
+    cluster.stopRebalancer();
     firing.stop();
     await dispatcher.close(options.closeGraceMs ?? nodeLimits.closeGraceMs);
     await firing.drain();
-    await proposer.close();
-    await checkpointer?.close();
+    await proposer.close(clusterLimits.leaderWaitMs);
+    await host.close();
+    await peers?.close();
+    if (p.walSync !== null) {
+      await p.walSync.sync();
+      await p.walSync.close();
+    }
+    await p.checkpointer?.close();
     metrics.close();
     db.close();
     logger.info('node closed');
@@ -147,11 +225,19 @@ export async function openNode(config: NodeConfig, options: NodeOptions = {}): P
     service,
     metrics,
     engine,
+    host,
+    cluster,
     logger,
+    transport: peers,
     async start() {
+      if (peers !== null) cluster.peerPort = (await peers.start()).port;
+      host.start(peers);
       await firing.start();
+      // A single node leads every shard after its first rounds: answer only once it fires them all.
+      if (peers === null) await waitUntil(() => host.groups.every((g) => g.firing), 5_000);
+      cluster.startRebalancer(options.rebalanceIntervalMs ?? clusterLimits.rebalanceIntervalMs);
       service.ready = true;
-      logger.info('node started', { shards: config.shards, dataDir: config.dataDir, fsync: config.fsync });
+      logger.info('node started', { shards: config.shards, dataDir: config.dataDir, fsync: config.fsync, peers: config.peers.map((x) => x.id) });
     },
     close() {
       service.ready = false;

@@ -12,7 +12,9 @@ import { limits, nodeLimits } from '../core/limits.js';
 import { silentLogger } from '../core/log.js';
 import { decodeCommand } from '../scheduler/codec.js';
 import { openNodeDb } from '../store/db.js';
-import { SqliteLogStorage } from '../store/log-storage.js';
+import { SqliteRaftStorage } from '../store/raft-storage.js';
+import { AppliedIndexes } from '../store/shard-snapshot.js';
+import type { LogIndex } from '../raft/index.js';
 import type { JobSpec } from '../scheduler/types.js';
 import type { NodeConfig } from './api.js';
 import { openNode, type NodeCore } from './host.js';
@@ -127,6 +129,7 @@ describe('tasks, cluster, metrics', () => {
     await expect(core.service.deleteTask('hook')).rejects.toMatchObject({ code: 'not_found' });
   });
 
+  // Each shard group: the bootstrap snapshot is index 1, the leader's no-op of term 1 index 2, put_task index 3.
   it('shows one node leading every shard in term 1 with its applied index', async () => {
     const core = await start({ shards: 3 });
     await core.service.putTask('hook', callbackSpec(rx.url('/hook')));
@@ -140,8 +143,8 @@ describe('tasks, cluster, metrics', () => {
       [2, 'n1', 1, ['n1']],
     ]);
     for (const s of c.shards) {
-      expect(s.appliedIndex).toBe(1);
-      expect(s.commitIndex).toBe(1);
+      expect(s.appliedIndex).toBe(3);
+      expect(s.commitIndex).toBe(3);
     }
   });
 
@@ -238,6 +241,7 @@ describe('loader', () => {
 });
 
 describe('log', () => {
+  // Index 1 is the bootstrap snapshot, index 2 the no-op of term 1: the n + 2 commands end at n + 4.
   it('appends every command to its shard log, applies it in the same commit, and compacts old entries', async () => {
     const core = await start({ shards: 1 });
     await core.service.putTask('hook', callbackSpec(rx.url('/hook')));
@@ -249,12 +253,12 @@ describe('log', () => {
     await stop(core);
     const db = openNodeDb(dir, 'off');
     try {
-      const log = new SqliteLogStorage(db, 0);
-      expect(log.appliedIndex()).toBe(n + 2);
-      expect(log.lastIndex()).toBe(n + 2);
+      const log = new SqliteRaftStorage(db, 0);
+      expect(new AppliedIndexes(db).of(0)).toBe(n + 4);
+      expect(log.lastIndex()).toBe(n + 4);
       expect(log.firstIndex()).toBeGreaterThan(1);
       expect(log.lastIndex() - log.firstIndex() + 1).toBeGreaterThanOrEqual(nodeLimits.logKeepEntries);
-      const [last] = log.entries(n + 2, n + 3);
+      const [last] = log.entries((n + 4) as LogIndex, (n + 5) as LogIndex, Infinity);
       const cmd = decodeCommand(last.data);
       expect(cmd.type).toBe('patch_job');
       expect(last.term).toBe(1);
@@ -263,7 +267,8 @@ describe('log', () => {
     }
     const again = await start({ shards: 1 });
     expect((await again.service.getJob('j')).metadata).toEqual({ i: n - 1 });
-    expect((await again.service.cluster()).shards[0].appliedIndex).toBe(n + 2);
+    // The restart is term 2: its no-op is one more entry.
+    expect((await again.service.cluster()).shards[0].appliedIndex).toBe(n + 5);
   });
 
   it('merges a burst of single-job creates of one shard into one command, answering each caller alone', async () => {
@@ -281,6 +286,6 @@ describe('log', () => {
       else if (i === 30) expect(r[0]).toMatchObject({ ok: false, error: { code: 'not_found' } });
       else expect(r[0]).toMatchObject({ ok: true, created: true, job: { id: `m${i}` } });
     });
-    expect((await core.service.cluster()).shards[0].appliedIndex).toBeLessThan(1 + 1 + 50);
+    expect((await core.service.cluster()).shards[0].appliedIndex).toBeLessThan(3 + 1 + 50);
   });
 });

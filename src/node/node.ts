@@ -1,7 +1,7 @@
 /**
  * startNode: one `punctual serve` node. Opens the core (SQLite, proposer, firing engine), puts the client API
- * (HTTP/1.1 + h2c on one port) in front of it, then loads and starts firing; /readyz turns ready once loaded.
- * No peer listener yet: the Raft issue adds it (the peer fields of NodeConfig are accepted and shown).
+ * (HTTP/1.1 + h2c on one port) in front of it, then starts the peer transport (with --peers) and the Raft
+ * groups; /readyz turns ready once every shard has a known leader and this node caught up.
  */
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
@@ -37,6 +37,7 @@ export async function startNode(config: NodeConfig, options: StartNodeOptions = 
     });
     server = await startApiServer(app, config.listenHost, config.listenPort);
     core.service.apiPort = server.port;
+    core.cluster.apiPort = server.port;
     await core.start();
   } catch (err) {
     await core.close();

@@ -1,16 +1,16 @@
 /**
- * Proposals and group commit. Every state change of the node goes through here: a command is appended to its
- * shard's log and applied to the shard's tables in the SAME SQLite transaction that advances applied_index
- * (single node: the node leads every shard with term 1; the Raft issue splits append from apply).
+ * Proposals and group commit. Every state change of the node goes through here and into the shard's Raft group
+ * (RaftHost): a command becomes one log entry, replicated, committed, then applied on every member in the
+ * host's Ready loop (one transaction for every group per round, applied_index in the same transaction).
  *
- * Batching: proposals queue up and are flushed on setImmediate, so a burst of HTTP requests shares one
- * transaction (one fsync with --fsync batch). A flush takes at most limits.commitBatchCommandsMax commands;
- * with --fsync always every command gets its own transaction. The firing engine's fired / skipped / outcome
- * items are gathered per shard and become at most three commands per shard per flush, in that order (an outcome
- * always follows the fired item of its attempt, which was queued first).
+ * Batching: proposals queue up and are flushed on setImmediate, so a burst of HTTP requests shares one round
+ * (one transaction, one fsync with --fsync batch). A flush takes at most limits.commitBatchCommandsMax commands.
+ * The firing engine's fired / skipped / outcome items are gathered per shard and become at most three commands
+ * per shard per flush, in that order (an outcome always follows the fired item of its attempt, which was queued
+ * first). Engine items of a shard this node does not lead (any more) are dropped: at-least-once.
  *
- * After the commit, each command's effects are handed to onApplied (the firing engine) BEFORE the proposer's
- * promise resolves, so a created job is already armed when the API answers.
+ * The host hands each applied command's effects to the firing engine BEFORE the proposer's promise resolves, so a
+ * created job is already armed when the API answers.
  */
 import { assert } from '../core/assert.js';
 import { PunctualError } from '../core/errors.js';
@@ -18,24 +18,15 @@ import { limits, nodeLimits } from '../core/limits.js';
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
 import { encodeCommand } from '../scheduler/codec.js';
-import { apply } from '../scheduler/machine.js';
 import type { Command, Effect, FiredItem, OutcomeItem, SkippedItem } from '../scheduler/commands.js';
-import type { NodeMetrics } from '../metrics/metrics.js';
-import { isFatalStorageError, type Db, type FsyncMode } from '../store/db.js';
-import type { SqliteLogStorage } from '../store/log-storage.js';
-import type { SqliteShardStore } from '../store/shard-store.js';
-import type { WalSyncer } from '../store/wal-sync.js';
+import type { FsyncMode } from '../store/db.js';
+import type { Waiter } from './group.js';
 
-/** The single node leads every shard in this term (the fencing token is `${shard}.${leaderTerm}`). */
-export const leaderTerm = 1;
+export type { ShardStorage } from './group.js';
 
-export interface ShardStorage {
-  shard: number;
-  store: SqliteShardStore;
-  log: SqliteLogStorage;
-  lastIndex: number;
-  appliedIndex: number;
-  appliedSinceCompact: number;
+/** Where proposals go: the Raft host (the shard's group on this node, which must lead it). */
+export interface ProposalSink {
+  propose(shard: number, data: Uint8Array, waiter: Waiter): void;
 }
 
 export interface Applied {
@@ -45,21 +36,15 @@ export interface Applied {
 
 export interface ProposerOptions {
   nodeId: string;
-  db: Db;
-  shards: ShardStorage[];
+  sink: ProposalSink;
   fsync: FsyncMode;
   clock: Clock;
   logger: Logger;
-  metrics: NodeMetrics;
   /**
-   * Called once per applied command, in log order, after the transaction committed; also (with no effects) for
-   * an engine command that could not be applied, so the engine forgets what it was waiting for.
+   * Called (with no effects) for an engine command that was not applied (not the leader, lost), so the engine
+   * forgets what it was waiting for. Applied commands reach the engine through the host.
    */
-  onApplied: (shard: number, command: Command, effects: Effect[]) => void;
-  /** A storage error after which the file cannot be trusted (exit 1 in production). */
-  onFatal: (err: unknown) => void;
-  /** --fsync batch: the WAL is fsynced off the event loop after each group commit, before acknowledging. */
-  walSync: WalSyncer | null;
+  onDropped: (shard: number, command: Command, effects: Effect[]) => void;
 }
 
 interface Pending {
@@ -91,6 +76,9 @@ export class Proposer {
   private scheduled: NodeJS.Immediate | null = null;
   private itemsTimer: NodeJS.Timeout | null = null;
   private closed = false;
+  /** Staged commands handed to the host and not answered yet. */
+  private outstanding = 0;
+  private idleWaiters: Array<() => void> = [];
 
   constructor(private readonly o: ProposerOptions) {}
 
@@ -122,18 +110,21 @@ export class Proposer {
     return this.queue.length + this.items.size;
   }
 
-  /** Refuses new proposals, flushes everything pending and waits until it is durable. */
-  async close(): Promise<void> {
+  /** Refuses new proposals, flushes everything pending and waits (at most waitMs) until it is applied. */
+  async close(waitMs: number): Promise<void> {
     this.closed = true;
     this.flushAll();
     if (this.scheduled !== null) clearImmediate(this.scheduled);
     if (this.itemsTimer !== null) clearTimeout(this.itemsTimer);
     this.scheduled = null;
     this.itemsTimer = null;
-    if (this.o.walSync !== null) {
-      await this.o.walSync.sync();
-      await this.o.walSync.close();
-    }
+    if (this.outstanding === 0) return;
+    let timer: NodeJS.Timeout | null = null;
+    await Promise.race([
+      new Promise<void>((resolve) => this.idleWaiters.push(resolve)),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs))),
+    ]);
+    if (timer !== null) clearTimeout(timer);
   }
 
   /** Flush whatever is pending now (close, tests). */
@@ -225,123 +216,46 @@ export class Proposer {
     return true;
   }
 
-  /** --fsync always: one transaction (one fsync) per command; otherwise one for the whole batch. */
+  /** Each staged command becomes one log entry of its shard (the host batches every group into one round). */
   private commit(staged: Staged[]): void {
-    const groups = this.o.fsync === 'always' ? staged.map((s) => [s]) : [staged];
-    for (const group of groups) {
-      const startNs = process.hrtime.bigint();
-      try {
-        this.transaction(group);
-      } catch (err) {
-        this.failed(group, err);
-        continue;
-      }
-      this.o.metrics.commitDurationMs.observe(Number(process.hrtime.bigint() - startNs) / 1e6);
-      this.o.metrics.commitBatchSize.observe(group.length);
-      this.settle(group);
+    for (const s of staged) {
+      this.outstanding++;
+      let done = false;
+      const finish = (): void => {
+        if (done) return;
+        done = true;
+        if (--this.outstanding === 0) for (const w of this.idleWaiters.splice(0)) w();
+      };
+      this.o.sink.propose(s.shard, encodeCommand(s.command), {
+        resolve: (a) => {
+          finish();
+          this.settle(s, a);
+        },
+        reject: (err) => {
+          finish();
+          this.dropped(s, err instanceof PunctualError ? err : new PunctualError('unavailable', 'proposal failed'));
+        },
+      });
     }
   }
 
-  private transaction(staged: Staged[]): void {
-    const touched = new Set<ShardStorage>();
-    const lastIndexes = new Map<ShardStorage, number>();
-    const run = this.o.db.transaction(() => {
-      for (const s of staged) {
-        const sh = this.o.shards[s.shard];
-        if (!lastIndexes.has(sh)) lastIndexes.set(sh, sh.lastIndex);
-        this.applyOne(sh, s);
-        touched.add(sh);
-      }
-      for (const sh of touched) this.finishShard(sh);
-    });
-    try {
-      run();
-    } catch (err) {
-      // The transaction rolled back: so do the in-memory indexes.
-      for (const [sh, idx] of lastIndexes) {
-        sh.lastIndex = idx;
-        sh.appliedIndex = idx;
-      }
-      throw err;
-    }
-  }
-
-  /** Appends and applies one command inside a savepoint: a command whose apply throws is dropped alone. */
-  private applyOne(sh: ShardStorage, s: Staged): void {
-    const data = encodeCommand(s.command);
-    try {
-      this.o.db.transaction(() => {
-        const index = sh.log.appendNext(leaderTerm, data, sh.lastIndex);
-        s.applied = apply(sh.store, s.command);
-        sh.lastIndex = index;
-        sh.appliedIndex = index;
-        sh.appliedSinceCompact++;
-      })();
-    } catch (err) {
-      if (isFatalStorageError(err)) throw err;
-      s.error = err;
-      this.o.logger.error('apply failed; command dropped', { shard: sh.shard, type: s.command.type, err });
-    }
-  }
-
-  private finishShard(sh: ShardStorage): void {
-    sh.log.setAppliedIndex(sh.appliedIndex);
-    sh.log.setCommitIndex(sh.appliedIndex);
-    if (sh.appliedSinceCompact >= nodeLimits.logCompactEveryEntries) {
-      const upTo = sh.appliedIndex - nodeLimits.logKeepEntries;
-      if (upTo >= sh.log.firstIndex()) sh.log.compact(upTo);
-      sh.appliedSinceCompact = 0;
-    }
-  }
-
-  /**
-   * Effects go to the engine at once (firing never waits for a disk flush); proposers are answered once the
-   * commit is durable (at once unless --fsync batch, where the WAL fsync runs on the thread pool first).
-   */
-  private settle(group: Staged[]): void {
-    const answered: Array<{ p: Pending; a: Applied }> = [];
-    for (const s of group) {
-      if (s.applied === null) {
-        this.dropped(s, new PunctualError('internal', 'command could not be applied'));
-        continue;
-      }
-      try {
-        this.o.onApplied(s.shard, s.command, s.applied.effects);
-      } catch (err) {
-        this.o.logger.error('effect handling failed', { shard: s.shard, type: s.command.type, err });
-      }
-      if (s.pending !== null) answered.push({ p: s.pending, a: s.applied });
-      if (s.parts !== null) answered.push(...splitCreate(s.parts, s.applied));
-    }
-    if (answered.length === 0) return;
-    if (this.o.walSync === null) {
-      for (const { p, a } of answered) p.resolve(a);
-      return;
-    }
-    void this.o.walSync.sync().then(() => {
-      for (const { p, a } of answered) p.resolve(a);
-    });
+  private settle(s: Staged, a: Applied): void {
+    if (s.pending !== null) s.pending.resolve(a);
+    if (s.parts !== null) for (const { p, a: part } of splitCreate(s.parts, a)) p.resolve(part);
   }
 
   private dropped(s: Staged, err: PunctualError): void {
+    if (s.pending === null && s.parts === null) this.o.logger.debug('engine items not recorded', { shard: s.shard, type: s.command.type, err: err.message });
     if (s.pending !== null || s.parts !== null) {
       s.pending?.reject(err);
       for (const part of s.parts ?? []) part.pending.reject(err);
       return;
     }
     try {
-      this.o.onApplied(s.shard, s.command, []);
+      this.o.onDropped(s.shard, s.command, []);
     } catch (e) {
       this.o.logger.error('effect handling failed', { shard: s.shard, type: s.command.type, err: e });
     }
-  }
-
-  private failed(staged: Staged[], err: unknown): void {
-    if (isFatalStorageError(err)) {
-      this.o.onFatal(err);
-    }
-    this.o.logger.error('group commit failed', { commands: staged.length, err });
-    for (const s of staged) this.dropped(s, new PunctualError('unavailable', 'storage error'));
   }
 }
 

@@ -1,7 +1,10 @@
 /**
- * NodeService: the SchedulerApi of the single node. Reads go straight to the shard stores (the node leads every
- * shard, so its applied state is current); writes are proposed, group-committed and applied by the Proposer,
- * and answered once applied. Job views carry the firing engine's volatile overlay (QUEUED / RUNNING).
+ * NodeService: the SchedulerApi of a node. Every call that must see or change a shard's current state runs on
+ * that shard's leader (ShardRouter: locally when this node leads it, else forwarded once over the peer
+ * transport). Writes are proposed to the shard's Raft group and answered once applied; reads of one job are
+ * linearizable (the leader's lease, else a ReadIndex round). Lists and tasks are read from this node's own
+ * replicas (possibly a little behind on a follower; QUEUED / RUNNING overlays are known only where the shard
+ * fires). Job views carry the firing engine's volatile overlay.
  */
 import type { Clock } from '../core/clock.js';
 import { PunctualError, notFound } from '../core/errors.js';
@@ -23,19 +26,39 @@ import type {
   TaskRecord,
 } from '../scheduler/types.js';
 import type { ClusterView, CreateJobResult, NodeConfig, SchedulerApi } from './api.js';
+import type { ClusterOps } from './cluster-ops.js';
 import { decodeExecutionCursor, decodeJobCursor, encodeCursor } from './cursor.js';
 import type { FiringEngine } from './engine.js';
-import { leaderTerm, type Proposer, type ShardStorage } from './proposer.js';
+import type { ShardStorage } from './group.js';
+import type { Proposer } from './proposer.js';
+import { notLeader, type RaftHost } from './raft-host.js';
 import { createItemsOf, deleteTaskOutcome, jobOf, putTaskOf } from './results.js';
+import { fromWireError, toWireError, type ForwardOp, type ShardRouter, type WireError } from './router.js';
 
 export interface ServiceOptions {
   config: NodeConfig;
   shards: ShardStorage[];
   proposer: Proposer;
   engine: FiringEngine;
+  host: RaftHost;
+  router: ShardRouter;
+  cluster: ClusterOps;
   clock: Clock;
   metrics: NodeMetrics;
 }
+
+type JobAction = 'cancel' | 'pause' | 'resume' | 'run' | 'patch';
+
+const commandOf: Record<JobAction, Command['type']> = {
+  cancel: 'cancel_job',
+  pause: 'pause_job',
+  resume: 'resume_job',
+  run: 'run_job',
+  patch: 'patch_job',
+};
+
+/** A create result as it travels between nodes (its error as a value). */
+type WireCreateResult = { ok: true; job: JobView; created: boolean } | { ok: false; id: string | null; error: WireError };
 
 export class NodeService implements SchedulerApi {
   readonly nodeId: string;
@@ -54,10 +77,41 @@ export class NodeService implements SchedulerApi {
     return this.o.shards[shardOf(jobId, this.o.shards.length)];
   }
 
-  private async proposeToAll(make: (nowMs: number) => Command): Promise<unknown[]> {
+  /** Proposes `command` to the shard's leader (here or forwarded) and returns the command's result. */
+  private proposeVia(shard: number, command: Command): Promise<unknown> {
+    return this.o.router.call(shard, { op: 'propose', shard, command }, () => this.proposeLocal(shard, command));
+  }
+
+  private async proposeLocal(shard: number, command: Command): Promise<unknown> {
+    if (!this.o.host.isLeader(shard)) throw notLeader(shard);
+    return (await this.o.proposer.propose(shard, command)).result;
+  }
+
+  private proposeToAll(make: (nowMs: number) => Command): Promise<unknown[]> {
     const nowMs = this.nowMs();
-    const applied = await Promise.all(this.o.shards.map((sh) => this.o.proposer.propose(sh.shard, make(nowMs))));
-    return applied.map((a) => a.result);
+    return Promise.all(this.o.shards.map((sh) => this.proposeVia(sh.shard, make(nowMs))));
+  }
+
+  // --- forwarded calls: run here, on the shard's leader ---------------------------------------------------
+
+  /** A call forwarded by another node: this node must lead the shard (it never forwards again). */
+  async runForwarded(op: ForwardOp): Promise<unknown> {
+    switch (op.op) {
+      case 'create_jobs': {
+        const results = await this.createLocal(op.shard, op.nowMs, op.jobs as JobSpec[]);
+        return results.map((r): WireCreateResult => (r.ok ? r : { ok: false, id: r.id, error: toWireError(r.error) }));
+      }
+      case 'job':
+        return this.jobLocal(op.action, op.id, op.patch as JobPatch | null);
+      case 'get_job':
+        return this.getJobLocal(op.id);
+      case 'list_executions':
+        return this.listExecutionsLocal(op.id, { limit: op.limit, cursor: op.cursor });
+      case 'propose':
+        return this.proposeLocal(op.shard, op.command as Command);
+      case 'info':
+        return this.o.cluster.info();
+    }
   }
 
   // --- tasks (copied into every shard, so each shard can fire alone) ---------------------------------------
@@ -101,29 +155,47 @@ export class NodeService implements SchedulerApi {
       else g.push(i);
     });
     const out: CreateJobResult[] = new Array(specs.length);
-    let created = 0;
     await Promise.all(
       [...groups].map(async ([shard, indexes]) => {
         const jobs = indexes.map((i) => specs[i]);
-        const applied = await this.o.proposer.propose(shard, { type: 'create_jobs', nowMs, shard, jobs });
-        const items = createItemsOf(applied.result, jobs.length);
-        items.forEach((item, k) => {
-          if (item.ok) {
-            if (item.created) created++;
-            // A job created just now has no execution yet: skip the lookup (batches of 10,000).
-            const job = item.created ? { ...item.job, state: this.o.engine.overlayState(item.job), lastExecution: null } : this.view(item.job);
-            out[indexes[k]] = { ok: true, job, created: item.created };
-          } else {
-            out[indexes[k]] = { ok: false, id: item.id, error: item.error };
-          }
-        });
+        let results: CreateJobResult[];
+        try {
+          results = await this.o.router.call(shard, { op: 'create_jobs', shard, nowMs, jobs }, () => this.createLocal(shard, nowMs, jobs));
+          results = results.map((r) => (r.ok || r.error instanceof PunctualError ? r : { ...r, error: fromWireError(r.error as unknown as WireError) }));
+        } catch (err) {
+          const error = err instanceof PunctualError ? err : new PunctualError('unavailable', 'shard unavailable');
+          results = jobs.map((j) => ({ ok: false, id: j.id, error }));
+        }
+        results.forEach((r, k) => (out[indexes[k]] = r));
       }),
     );
+    return out;
+  }
+
+  /** On the shard's leader: one create_jobs command for the shard's part of the request. */
+  private async createLocal(shard: number, nowMs: number, jobs: JobSpec[]): Promise<CreateJobResult[]> {
+    if (!this.o.host.isLeader(shard)) throw notLeader(shard);
+    const applied = await this.o.proposer.propose(shard, { type: 'create_jobs', nowMs, shard, jobs });
+    const items = createItemsOf(applied.result, jobs.length);
+    let created = 0;
+    const out = items.map((item): CreateJobResult => {
+      if (!item.ok) return { ok: false, id: item.id, error: item.error };
+      if (item.created) created++;
+      // A job created just now has no execution yet: skip the lookup (batches of 10,000).
+      const job = item.created ? { ...item.job, state: this.o.engine.overlayState(item.job), lastExecution: null } : this.view(item.job);
+      return { ok: true, job, created: item.created };
+    });
     this.o.metrics.jobsSubmitted.inc(created);
     return out;
   }
 
-  async getJob(id: string): Promise<JobView> {
+  getJob(id: string): Promise<JobView> {
+    const shard = this.shardFor(id).shard;
+    return this.o.router.call(shard, { op: 'get_job', id }, () => this.getJobLocal(id));
+  }
+
+  private async getJobLocal(id: string): Promise<JobView> {
+    await this.o.host.readBarrier(this.shardFor(id).shard);
     const job = this.shardFor(id).store.getJob(id);
     if (job === null) throw notFound('job', id);
     return this.view(job);
@@ -134,30 +206,37 @@ export class NodeService implements SchedulerApi {
     return { ...job, state: this.o.engine.overlayState(job), lastExecution: store.lastExecution(job.id) };
   }
 
-  private async jobCommand(id: string, make: (nowMs: number) => Command): Promise<JobView> {
-    const sh = this.shardFor(id);
-    const applied = await this.o.proposer.propose(sh.shard, make(this.nowMs()));
-    return this.view(jobOf(applied.result, id));
+  private jobCommand(action: JobAction, id: string, patch: JobPatch | null): Promise<JobView> {
+    const shard = this.shardFor(id).shard;
+    return this.o.router.call(shard, { op: 'job', action, id, patch }, () => this.jobLocal(action, id, patch));
+  }
+
+  private async jobLocal(action: JobAction, id: string, patch: JobPatch | null): Promise<JobView> {
+    const shard = this.shardFor(id).shard;
+    const nowMs = this.nowMs();
+    const type = commandOf[action];
+    const command = (type === 'patch_job' ? { type, nowMs, id, patch: patch as JobPatch } : { type, nowMs, id }) as Command;
+    return this.view(jobOf(await this.proposeLocal(shard, command), id));
   }
 
   cancelJob(id: string): Promise<JobView> {
-    return this.jobCommand(id, (nowMs) => ({ type: 'cancel_job', nowMs, id }));
+    return this.jobCommand('cancel', id, null);
   }
 
   pauseJob(id: string): Promise<JobView> {
-    return this.jobCommand(id, (nowMs) => ({ type: 'pause_job', nowMs, id }));
+    return this.jobCommand('pause', id, null);
   }
 
   resumeJob(id: string): Promise<JobView> {
-    return this.jobCommand(id, (nowMs) => ({ type: 'resume_job', nowMs, id }));
+    return this.jobCommand('resume', id, null);
   }
 
   runJob(id: string): Promise<JobView> {
-    return this.jobCommand(id, (nowMs) => ({ type: 'run_job', nowMs, id }));
+    return this.jobCommand('run', id, null);
   }
 
   patchJob(id: string, patch: JobPatch): Promise<JobView> {
-    return this.jobCommand(id, (nowMs) => ({ type: 'patch_job', nowMs, id, patch }));
+    return this.jobCommand('patch', id, patch);
   }
 
   async listJobs(query: JobListQuery): Promise<{ jobs: JobView[]; nextCursor: string | null }> {
@@ -166,12 +245,20 @@ export class NodeService implements SchedulerApi {
     return { jobs: page.jobs.map((j) => this.view(j)), nextCursor: page.nextAfterId === null ? null : encodeCursor(page.nextAfterId) };
   }
 
-  async listExecutions(
+  listExecutions(id: string, page: { limit: number; cursor: string | null }): Promise<{ executions: ExecutionRecord[]; nextCursor: string | null }> {
+    const shard = this.shardFor(id).shard;
+    return this.o.router.call(shard, { op: 'list_executions', id, limit: page.limit, cursor: page.cursor }, () =>
+      this.listExecutionsLocal(id, page),
+    );
+  }
+
+  private async listExecutionsLocal(
     id: string,
     page: { limit: number; cursor: string | null },
   ): Promise<{ executions: ExecutionRecord[]; nextCursor: string | null }> {
     const before = decodeExecutionCursor(page.cursor);
     const store = this.shardFor(id).store;
+    await this.o.host.readBarrier(this.shardFor(id).shard);
     if (store.getJob(id) === null) throw notFound('job', id);
     const rows = store.listExecutions(id, page.limit + 1, before);
     if (rows.length <= page.limit) return { executions: rows, nextCursor: null };
@@ -185,31 +272,17 @@ export class NodeService implements SchedulerApi {
 
   // --- cluster ---------------------------------------------------------------------------------------------
 
-  async cluster(): Promise<ClusterView> {
-    const c = this.o.config;
-    return {
-      nodeId: this.nodeId,
-      nodes: [
-        {
-          id: this.nodeId,
-          peerAddr: `${c.peerListenHost}:${c.peerListenPort}`,
-          apiAddr: `${c.listenHost}:${this.apiPort}`,
-          reachable: true,
-        },
-      ],
-      shards: this.o.shards.map((sh) => ({
-        id: sh.shard,
-        leader: this.nodeId,
-        term: leaderTerm,
-        commitIndex: sh.appliedIndex,
-        appliedIndex: sh.appliedIndex,
-        members: [this.nodeId],
-      })),
-    };
+  cluster(): Promise<ClusterView> {
+    return this.o.cluster.view(this.apiPort);
+  }
+
+  transferLeader(shard: number, to: string): Promise<void> {
+    return this.o.cluster.transferLeader(shard, to);
   }
 
   readiness(): { ready: boolean; reason: string | null } {
-    return this.ready ? { ready: true, reason: null } : { ready: false, reason: 'node is starting' };
+    if (!this.ready) return { ready: false, reason: 'node is starting' };
+    return this.o.cluster.readiness();
   }
 }
 

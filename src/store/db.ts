@@ -21,7 +21,8 @@ export type FsyncMode = 'always' | 'batch' | 'off';
 export type Db = Database.Database;
 
 /** Bumped when the schema changes incompatibly; a file with another version is refused. */
-export const schemaVersion = 1;
+/** 2: the Raft log moved to raft_entries / raft_hard_state / raft_snapshot (raft-storage.ts). */
+export const schemaVersion = 2;
 
 const schema = `
 CREATE TABLE IF NOT EXISTS node_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;

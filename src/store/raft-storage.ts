@@ -93,6 +93,7 @@ function statements(db: Db) {
     ),
     snapMeta: p('SELECT idx, term, conf_state FROM raft_snapshot WHERE group_id = ?'),
     snapData: p('SELECT data FROM raft_snapshot WHERE group_id = ?'),
+    snapBytes: p('SELECT length(data) AS n FROM raft_snapshot WHERE group_id = ?'),
     upsertSnap: p('INSERT OR REPLACE INTO raft_snapshot (group_id, idx, term, conf_state, data) VALUES (?, ?, ?, ?, ?)'),
     terms: p('SELECT idx, term FROM raft_entries WHERE group_id = ? ORDER BY idx'),
     insert: p('INSERT INTO raft_entries (group_id, idx, term, type, data, crc) VALUES (?, ?, ?, ?, ?, ?)'),
@@ -132,9 +133,15 @@ export class SqliteRaftStorage implements LogStorageWriter {
   private runStart: number[] = [];
   private runTerm: number[] = [];
 
+  /**
+   * `markerSnapshots`: a stored snapshot past the bootstrap with EMPTY data is a compaction marker (the node
+   * compacts its log without copying its state each time): snapshot() then answers null, so the Raft core asks
+   * the host for a real one (Ready.snapshotRequested) when a follower needs it.
+   */
   constructor(
     private readonly db: Db,
     readonly group: GroupId,
+    private readonly options: { markerSnapshots?: boolean } = {},
   ) {
     ensureRaftSchema(db);
     this.s = statements(db);
@@ -226,9 +233,20 @@ export class SqliteRaftStorage implements LogStorageWriter {
 
   /** The latest snapshot (its data read from SQLite on each call: it is large and rarely needed). */
   snapshot(): Snapshot | null {
+    if (this.options.markerSnapshots === true && this.snap.index > 1 && this.snapDataBytes() === 0) return null;
     const row = this.s.snapData.get(this.group) as { data: Uint8Array } | undefined;
     const data = row ? plainBytes(row.data) : new Uint8Array(0);
     return { metadata: { ...this.snap }, data };
+  }
+
+  private snapDataBytes(): number {
+    const row = this.s.snapBytes.get(this.group) as { n: number } | undefined;
+    return row?.n ?? 0;
+  }
+
+  /** The index of the stored snapshot (a marker or a real one). */
+  snapshotIndex(): LogIndex {
+    return this.snap.index;
   }
 
   append(entries: readonly Entry[]): void {

@@ -1,0 +1,153 @@
+/**
+ * ClusterOps: what GET /v1/cluster, /readyz and the leadership routes see and do, and the rebalancer.
+ *
+ * Rebalancing: every clusterLimits.rebalanceIntervalMs, a node hands each shard it leads to the shard's
+ * preferred leader (the voters sorted by id, `voters[shard % voters.length]`) when that node is reachable and
+ * has every committed entry. So leaders spread evenly over the nodes (all nodes fire), come back to a node
+ * that restarts, and stay where they are while the preferred node is down.
+ */
+import { PunctualError } from '../core/errors.js';
+import { clusterLimits } from '../core/limits.js';
+import type { Logger } from '../core/log.js';
+import type { NodeId } from '../raft/index.js';
+import type { ClusterView, NodeConfig } from './api.js';
+import type { ShardGroup } from './group.js';
+import type { RaftHost } from './raft-host.js';
+import { decodeWire, encodeWire, apiKind } from './router.js';
+
+/** The part of PeerTransport this file uses. */
+export interface PeerView {
+  reachable(peerId: string): boolean;
+  request(to: string, kind: string, body: Uint8Array, timeoutMs: number): Promise<Uint8Array>;
+}
+
+export interface NodeInfo {
+  nodeId: string;
+  apiAddr: string;
+}
+
+export class ClusterOps {
+  private peers: PeerView | null = null;
+  /** Peer id -> its API address, as it last told us, and when. */
+  private readonly infos = new Map<string, { apiAddr: string; atMs: number }>();
+  private rebalancer: NodeJS.Timeout | null = null;
+  apiPort = 0;
+  peerPort = 0;
+
+  constructor(
+    private readonly config: NodeConfig,
+    private readonly host: RaftHost,
+    private readonly logger: Logger,
+  ) {
+    this.peerPort = config.peerListenPort;
+  }
+
+  setPeers(peers: PeerView | null): void {
+    this.peers = peers;
+  }
+
+  info(): NodeInfo {
+    return { nodeId: this.config.nodeId, apiAddr: `${this.config.listenHost}:${this.apiPort}` };
+  }
+
+  async view(apiPort: number): Promise<ClusterView> {
+    this.apiPort = apiPort;
+    const c = this.config;
+    await this.refreshInfos();
+    const nodes = [
+      { id: c.nodeId, peerAddr: `${c.peerListenHost}:${this.peerPort}`, apiAddr: `${c.listenHost}:${apiPort}`, reachable: true },
+      ...c.peers.map((p) => ({
+        id: p.id,
+        peerAddr: `${p.host}:${p.port}`,
+        apiAddr: this.infos.get(p.id)?.apiAddr ?? '',
+        reachable: this.peers?.reachable(p.id) ?? false,
+      })),
+    ];
+    const shards = this.host.groups.map((g) => {
+      const d = g.describe();
+      return { id: g.shard, leader: g.leader === '' ? null : g.leader, term: d.term, commitIndex: d.commit, appliedIndex: g.applied, members: d.members };
+    });
+    return { nodeId: c.nodeId, nodes, shards };
+  }
+
+  /** Asks reachable peers whose API address is unknown or stale (bounded wait, failures ignored). */
+  private async refreshInfos(): Promise<void> {
+    const peers = this.peers;
+    if (peers === null) return;
+    const nowMs = Date.now();
+    const stale = this.config.peers.filter((p) => {
+      const i = this.infos.get(p.id);
+      return peers.reachable(p.id) && (i === undefined || nowMs - i.atMs > clusterLimits.peerInfoTtlMs);
+    });
+    await Promise.all(
+      stale.map(async (p) => {
+        try {
+          const bytes = await peers.request(p.id, apiKind, encodeWire({ op: 'info' }), 500);
+          const answer = decodeWire<{ ok: boolean; value?: NodeInfo }>(bytes);
+          if (answer.ok && answer.value !== undefined) this.infos.set(p.id, { apiAddr: answer.value.apiAddr, atMs: nowMs });
+        } catch {
+          // shown as unknown ('') until it answers
+        }
+      }),
+    );
+  }
+
+  /** Ready: every shard has a known leader and this node applied everything it knows to be committed. */
+  readiness(): { ready: boolean; reason: string | null } {
+    const leaderless = this.host.groups.filter((g) => g.leader === '').map((g) => g.shard);
+    if (leaderless.length > 0) return { ready: false, reason: `no known leader for shard(s) ${leaderless.slice(0, 10).join(', ')}` };
+    const behind = this.host.groups.filter((g) => g.applied < g.raw.status().commit).map((g) => g.shard);
+    if (behind.length > 0) return { ready: false, reason: `catching up on shard(s) ${behind.slice(0, 10).join(', ')}` };
+    return { ready: true, reason: null };
+  }
+
+  /** Asks the shard's leader (this node, or forwarded by Raft itself) to hand leadership to `to`. */
+  async transferLeader(shard: number, to: string): Promise<void> {
+    const g = this.host.groups[shard];
+    if (g === undefined) throw new PunctualError('not_found', `shard ${shard} not found (this cluster has ${this.host.groups.length})`);
+    const voters = g.raw.status().confState.voters as readonly string[];
+    if (!voters.includes(to)) throw new PunctualError('invalid_argument', `${to} is not a voter of shard ${shard}`, [{ field: 'to', message: 'not a voter of this shard' }]);
+    if (g.leader === to) return;
+    if (g.leader === '') throw new PunctualError('unavailable', `shard ${shard} has no leader right now`);
+    g.raw.transferLeader(to as NodeId);
+    this.host.schedule();
+    this.logger.info('leadership transfer requested', { shard, from: g.leader, to });
+  }
+
+  startRebalancer(intervalMs: number): void {
+    if (this.config.peers.length === 0 || intervalMs <= 0) return;
+    this.rebalancer = setInterval(() => this.rebalance(), intervalMs);
+    this.rebalancer.unref();
+  }
+
+  stopRebalancer(): void {
+    if (this.rebalancer !== null) clearInterval(this.rebalancer);
+    this.rebalancer = null;
+  }
+
+  /** One round: hand at most rebalanceTransfersMax led shards to their reachable, caught-up preferred leaders. */
+  rebalance(): number {
+    let moved = 0;
+    for (const g of this.host.groups) {
+      if (moved >= clusterLimits.rebalanceTransfersMax) break;
+      const to = this.preferredTarget(g);
+      if (to === null) continue;
+      g.raw.transferLeader(to as NodeId);
+      moved++;
+      this.logger.info('rebalancing: leadership transfer', { shard: g.shard, to });
+    }
+    if (moved > 0) this.host.schedule();
+    return moved;
+  }
+
+  private preferredTarget(g: ShardGroup): string | null {
+    if (g.role !== 'leader' || !g.firing) return null;
+    const s = g.raw.status();
+    const voters = [...s.confState.voters].sort();
+    if (voters.length < 2) return null;
+    const preferred = voters[g.shard % voters.length]!;
+    if (preferred === this.config.nodeId || !(this.peers?.reachable(preferred) ?? false)) return null;
+    const pr = s.progress.get(preferred as NodeId);
+    return pr !== undefined && pr.match >= s.commit ? preferred : null;
+  }
+}

@@ -1,0 +1,464 @@
+/**
+ * RaftHost: one Raft group per shard on this node, and the Ready loop that drives them all.
+ *
+ * One loop round (Ready contract of src/raft, for every group at once):
+ *  1. collect the Ready of every group that has one;
+ *  2. ONE SQLite transaction: install snapshots (Raft storage + the shard's rows), append entries, write hard
+ *     states, apply committed entries (src/scheduler apply, each in a savepoint) and write applied_index;
+ *  3. hand applied commands to the engine and answer their proposers (committed entries are durable on a quorum
+ *     already: the leader counts its own copy only after its fsync);
+ *  4. fsync per --fsync (batch: the WAL on the thread pool; always: inside the commit; off: none);
+ *  5. send every message, then advance every group; then compaction and requested snapshots.
+ * A round runs on setImmediate after any tick, step or proposal; a new round never starts before the previous
+ * one advanced. Ticks: one interval for all groups (clusterLimits.tickMs).
+ *
+ * A single node without --peers is the same thing with one voter per group: it campaigns at once and leads
+ * every shard after its first round.
+ */
+import { PunctualError } from '../core/errors.js';
+import { clusterLimits, nodeLimits } from '../core/limits.js';
+import type { Clock } from '../core/clock.js';
+import type { Logger } from '../core/log.js';
+import type { Rand } from '../core/prng.js';
+import type { NodeMetrics } from '../metrics/metrics.js';
+import { RawNode, type Entry, type LogIndex, type Message, type NodeId, type Ready, type SoftState } from '../raft/index.js';
+import { decodeCommand } from '../scheduler/codec.js';
+import { apply } from '../scheduler/machine.js';
+import type { Command, Effect } from '../scheduler/commands.js';
+import { isFatalStorageError, type Db, type FsyncMode } from '../store/db.js';
+import { bootstrapGroup, SqliteRaftStorage } from '../store/raft-storage.js';
+import { AppliedIndexes, encodeShardImage, restoreShardImage } from '../store/shard-snapshot.js';
+import { SqliteShardStore } from '../store/shard-store.js';
+import type { WalSyncer } from '../store/wal-sync.js';
+import { ShardGroup, type Waiter } from './group.js';
+import type { Applied } from './proposer.js';
+
+/** The part of PeerTransport the host uses (null for a single node). */
+export interface MessageSender {
+  send(messages: readonly Message[]): void;
+}
+
+export interface RaftHostOptions {
+  nodeId: string;
+  db: Db;
+  shards: number;
+  /** The founding voters of every group (this node and --peers), used only when a group has no Raft state. */
+  voters: string[];
+  fsync: FsyncMode;
+  walSync: WalSyncer | null;
+  clock: Clock;
+  rand: Rand;
+  logger: Logger;
+  metrics: NodeMetrics;
+  /** Every applied command, in log order, on every node (the engine ignores shards it does not fire). */
+  onApplied(shard: number, command: Command, effects: Effect[]): void;
+  /** This node leads `shard` in `term` and has applied everything before: start firing it. */
+  onLeaderStart(shard: number, term: number): void;
+  /** This node no longer leads `shard` (or its term changed): stop firing it. */
+  onLeaderStop(shard: number): void;
+  onFatal(err: unknown): void;
+}
+
+interface AppliedOut {
+  g: ShardGroup;
+  index: number;
+  term: number;
+  command: Command | null;
+  applied: Applied | null;
+  error: unknown;
+}
+
+export function notLeader(shard: number): PunctualError {
+  return new PunctualError('unavailable', `this node does not lead shard ${shard}`);
+}
+
+export class RaftHost {
+  readonly groups: ShardGroup[] = [];
+  private sender: MessageSender | null = null;
+  private readonly appliedIndexes: AppliedIndexes;
+  private scheduled: NodeJS.Immediate | null = null;
+  private running: Promise<void> | null = null;
+  private ticker: NodeJS.Timeout | null = null;
+  private ticks = 0;
+  private readSeq = 0;
+  private closed = false;
+  private failed = false;
+
+  constructor(private readonly o: RaftHostOptions) {
+    this.appliedIndexes = new AppliedIndexes(o.db);
+    for (let shard = 0; shard < o.shards; shard++) this.groups.push(this.openGroup(shard));
+  }
+
+  private openGroup(shard: number): ShardGroup {
+    const { db } = this.o;
+    bootstrapGroup(db, shard, [...this.o.voters].sort() as NodeId[]);
+    const storage = new SqliteRaftStorage(db, shard, { markerSnapshots: true });
+    const applied = Math.max(this.appliedIndexes.of(shard), storage.firstIndex() - 1);
+    const raw = new RawNode(
+      {
+        id: this.o.nodeId as NodeId,
+        group: shard,
+        electionTicks: clusterLimits.electionTicks,
+        heartbeatTicks: clusterLimits.heartbeatTicks,
+        preVote: true,
+        checkQuorum: true,
+        maxInflightMsgs: clusterLimits.maxInflightMsgs,
+        maxInflightBytes: clusterLimits.maxInflightBytes,
+        maxMsgBytes: clusterLimits.maxMsgBytes,
+        leaseTicks: clusterLimits.leaseTicks,
+        rand: this.o.rand,
+        applied: applied as LogIndex,
+      },
+      storage,
+    );
+    return new ShardGroup(shard, new SqliteShardStore(db, shard), storage, raw, applied);
+  }
+
+  /** Starts ticking; a group whose only voter is this node campaigns at once (no election timeout). */
+  start(sender: MessageSender | null): void {
+    this.sender = sender;
+    for (const g of this.groups) {
+      const voters = g.raw.status().confState.voters;
+      if (voters.length === 1 && voters[0] === this.o.nodeId) g.raw.campaign();
+    }
+    this.ticker = setInterval(() => this.tick(), clusterLimits.tickMs);
+    this.schedule();
+  }
+
+  private tick(): void {
+    for (const g of this.groups) g.raw.tick();
+    if (++this.ticks % 20 === 0) this.expireWaiters();
+    this.schedule();
+  }
+
+  // --- input ------------------------------------------------------------------------------------------
+
+  /** Messages from a peer (any groups). Never throws: a bad message is logged and dropped. */
+  step(messages: readonly Message[]): void {
+    for (const m of messages) {
+      const g = this.groups[m.group];
+      if (g === undefined) continue;
+      try {
+        g.raw.step(m);
+      } catch (err) {
+        this.o.logger.warn('raft message dropped', { group: m.group, type: m.type, from: m.from, err });
+      }
+    }
+    this.schedule();
+  }
+
+  /** A whole snapshot from the leader: resolves once the round that installs it is persisted. */
+  installSnapshot(message: Message): Promise<void> {
+    const g = this.groups[message.group];
+    if (g === undefined || message.type !== 'snapshot') return Promise.reject(new Error('not a snapshot of a known group'));
+    return new Promise<void>((resolve) => {
+      g.snapshotInstalls.push(resolve);
+      this.step([message]);
+    });
+  }
+
+  /** Appends `data` to the shard's log if this node leads it; the waiter hears once it is applied (or lost). */
+  propose(shard: number, data: Uint8Array, waiter: Waiter): void {
+    const g = this.groups[shard]!;
+    if (this.closed) return waiter.reject(new PunctualError('unavailable', 'node is shutting down'));
+    const r = g.raw.propose(data);
+    if (!r.ok) return waiter.reject(r.reason === 'not_leader' ? notLeader(shard) : new PunctualError('unavailable', `shard ${shard}: ${r.reason}`));
+    g.proposals.set(r.index, { ...waiter, term: r.term, deadlineMs: this.o.clock.nowMs() + clusterLimits.proposalTimeoutMs });
+    this.o.metrics.proposals.inc({ shard: String(shard) });
+    this.schedule();
+  }
+
+  /**
+   * Resolves when a linearizable read of the shard may be served from this node's store: at once while the
+   * leader's lease holds (and it applied its own term's no-op), else after a ReadIndex round.
+   */
+  readBarrier(shard: number): Promise<void> {
+    const g = this.groups[shard]!;
+    if (g.role !== 'leader') return Promise.reject(notLeader(shard));
+    if (g.firing && g.raw.leaseValid()) return Promise.resolve();
+    const ctx = `r${++this.readSeq}`;
+    if (!g.raw.readIndex(ctx)) return Promise.reject(notLeader(shard));
+    return new Promise<void>((resolve, reject) => {
+      g.reads.push({ ctx, index: -1, deadlineMs: this.o.clock.nowMs() + clusterLimits.readIndexTimeoutMs, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  /** The transport's outcome of a snapshot stream to `peer`. */
+  reportSnapshot(shard: number, peer: string, ok: boolean): void {
+    const g = this.groups[shard];
+    if (g === undefined) return;
+    g.raw.reportSnapshot(peer as NodeId, ok);
+    this.schedule();
+  }
+
+  leaderOf(shard: number): string | null {
+    const g = this.groups[shard];
+    return g === undefined || g.leader === '' ? null : g.leader;
+  }
+
+  isLeader(shard: number): boolean {
+    return this.groups[shard]?.role === 'leader';
+  }
+
+  /** True while this node fires the shard and holds its lease: the engine checks it before each send. */
+  leaseValid(shard: number): boolean {
+    const g = this.groups[shard]!;
+    return g.firing && g.raw.leaseValid();
+  }
+
+  // --- the Ready loop -----------------------------------------------------------------------------------
+
+  schedule(): void {
+    if (this.scheduled !== null || this.running !== null || this.failed) return;
+    this.scheduled = setImmediate(() => {
+      this.scheduled = null;
+      this.running = this.round().finally(() => {
+        this.running = null;
+        if (this.groups.some((g) => g.raw.hasReady())) this.schedule();
+      });
+    });
+  }
+
+  private async round(): Promise<void> {
+    const batch: Array<[ShardGroup, Ready]> = [];
+    for (const g of this.groups) if (g.raw.hasReady()) batch.push([g, g.raw.ready()]);
+    if (batch.length === 0) return;
+    const out: AppliedOut[] = [];
+    try {
+      this.persist(batch, out);
+    } catch (err) {
+      this.fail(err);
+      return;
+    }
+    for (const [g, rd] of batch) if (rd.softState !== null) this.onSoftState(g, rd.softState);
+    this.deliver(out);
+    if (this.o.walSync !== null && batch.some(([, rd]) => rd.mustSync)) {
+      try {
+        await this.o.walSync.sync();
+      } catch (err) {
+        this.fail(err);
+        return;
+      }
+    }
+    const messages: Message[] = [];
+    for (const [, rd] of batch) for (const m of rd.messages) messages.push(m);
+    if (messages.length > 0) this.sender?.send(messages);
+    for (const [g, rd] of batch) {
+      g.raw.advance();
+      this.afterAdvance(g, rd);
+    }
+  }
+
+  private fail(err: unknown): void {
+    this.failed = true;
+    if (this.ticker !== null) clearInterval(this.ticker);
+    this.o.logger.error('raft persistence failed', { err });
+    this.o.onFatal(err);
+  }
+
+  /** Step 2: everything of every Ready in one transaction (one fsync with --fsync always). */
+  private persist(batch: Array<[ShardGroup, Ready]>, out: AppliedOut[]): void {
+    const startNs = process.hrtime.bigint();
+    this.o.db.transaction(() => {
+      for (const [g, rd] of batch) {
+        if (rd.snapshot !== null) this.installRows(g, rd);
+        g.storage.append(rd.entries);
+        if (rd.hardState !== null) g.storage.setHardState(rd.hardState);
+        if (rd.committedEntries.length === 0) continue;
+        for (const e of rd.committedEntries) this.applyEntry(g, e, out);
+        this.appliedIndexes.write(g.shard, g.applied);
+      }
+    })();
+    const ms = Number(process.hrtime.bigint() - startNs) / 1e6;
+    this.o.metrics.commitDurationMs.observe(ms);
+    this.o.metrics.appendDurationMs.observe(ms);
+    this.o.metrics.commitBatchSize.observe(out.length);
+  }
+
+  private installRows(g: ShardGroup, rd: Ready): void {
+    const snap = rd.snapshot!;
+    g.storage.applySnapshot(snap);
+    restoreShardImage(this.o.db, g.shard, snap.data);
+    g.applied = snap.metadata.index;
+    g.appliedSinceCompact = 0;
+    this.appliedIndexes.write(g.shard, g.applied);
+    this.o.metrics.snapshots.inc({ kind: 'installed' });
+    this.o.logger.info('snapshot installed', { shard: g.shard, index: snap.metadata.index, bytes: snap.data.length });
+    for (const [index, p] of g.proposals) {
+      if (index > g.applied) continue;
+      g.proposals.delete(index);
+      p.reject(new PunctualError('unavailable', `shard ${g.shard}: proposal overtaken by a snapshot`));
+    }
+  }
+
+  /** Applies one committed entry inside a savepoint: a command whose apply throws is dropped alone. */
+  private applyEntry(g: ShardGroup, e: Entry, out: AppliedOut[]): void {
+    if (e.index <= g.applied) return;
+    g.applied = e.index;
+    g.appliedSinceCompact++;
+    if (e.type !== 'normal' || e.data.length === 0) {
+      out.push({ g, index: e.index, term: e.term, command: null, applied: null, error: null });
+      return;
+    }
+    const command = decodeCommand(e.data);
+    let applied: Applied | null = null;
+    let error: unknown = null;
+    try {
+      this.o.db.transaction(() => {
+        applied = apply(g.store, command);
+      })();
+    } catch (err) {
+      if (isFatalStorageError(err)) throw err;
+      error = err;
+      this.o.logger.error('apply failed; command dropped', { shard: g.shard, index: e.index, type: command.type, err });
+    }
+    out.push({ g, index: e.index, term: e.term, command, applied, error });
+  }
+
+  /** Step 3: effects to the engine, then answers (so a created job is armed before the API answers). */
+  private deliver(out: AppliedOut[]): void {
+    for (const a of out) {
+      if (a.command !== null) {
+        try {
+          this.o.onApplied(a.g.shard, a.command, a.applied?.effects ?? []);
+        } catch (err) {
+          this.o.logger.error('effect handling failed', { shard: a.g.shard, type: a.command.type, err });
+        }
+      }
+      const p = a.g.proposals.get(a.index);
+      if (p === undefined) continue;
+      a.g.proposals.delete(a.index);
+      if (p.term !== a.term) p.reject(new PunctualError('unavailable', `shard ${a.g.shard}: leadership changed, proposal lost`));
+      else if (a.applied !== null) p.resolve(a.applied);
+      else p.reject(new PunctualError('internal', 'command could not be applied'));
+    }
+  }
+
+  private onSoftState(g: ShardGroup, soft: SoftState): void {
+    const wasLeader = g.role === 'leader';
+    g.role = soft.role;
+    g.leader = soft.leader;
+    if (wasLeader && soft.role !== 'leader') this.stopFiring(g);
+    if (!wasLeader && soft.role === 'leader') {
+      const s = g.raw.status();
+      g.leaderTerm = s.term;
+      g.leaderFromIndex = s.lastIndex;
+      this.o.logger.info('leading shard', { shard: g.shard, term: s.term });
+    }
+    if (soft.role !== 'leader') {
+      for (const r of g.reads.splice(0)) r.reject(notLeader(g.shard));
+    }
+  }
+
+  private stopFiring(g: ShardGroup): void {
+    if (!g.firing) return;
+    g.firing = false;
+    this.o.onLeaderStop(g.shard);
+  }
+
+  /** Step 5 follow-ups: term change while leading, firing start, reads, compaction, requested snapshots. */
+  private afterAdvance(g: ShardGroup, rd: Ready): void {
+    if (g.role === 'leader' && rd.hardState !== null && rd.hardState.term !== g.leaderTerm) {
+      // Deposed and re-elected between two rounds: same soft state, new term (new fencing token).
+      this.stopFiring(g);
+      const s = g.raw.status();
+      g.leaderTerm = s.term;
+      g.leaderFromIndex = s.lastIndex;
+    }
+    if (g.role === 'leader' && !g.firing && g.applied >= g.leaderFromIndex) {
+      g.firing = true;
+      this.o.onLeaderStart(g.shard, g.leaderTerm);
+    }
+    for (const rs of rd.readStates) {
+      const r = g.reads.find((x) => x.ctx === rs.ctx);
+      if (r !== undefined) r.index = rs.index;
+    }
+    this.serveReads(g);
+    if (rd.snapshot !== null) for (const done of g.snapshotInstalls.splice(0)) done();
+    if (rd.snapshotRequested) this.createSnapshot(g);
+    if (g.appliedSinceCompact >= nodeLimits.logCompactEveryEntries) this.compact(g);
+  }
+
+  private serveReads(g: ShardGroup): void {
+    if (g.reads.length === 0) return;
+    const keep = g.reads.filter((r) => {
+      if (r.index < 0 || g.applied < r.index) return true;
+      r.resolve();
+      return false;
+    });
+    g.reads.length = 0;
+    g.reads.push(...keep);
+  }
+
+  /** A follower needs a snapshot: a consistent copy of the shard's rows at the applied index. */
+  private createSnapshot(g: ShardGroup): void {
+    if (g.applied <= g.storage.snapshotIndex() && g.storage.snapshot() !== null) return;
+    const data = encodeShardImage(this.o.db, g.shard);
+    g.storage.createSnapshot(g.applied as LogIndex, g.raw.confState(), data);
+    this.o.metrics.snapshots.inc({ kind: 'created' });
+    this.o.logger.info('snapshot created', { shard: g.shard, index: g.applied, bytes: data.length });
+  }
+
+  /**
+   * Keeps nodeLimits.logKeepEntries below the applied index. The snapshot recorded for it is a marker (no data):
+   * copying the shard's rows happens only when a follower actually needs them.
+   */
+  private compact(g: ShardGroup): void {
+    g.appliedSinceCompact = 0;
+    const upTo = g.applied - nodeLimits.logKeepEntries;
+    if (upTo < g.storage.firstIndex()) return;
+    if (g.storage.snapshotIndex() < upTo) g.storage.createSnapshot(g.applied as LogIndex, g.raw.confState(), new Uint8Array(0));
+    g.storage.compact(upTo as LogIndex);
+  }
+
+  private expireWaiters(): void {
+    const nowMs = this.o.clock.nowMs();
+    for (const g of this.groups) {
+      for (const [index, p] of g.proposals) {
+        if (p.deadlineMs > nowMs) continue;
+        g.proposals.delete(index);
+        p.reject(new PunctualError('unavailable', `shard ${g.shard}: proposal not applied within ${clusterLimits.proposalTimeoutMs} ms`));
+      }
+      const late = g.reads.filter((r) => r.deadlineMs <= nowMs);
+      if (late.length === 0) continue;
+      for (const r of late) r.reject(new PunctualError('unavailable', `shard ${g.shard}: read not confirmed in time`));
+      const keep = g.reads.filter((r) => r.deadlineMs > nowMs);
+      g.reads.length = 0;
+      g.reads.push(...keep);
+    }
+  }
+
+  /** True when no proposal of any group waits for its entry. */
+  idle(): boolean {
+    return this.groups.every((g) => g.proposals.size === 0);
+  }
+
+  /** Stops ticking, lets the running round finish, and fails whatever still waits. */
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.ticker !== null) clearInterval(this.ticker);
+    this.ticker = null;
+    if (this.scheduled !== null) clearImmediate(this.scheduled);
+    this.scheduled = null;
+    if (this.running !== null) await this.running;
+    this.failed = true; // no new round
+    for (const g of this.groups) {
+      for (const p of g.proposals.values()) p.reject(new PunctualError('unavailable', 'node is shutting down'));
+      g.proposals.clear();
+      for (const r of g.reads.splice(0)) r.reject(new PunctualError('unavailable', 'node is shutting down'));
+      if (g.firing) this.stopFiring(g);
+    }
+  }
+
+  /** Runs rounds until every group is idle or `ms` passed (close, tests). */
+  async settle(ms: number): Promise<void> {
+    const until = Date.now() + ms;
+    while (Date.now() < until && !this.failed) {
+      if (this.running !== null) await this.running;
+      if (!this.groups.some((g) => g.raw.hasReady()) && this.idle()) return;
+      this.schedule();
+      await new Promise<void>((r) => setTimeout(r, 1));
+    }
+  }
+}

@@ -1,0 +1,135 @@
+/**
+ * ShardRouter: runs an API call where it must run, on the shard's leader. On the leader the call runs locally;
+ * elsewhere it is forwarded over the peer transport (`request(leader, 'api', ...)`, msgpackr body) and the
+ * leader runs it locally (never forwarding again). A call that finds no leader waits up to
+ * clusterLimits.leaderWaitMs for one, then fails `unavailable` (503 with Retry-After). A forward that fails
+ * because the leader changed (or its link is down) is retried once, against the new leader.
+ */
+import { Packr } from 'msgpackr';
+import { PunctualError, type ErrorCode, type FieldError } from '../core/errors.js';
+import { clusterLimits } from '../core/limits.js';
+import type { Logger } from '../core/log.js';
+import type { RaftHost } from './raft-host.js';
+
+/** What one forwarded call asks the leader to do (the leader's NodeService runs it locally). */
+export type ForwardOp =
+  | { op: 'create_jobs'; shard: number; nowMs: number; jobs: unknown[] }
+  | { op: 'job'; action: 'cancel' | 'pause' | 'resume' | 'run' | 'patch'; id: string; patch: unknown }
+  | { op: 'get_job'; id: string }
+  | { op: 'list_executions'; id: string; limit: number; cursor: string | null }
+  | { op: 'propose'; shard: number; command: unknown }
+  | { op: 'info' };
+
+/** The part of PeerTransport the router uses. */
+export interface RequestSender {
+  request(to: string, kind: string, body: Uint8Array, timeoutMs: number): Promise<Uint8Array>;
+}
+
+export const apiKind = 'api';
+
+const packr = new Packr({ useRecords: false, moreTypes: false });
+
+export function encodeWire(value: unknown): Uint8Array {
+  return new Uint8Array(packr.pack(value));
+}
+
+export function decodeWire<T>(bytes: Uint8Array): T {
+  return packr.unpack(bytes) as T;
+}
+
+export interface WireError {
+  code: ErrorCode;
+  message: string;
+  errors: FieldError[];
+}
+
+export function toWireError(err: unknown): WireError {
+  if (err instanceof PunctualError) return { code: err.code, message: err.message, errors: err.errors };
+  return { code: 'internal', message: err instanceof Error ? err.message : 'internal error', errors: [] };
+}
+
+export function fromWireError(e: WireError): PunctualError {
+  return new PunctualError(e.code, e.message, e.errors ?? []);
+}
+
+type Answer = { ok: true; value: unknown } | { ok: false; error: WireError };
+
+export function noLeader(shard: number): PunctualError {
+  return new PunctualError('unavailable', `shard ${shard} has no leader right now; retry in ${clusterLimits.retryAfterS} s`);
+}
+
+export class ShardRouter {
+  private sender: RequestSender | null = null;
+
+  constructor(
+    private readonly nodeId: string,
+    private readonly host: RaftHost,
+    private readonly logger: Logger,
+  ) {}
+
+  setSender(sender: RequestSender | null): void {
+    this.sender = sender;
+  }
+
+  /** Runs `local` if this node leads `shard`, else forwards `op` to the leader; one retry after a leader change. */
+  async call<T>(shard: number, op: ForwardOp, local: () => Promise<T>): Promise<T> {
+    let lastLeader: string | null = null;
+    for (let attempt = 0; ; attempt++) {
+      const leader = await this.waitLeader(shard, lastLeader);
+      try {
+        if (leader === this.nodeId) return await local();
+        return (await this.forward(leader, op)) as T;
+      } catch (err) {
+        if (attempt >= 1 || !retryable(err)) throw err;
+        lastLeader = leader;
+      }
+    }
+  }
+
+  /**
+   * The shard's leader, waiting (bounded) until one is known. After a failure against `previous`, waits up to
+   * half of that bound for another leader, then tries `previous` again.
+   */
+  private async waitLeader(shard: number, previous: string | null): Promise<string> {
+    const startMs = Date.now();
+    for (;;) {
+      const leader = this.host.leaderOf(shard);
+      // This node's own soft state says leader only once its Ready round ran: trust isLeader for itself.
+      const usable = leader !== null && (leader !== this.nodeId || this.host.isLeader(shard));
+      const waitedMs = Date.now() - startMs;
+      if (usable && (leader !== previous || waitedMs >= clusterLimits.leaderWaitMs / 2)) return leader;
+      if (waitedMs >= clusterLimits.leaderWaitMs) throw noLeader(shard);
+      await new Promise<void>((r) => setTimeout(r, 10));
+    }
+  }
+
+  private async forward(leader: string, op: ForwardOp): Promise<unknown> {
+    if (this.sender === null) throw new PunctualError('unavailable', `no peer transport to reach leader ${leader}`);
+    let bytes: Uint8Array;
+    try {
+      bytes = await this.sender.request(leader, apiKind, encodeWire(op), clusterLimits.forwardTimeoutMs);
+    } catch (err) {
+      this.logger.debug('forward failed', { leader, op: op.op, err });
+      throw new PunctualError('unavailable', `shard leader ${leader} did not answer: ${(err as Error).message}`);
+    }
+    const answer = decodeWire<Answer>(bytes);
+    if (!answer.ok) throw fromWireError(answer.error);
+    return answer.value;
+  }
+}
+
+/** The leader changed or could not be reached: worth one retry against the (new) leader. */
+function retryable(err: unknown): boolean {
+  return err instanceof PunctualError && err.code === 'unavailable';
+}
+
+/** The leader's side: runs a forwarded op and encodes the answer (errors travel as values, never as a 500). */
+export async function answerForward(run: (op: ForwardOp) => Promise<unknown>, body: Uint8Array): Promise<Uint8Array> {
+  let answer: Answer;
+  try {
+    answer = { ok: true, value: await run(decodeWire<ForwardOp>(body)) };
+  } catch (err) {
+    answer = { ok: false, error: toWireError(err) };
+  }
+  return encodeWire(answer);
+}
