@@ -218,15 +218,20 @@ function requiredOccurrences(h: RunHistory, f: JobFacts): { times: number[]; exc
   const p = f.plan;
   if (p.kind !== 'every' && p.kind !== 'cron') return { times: [], excusedPaused: 0 };
   const margin = h.misfireThresholdMs + h.clockToleranceMs;
-  const ackMs = Math.max(...f.creates.filter((o) => o.type === 'ok').map((o) => o.completeMs!), -Infinity);
-  const fromMs = (Number.isFinite(ackMs) ? ackMs : Math.max(...f.creates.map((o) => o.invokeMs))) + h.clockToleranceMs;
+  // The job surely exists once an answer showed it (an acknowledged create, or any op that returned the job); an
+  // unknown create may be applied late, and runs due before it was applied are not owed.
+  const shownMs = f.ops
+    .filter((o) => o.type === 'ok' && (o.f === 'create' || (o.state !== undefined && o.state !== 'absent')))
+    .map((o) => o.completeMs!);
+  const fromMs = Math.min(...shownMs) + h.clockToleranceMs;
   const cancels = f.ops.filter((o) => o.f === 'cancel' && o.type !== 'fail');
   const untilMs = Math.min(p.endAtMs, ...cancels.map((o) => o.invokeMs - margin));
   const pauses: Array<[number, number]> = f.ops
     .filter((o) => o.f === 'pause' && o.type !== 'fail')
     .map((o) => {
+      // An unknown pause may be applied after any later resume: it may last to the end.
       const resume = f.ops.find((r) => r.f === 'resume' && r.type === 'ok' && r.invokeMs > (o.completeMs ?? Infinity));
-      return [o.invokeMs - margin, resume ? resume.completeMs! + margin : Infinity];
+      return [o.invokeMs - margin, resume && o.type === 'ok' ? resume.completeMs! + margin : Infinity];
     });
   const times: number[] = [];
   let excusedPaused = 0;
@@ -241,7 +246,9 @@ function requiredOccurrences(h: RunHistory, f: JobFacts): { times: number[]; exc
 }
 
 function checkRecurring(h: RunHistory, jobs: Map<string, JobFacts>): CheckResult {
-  const counts = { recurring_jobs: 0, required: 0, delivered: 0, excused_misfire: 0, excused_pause_cancel: 0, skipped: 0 };
+  // skip_policy_late_runs (reported, not failed): first attempts of a `skip` job that arrived past the threshold
+  // (plus clock skew and 1 s); the policy should have skipped them, unless the node stalled right after deciding.
+  const counts = { recurring_jobs: 0, required: 0, delivered: 0, excused_misfire: 0, excused_pause_cancel: 0, skipped: 0, skip_policy_late_runs: 0 };
   const violations: unknown[] = [];
   const windows = disturbed(h);
   for (const f of jobs.values()) {
@@ -252,6 +259,10 @@ function checkRecurring(h: RunHistory, jobs: Map<string, JobFacts>): CheckResult
     counts.excused_pause_cancel += excusedPaused;
     const got = new Set(f.deliveries.map((d) => d.scheduledAtMs));
     const firstArrival = firstArrivals(f.deliveries);
+    if (p.misfire === 'skip') {
+      const lateMs = h.misfireThresholdMs + h.clockBehindMs + 1_000;
+      counts.skip_policy_late_runs += f.deliveries.filter((d) => d.attempt === 1 && d.arrivalMs - d.scheduledAtMs > lateMs).length;
+    }
     for (const s of times) {
       counts.required++;
       if (got.has(s)) {

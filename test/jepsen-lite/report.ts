@@ -1,6 +1,6 @@
 /**
  * The run's report: report.json (everything), summary.txt (readable), lateness.svg (lateness of each first
- * delivery over the run, fault windows shaded), history.jsonl and deliveries.jsonl (the raw material).
+ * delivery over the run, fault windows shaded), history.jsonl, deliveries.jsonl and jobs.jsonl (the raw material).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -33,6 +33,7 @@ export function writeReport(dir: string, report: Report, h: RunHistory): void {
   writeFileSync(join(dir, 'lateness.svg'), latenessSvg(h.deliveries, h.faults, h.startMs, h.endMs, report.clockToleranceMs));
   writeFileSync(join(dir, 'history.jsonl'), h.ops.map((o) => JSON.stringify(o)).join('\n') + '\n');
   writeFileSync(join(dir, 'deliveries.jsonl'), h.deliveries.map((d) => JSON.stringify(d)).join('\n') + '\n');
+  writeFileSync(join(dir, 'jobs.jsonl'), h.jobs.map((j) => JSON.stringify(j)).join('\n') + '\n');
 }
 
 const fmtP = (p: Percentiles): string =>
