@@ -34,6 +34,8 @@ export interface NodeOptions {
   closeGraceMs?: number;
   /** Leadership rebalancing period; 0 turns it off (tests that place leaders by hand). */
   rebalanceIntervalMs?: number;
+  /** Log compaction thresholds (tests lower them to see a follower catch up by snapshot). */
+  compaction?: { keepEntries: number; everyEntries: number };
 }
 
 export interface NodeCore {
@@ -161,6 +163,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     onLeaderStart: (shard, term) => engine?.startShard(shard, term),
     onLeaderStop: (shard) => engine?.stopShard(shard),
     onFatal,
+    compaction: options.compaction,
   });
   const proposer = new Proposer({
     nodeId: config.nodeId,

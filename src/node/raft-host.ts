@@ -36,6 +36,8 @@ import type { Applied } from './proposer.js';
 /** The part of PeerTransport the host uses (null for a single node). */
 export interface MessageSender {
   send(messages: readonly Message[]): void;
+  /** Connected to the peer and heard from it recently. */
+  reachable(peerId: string): boolean;
 }
 
 export interface RaftHostOptions {
@@ -57,6 +59,8 @@ export interface RaftHostOptions {
   /** This node no longer leads `shard` (or its term changed): stop firing it. */
   onLeaderStop(shard: number): void;
   onFatal(err: unknown): void;
+  /** Log compaction (default nodeLimits.logKeepEntries / logCompactEveryEntries); tests lower them. */
+  compaction?: { keepEntries: number; everyEntries: number };
 }
 
 interface AppliedOut {
@@ -127,7 +131,10 @@ export class RaftHost {
 
   private tick(): void {
     for (const g of this.groups) g.raw.tick();
-    if (++this.ticks % 20 === 0) this.expireWaiters();
+    if (++this.ticks % 20 === 0) {
+      this.expireWaiters();
+      this.reportUnreachable();
+    }
     this.schedule();
   }
 
@@ -377,7 +384,7 @@ export class RaftHost {
     this.serveReads(g);
     if (rd.snapshot !== null) for (const done of g.snapshotInstalls.splice(0)) done();
     if (rd.snapshotRequested) this.createSnapshot(g);
-    if (g.appliedSinceCompact >= nodeLimits.logCompactEveryEntries) this.compact(g);
+    if (g.appliedSinceCompact >= (this.o.compaction?.everyEntries ?? nodeLimits.logCompactEveryEntries)) this.compact(g);
   }
 
   private serveReads(g: ShardGroup): void {
@@ -406,7 +413,7 @@ export class RaftHost {
    */
   private compact(g: ShardGroup): void {
     g.appliedSinceCompact = 0;
-    const upTo = g.applied - nodeLimits.logKeepEntries;
+    const upTo = g.applied - (this.o.compaction?.keepEntries ?? nodeLimits.logKeepEntries);
     if (upTo < g.storage.firstIndex()) return;
     if (g.storage.snapshotIndex() < upTo) g.storage.createSnapshot(g.applied as LogIndex, g.raw.confState(), new Uint8Array(0));
     g.storage.compact(upTo as LogIndex);
@@ -426,6 +433,18 @@ export class RaftHost {
       const keep = g.reads.filter((r) => r.deadlineMs > nowMs);
       g.reads.length = 0;
       g.reads.push(...keep);
+    }
+  }
+
+  /** Leaders stop streaming appends optimistically to peers the transport cannot reach (probe instead). */
+  private reportUnreachable(): void {
+    const sender = this.sender;
+    if (sender === null) return;
+    const down = this.o.voters.filter((id) => id !== this.o.nodeId && !sender.reachable(id));
+    if (down.length === 0) return;
+    for (const g of this.groups) {
+      if (g.role !== 'leader') continue;
+      for (const id of down) g.raw.reportUnreachable(id as NodeId);
     }
   }
 
