@@ -5,7 +5,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { PunctualError, invalid, toProblem } from '../core/errors.js';
-import { limits } from '../core/limits.js';
+import { clusterLimits, limits } from '../core/limits.js';
 import type { Logger } from '../core/log.js';
 import type { SchedulerApi } from '../node/api.js';
 import { routes, type Route } from './routes.js';
@@ -79,7 +79,9 @@ export function createApp(deps: AppDeps): App {
       if (!(err instanceof PunctualError)) {
         deps.logger.error('request failed', { method: req.method, path: req.path, err });
       }
-      return problemResponse(err);
+      // 503 (no shard leader known, node shutting down): tell clients when to try again.
+      const unavailable = err instanceof PunctualError && err.code === 'unavailable';
+      return problemResponse(err, unavailable ? { 'retry-after': String(clusterLimits.retryAfterS) } : {});
     }
   };
   return {
