@@ -12,6 +12,7 @@ import { shardOf } from '../core/ids.js';
 import { createLogger, silentLogger, type Logger } from '../core/log.js';
 import type { NodeConfig } from './api.js';
 import { openNode, type NodeCore, type NodeOptions } from './host.js';
+import { startNode } from './node.js';
 import { clusterConfigs } from './testing/cluster.js';
 import { callbackSpec, jobSpec } from './testing/fixtures.js';
 import { sleep, startReceiver, waitFor, type Receiver } from './testing/receiver.js';
@@ -146,6 +147,23 @@ describe('a three-node cluster in one process', () => {
     // And it keeps following: a later command reaches it through the log.
     await leader.service.patchJob('snap', { metadata: { i: 80 } });
     await waitFor('replicated', () => (back.host.groups[0].store.getJob('snap')?.metadata as { i: number } | null)?.i === 80, 5_000);
+  });
+
+  it('answers 503 with Retry-After while a shard has no leader, and /readyz says why', async () => {
+    const [config] = await clusterConfigs(root, 3, { shards: 2 });
+    const node = await startNode(config, { logger: silentLogger, closeGraceMs: 500 });
+    try {
+      const base = `http://127.0.0.1:${node.apiPort}`;
+      const res = await fetch(`${base}/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: 'x', callback: { url: rx.url('/x') } }) });
+      expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('1');
+      expect(((await res.json()) as { code: string }).code).toBe('unavailable');
+      const ready = await fetch(`${base}/readyz`);
+      expect(ready.status).toBe(503);
+      expect(((await ready.json()) as { detail: string }).detail).toMatch(/no known leader/);
+    } finally {
+      await node.close();
+    }
   });
 
   it('refuses a node that presents the wrong cluster secret, and logs it', async () => {
