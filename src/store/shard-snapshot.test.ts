@@ -26,11 +26,11 @@ const task = (name: string): TaskRecord => ({
 });
 
 const job = (id: string, shard: number): JobRecord => ({
-  id, task: 't', callback: null, payload: new Uint8Array([1, 2, 3]), payloadEncoding: 'bytes',
+  id, task: 't', callback: null, payload: new Uint8Array([1, 2, 3]), payloadEncoding: 'base64',
   schedule: { kind: 'once', atMs: 1_700_000_000_000 }, endAtMs: null, maxRuns: 0, misfire: 'fire_once',
   overlap: 'allow', metadata: null, requestDigest: 'd', idempotencyKey: null, state: 'PENDING',
   nextFireAtMs: 1_700_000_000_000, runs: 0, shard, createdAtMs: 5, updatedAtMs: 6,
-} as JobRecord);
+});
 
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'punctual-image-'));
