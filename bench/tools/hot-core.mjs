@@ -1,0 +1,58 @@
+// Measurement script (not a test, not product code): a hot instant on the node core (no client API): N one-off
+// jobs due at the same ms, a receiver in a child process. Prints time to the first / last arrival, duplicates,
+// the node's CPU us per callback (fire + dispatch + record) and the longest event-loop stall.
+//   npm run build && node bench/tools/hot-core.mjs [dist=dist] [jobs=20000]
+import { fork } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+if (process.argv[2] === '--receiver') {
+  const { createServer } = await import('node:http');
+  const lat = []; const seen = new Set(); let dups = 0;
+  const srv = createServer({ keepAlive: true }, (req, res) => {
+    const k = req.headers['x-deduplication-key']; if (seen.has(k)) dups++; else seen.add(k);
+    lat.push(performance.timeOrigin + performance.now() - Number(req.headers['x-punctual-scheduled-at']));
+    req.resume(); res.writeHead(200, { 'content-length': '0' }); res.end();
+  });
+  srv.keepAliveTimeout = 120000;
+  srv.listen({ port: 0, host: '127.0.0.1', backlog: 4096 }, () => process.send({ port: srv.address().port }));
+  process.on('message', () => process.send({ lat, dups }, () => process.exit(0)));
+} else {
+  const [distArg = 'dist', nArg = '20000'] = process.argv.slice(2);
+  const dist = resolve(distArg);
+  const N = Number(nArg);
+  const { openNode } = await import(`file://${dist}/src/node/host.js`);
+  const { silentLogger } = await import(`file://${dist}/src/core/log.js`);
+  const receiver = fork(fileURLToPath(import.meta.url), ['--receiver']);
+  const { port } = await new Promise((r) => receiver.once('message', r));
+  const dir = mkdtempSync(join(tmpdir(), 'punctual-hot-'));
+  const config = { listenHost: '127.0.0.1', listenPort: 0, dataDir: dir, nodeId: 'n1', peerListenHost: '127.0.0.1', peerListenPort: 0,
+    peers: [], shards: 8, authToken: null, clusterSecret: null, fsync: 'batch', logLevel: 'error', logFormat: 'json', metricsAuth: false, clockOffsetMs: 0 };
+  const core = await openNode(config, { logger: silentLogger });
+  await core.start();
+  const retry = { maxAttempts: 5, initialBackoffMs: 100, maxBackoffMs: 5000, multiplier: 2, jitter: true };
+  await core.service.putTask('hook', { url: `http://127.0.0.1:${port}/hook`, method: 'POST', headers: {}, timeoutMs: 10000, retry, signingSecret: null, maxConcurrency: 1000 });
+  const job = (id, atMs) => ({ id, task: 'hook', callback: null, payload: new Uint8Array(0), payloadEncoding: 'json', schedule: { kind: 'once', atMs },
+    endAtMs: null, maxRuns: 0, misfire: 'fire_once', overlap: 'allow', metadata: null, requestDigest: `d-${id}`, idempotencyKey: null });
+  const at = Date.now() + 2000 + N / 10;
+  for (let b = 0; b < N; b += 5000) await core.service.createJobs(Array.from({ length: Math.min(5000, N - b) }, (_, i) => job(`h${b + i}`, at)));
+  await new Promise((r) => setTimeout(r, Math.max(0, at - Date.now() - 20)));
+  const h = monitorEventLoopDelay({ resolution: 5 }); h.enable();
+  const cpu = process.cpuUsage();
+  let done = 0;
+  while (done < N) {
+    await new Promise((r) => setTimeout(r, 50));
+    done = Date.now() > at && core.engine.wheelSize === 0 && core.engine.inFlightCount() === 0 ? N : 0;
+    if (Date.now() > at + 120000) break;
+  }
+  const c = process.cpuUsage(cpu);
+  h.disable();
+  await core.close();
+  receiver.send('done');
+  const { lat, dups } = await new Promise((r) => receiver.once('message', r));
+  rmSync(dir, { recursive: true, force: true });
+  lat.sort((a, b) => a - b);
+  console.log(`N=${N}: first ${lat[0].toFixed(0)} ms, last ${lat[lat.length - 1].toFixed(0)} ms, p50 ${lat[lat.length >> 1].toFixed(0)} ms, dups ${dups}, node CPU ${((c.user + c.system) / N).toFixed(1)} us/callback, max loop stall ${(h.max / 1e6).toFixed(0)} ms`);
+}
