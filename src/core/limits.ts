@@ -206,6 +206,11 @@ export const clusterLimits = {
   heartbeatTicks: 2,
   /** A leader's lease (for firing and reads) lasts this many ticks from a quorum-acknowledged heartbeat round. */
   leaseTicks: 8,
+  /**
+   * Ticks run at once after a stall (the host ticks by monotonic time elapsed): enough to expire any lease and
+   * let CheckQuorum depose a leader that was frozen, bounded so a long freeze costs little work.
+   */
+  catchUpTicksMax: 40,
   /** Append messages in flight per follower per group. */
   maxInflightMsgs: 256,
   /** Entry bytes in flight per follower per group. */
@@ -231,4 +236,5 @@ export const clusterLimits = {
 } as const;
 assert(clusterLimits.leaseTicks < clusterLimits.electionTicks, 'the lease must end before a follower may campaign');
 assert(clusterLimits.heartbeatTicks < clusterLimits.leaseTicks, 'heartbeats must renew the lease before it ends');
+assert(clusterLimits.catchUpTicksMax > clusterLimits.electionTicks, 'a catch-up must be able to expire a lease');
 assert(clusterLimits.maxMsgBytes * 2 <= peerLimits.frameBytesMax, 'an append message must fit in a peer frame');
