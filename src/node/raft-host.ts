@@ -21,7 +21,7 @@ import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
 import type { Rand } from '../core/prng.js';
 import type { NodeMetrics } from '../metrics/metrics.js';
-import { RawNode, type Entry, type LogIndex, type Message, type NodeId, type Ready, type SoftState } from '../raft/index.js';
+import { RawNode, type ConfChange, type ConfState, type Entry, type LogIndex, type Message, type NodeId, type Ready, type SoftState } from '../raft/index.js';
 import { decodeCommand } from '../scheduler/codec.js';
 import { apply } from '../scheduler/machine.js';
 import type { Command, Effect } from '../scheduler/commands.js';
@@ -44,7 +44,10 @@ export interface RaftHostOptions {
   nodeId: string;
   db: Db;
   shards: number;
-  /** The founding voters of every group (this node and --peers), used only when a group has no Raft state. */
+  /**
+   * The founding voters of every group (this node and --peers), used only when a group has no Raft state.
+   * Empty for a node that joins a running cluster: its groups wait for a snapshot from their leaders.
+   */
   voters: string[];
   fsync: FsyncMode;
   walSync: WalSyncer | null;
@@ -59,6 +62,8 @@ export interface RaftHostOptions {
   /** This node no longer leads `shard` (or its term changed): stop firing it. */
   onLeaderStop(shard: number): void;
   onFatal(err: unknown): void;
+  /** The membership of `shard` changed on this node (a conf change applied, or a snapshot installed). */
+  onConfChange?(shard: number, conf: ConfState): void;
   /** Log compaction (default nodeLimits.logKeepEntries / logCompactEveryEntries); tests lower them. */
   compaction?: { keepEntries: number; everyEntries: number };
 }
@@ -97,7 +102,7 @@ export class RaftHost {
 
   private openGroup(shard: number): ShardGroup {
     const { db } = this.o;
-    bootstrapGroup(db, shard, [...this.o.voters].sort() as NodeId[]);
+    if (this.o.voters.length > 0) bootstrapGroup(db, shard, [...this.o.voters].sort() as NodeId[]);
     const storage = new SqliteRaftStorage(db, shard, { markerSnapshots: true });
     const applied = Math.max(this.appliedIndexes.of(shard), storage.firstIndex() - 1);
     const raw = new RawNode(
@@ -192,6 +197,23 @@ export class RaftHost {
     g.proposals.set(r.index, { ...waiter, term: r.term, deadlineMs: this.o.clock.nowMs() + clusterLimits.proposalTimeoutMs });
     this.o.metrics.proposals.inc({ shard: String(shard) });
     this.schedule();
+  }
+
+  /**
+   * Appends a membership change to the shard's log if this node leads it (one at a time per group). It took
+   * effect once the group's confState shows it; the caller watches that. Refusals are PunctualErrors.
+   */
+  proposeConfChange(shard: number, change: ConfChange): { index: number; term: number } {
+    const g = this.groups[shard]!;
+    if (this.closed) throw new PunctualError('unavailable', 'node is shutting down');
+    const r = g.raw.proposeConfChange(change);
+    if (r.ok) {
+      this.schedule();
+      return { index: r.index, term: r.term };
+    }
+    if (r.reason === 'not_leader') throw notLeader(shard);
+    if (r.reason === 'invalid_change') throw new PunctualError('conflict', `shard ${shard}: ${change.type} ${change.node} does not fit the membership`);
+    throw new PunctualError('conflict', `shard ${shard}: ${r.reason}`);
   }
 
   /**
@@ -405,6 +427,7 @@ export class RaftHost {
     this.serveReads(g);
     if (rd.snapshot !== null) for (const done of g.snapshotInstalls.splice(0)) done();
     if (rd.snapshotRequested) this.createSnapshot(g);
+    if (rd.snapshot !== null || rd.committedEntries.some((e) => e.type === 'conf_change')) this.o.onConfChange?.(g.shard, g.raw.confState());
     if (g.appliedSinceCompact >= (this.o.compaction?.everyEntries ?? nodeLimits.logCompactEveryEntries)) this.compact(g);
   }
 
@@ -461,11 +484,10 @@ export class RaftHost {
   private reportUnreachable(): void {
     const sender = this.sender;
     if (sender === null) return;
-    const down = this.o.voters.filter((id) => id !== this.o.nodeId && !sender.reachable(id));
-    if (down.length === 0) return;
     for (const g of this.groups) {
       if (g.role !== 'leader') continue;
-      for (const id of down) g.raw.reportUnreachable(id as NodeId);
+      const c = g.raw.confState();
+      for (const id of [...c.voters, ...c.learners]) if (id !== this.o.nodeId && !sender.reachable(id)) g.raw.reportUnreachable(id);
     }
   }
 
