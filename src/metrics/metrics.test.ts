@@ -36,4 +36,23 @@ describe('NodeMetrics', () => {
       other.close();
     }
   });
+
+  it('records a blocked event loop in punctual_event_loop_stall_ms', async () => {
+    const m = new NodeMetrics({ jobCounts: () => ({ PENDING: 0, QUEUED: 0, RUNNING: 0, SUCCEEDED: 0, FAILED: 0, PAUSED: 0, CANCELLED: 0 }), wheelSize: () => 0, dispatchInFlight: () => 0 });
+    try {
+      await new Promise((r) => setTimeout(r, 20));
+      const until = performance.now() + 150;
+      while (performance.now() < until) {
+        // a synchronous stall, as a long SQLite transaction would make
+      }
+      await new Promise((r) => setTimeout(r, 1_100));
+      const { body } = await m.scrape();
+      const max = Number(/^punctual_event_loop_stall_max_ms (\S+)$/m.exec(body)?.[1]);
+      expect(max).toBeGreaterThanOrEqual(100);
+      expect(body).toMatch(/^punctual_event_loop_stall_ms_count [1-9]/m);
+      expect(body).toContain('punctual_event_loop_stall_ms_bucket{le="50"} 0');
+    } finally {
+      m.close();
+    }
+  });
 });

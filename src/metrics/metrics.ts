@@ -3,6 +3,7 @@
  * one process (tests, the simulator) keep their own figures. Gauges are collected at scrape time from the
  * sources the node hands in; counters and histograms are updated by the node as things happen.
  */
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { JobState } from '../scheduler/types.js';
 
@@ -27,6 +28,10 @@ export interface MetricsText {
 export const latenessBucketsMs = [0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000];
 const batchSizeBuckets = [1, 2, 5, 10, 50, 100, 500, 1000, 5000, 20000];
 const commitBucketsMs = [0.1, 0.25, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 1000];
+const stallBucketsMs = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 5000];
+/** The event loop's delay is sampled at this resolution and summarized once per window. */
+const loopResolutionMs = 5;
+const loopWindowMs = 1_000;
 
 export class NodeMetrics {
   readonly registry = new Registry();
@@ -38,6 +43,11 @@ export class NodeMetrics {
   readonly appendDurationMs: Histogram;
   readonly proposals: Counter<'shard'>;
   readonly snapshots: Counter<'kind'>;
+  /** Worst event-loop delay of each 1 s window (timers, the firing engine and Raft ticks wait that long). */
+  readonly eventLoopStallMs: Histogram;
+  private readonly loopDelay: IntervalHistogram;
+  private readonly loopTimer: NodeJS.Timeout;
+  private loopStallMaxMs = 0;
 
   constructor(sources: MetricsSources) {
     const registers = [this.registry];
@@ -101,6 +111,34 @@ export class NodeMetrics {
     this.proposals = new Counter({ name: 'punctual_raft_proposals_total', help: 'Entries proposed by this node as leader, per shard', labelNames: ['shard'], registers });
     this.snapshots = new Counter({ name: 'punctual_raft_snapshots_total', help: 'Raft snapshots by kind (created, installed)', labelNames: ['kind'], registers });
     this.registerClusterGauges(sources, registers);
+    this.eventLoopStallMs = new Histogram({
+      name: 'punctual_event_loop_stall_ms',
+      help: 'Worst event-loop delay of each second (perf_hooks.monitorEventLoopDelay), in ms',
+      buckets: stallBucketsMs,
+      registers,
+    });
+    const self = this;
+    new Gauge({
+      name: 'punctual_event_loop_stall_max_ms',
+      help: 'Worst event-loop delay since the node started, in ms',
+      registers,
+      collect() {
+        this.set(self.loopStallMaxMs);
+      },
+    });
+    this.loopDelay = monitorEventLoopDelay({ resolution: loopResolutionMs });
+    this.loopDelay.enable();
+    this.loopTimer = setInterval(() => this.sampleLoop(), loopWindowMs);
+    this.loopTimer.unref();
+  }
+
+  /** One window: its worst delay beyond the sampling resolution goes to the histogram. */
+  private sampleLoop(): void {
+    if (this.loopDelay.count === 0) return;
+    const worstMs = Math.max(0, this.loopDelay.max / 1e6 - loopResolutionMs);
+    this.loopDelay.reset();
+    this.eventLoopStallMs.observe(worstMs);
+    if (worstMs > this.loopStallMaxMs) this.loopStallMaxMs = worstMs;
   }
 
   private registerClusterGauges(sources: MetricsSources, registers: Registry[]): void {
@@ -146,6 +184,8 @@ export class NodeMetrics {
   }
 
   close(): void {
+    clearInterval(this.loopTimer);
+    this.loopDelay.disable();
     this.registry.clear();
   }
 }
