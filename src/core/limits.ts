@@ -238,3 +238,17 @@ assert(clusterLimits.leaseTicks < clusterLimits.electionTicks, 'the lease must e
 assert(clusterLimits.heartbeatTicks < clusterLimits.leaseTicks, 'heartbeats must renew the lease before it ends');
 assert(clusterLimits.catchUpTicksMax > clusterLimits.electionTicks, 'a catch-up must be able to expire a lease');
 assert(clusterLimits.maxMsgBytes * 2 <= peerLimits.frameBytesMax, 'an append message must fit in a peer frame');
+
+// --- src/node (stalls: bounded work per event-loop turn, so timers, Raft ticks and heartbeats keep running)
+export const stallLimits = {
+  /** Committed entries are applied in transactions of at most this long (then the loop runs, then the next). */
+  applySliceMs: 5,
+  /** ... and of at most this many entries. */
+  applySliceEntriesMax: 256,
+  /** Concurrent create_jobs proposals of one shard are merged into one entry up to this many jobs (~23 µs each). */
+  mergedCreateJobsMax: 256,
+  /** Engine items (fired, skipped, outcomes) per command: one entry's apply stays near applySliceMs. */
+  engineItemsPerCommandMax: 256,
+  /** Due occurrences the firing engine fires per macrotask before letting the loop run. */
+  fireBatchMax: 256,
+} as const;
