@@ -18,6 +18,7 @@ export function secretProof(secret: string, nodeId: string): string {
 export type Refusal = 'stranger' | 'missing_secret' | 'wrong_secret';
 
 export class PeerAuth {
+  /** `peerIds` is live: PeerTransport adds and removes members while running (cluster add-node / remove-node). */
   constructor(
     private readonly peerIds: ReadonlySet<string>,
     private readonly secret: string | null,

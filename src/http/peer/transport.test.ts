@@ -367,3 +367,43 @@ describe('PeerTransport: bad frames', () => {
     await until(() => b!.t.stats().dropped === 1, 'sender-side drop');
   });
 });
+
+describe('PeerTransport: membership while running', () => {
+  it('adds a peer (accepted and reached from then on), moves it, and removes it (refused, messages dropped)', async () => {
+    const ports = await freePorts(4);
+    const addr = (id: string, i: number): PeerAddress => ({ id, host: '127.0.0.1', port: ports[i]! });
+    const n1 = await node('n1', ports[0]!, [addr('n2', 1)], { clusterSecret: 'k' });
+    await node('n2', ports[1]!, [addr('n1', 0)], { clusterSecret: 'k' });
+    // n3 joins: it knows n1 from the start, n1 does not know it yet.
+    const n3 = await node('n3', ports[2]!, [addr('n1', 0)], { clusterSecret: 'k' });
+    n3.t.send([hb('n3', 'n1', 1)]);
+    await until(() => n1.t.stats().refused >= 1, 'a stranger refused');
+    expect(n1.got).toEqual([]);
+    n1.t.send([hb('n1', 'n3', 1)]);
+    expect(n1.t.stats().dropped).toBe(1); // unknown peer
+
+    expect(n1.t.addPeer(addr('n3', 2))).toBe(true);
+    expect(n1.t.addPeer(addr('n3', 2))).toBe(false); // same address: nothing to do
+    expect(n1.t.peers().map((p) => p.id).sort()).toEqual(['n2', 'n3']);
+    n3.t.send([hb('n3', 'n1', 2)]);
+    n1.t.send([hb('n1', 'n3', 2)]);
+    await until(() => n1.got.length === 1 && n3.got.length === 1, 'both directions after addPeer');
+    expect(await n1.t.request('n3', 'ping', new Uint8Array([1]), 2_000)).toEqual(new Uint8Array([...new TextEncoder().encode('ping:'), 1]));
+
+    // n3 moves to another port: the old link is closed, the new address is used.
+    await n3.t.close();
+    const moved = await node('n3', ports[3]!, [addr('n1', 0)], { clusterSecret: 'k' });
+    expect(n1.t.addPeer(addr('n3', 3))).toBe(true);
+    n1.t.send([hb('n1', 'n3', 3)]);
+    await until(() => moved.got.length === 1, 'delivered at the new address');
+
+    expect(await n1.t.removePeer('n3')).toBe(true);
+    expect(await n1.t.removePeer('n3')).toBe(false);
+    expect(n1.t.peers().map((p) => p.id)).toEqual(['n2']);
+    const refusedBefore = n1.t.stats().refused;
+    moved.t.send([hb('n3', 'n1', 4)]);
+    await until(() => n1.t.stats().refused > refusedBefore, 'the removed peer refused');
+    await expect(n1.t.request('n3', 'ping', new Uint8Array(0), 500)).rejects.toBeInstanceOf(PeerUnavailableError);
+    expect(n1.got).toHaveLength(1);
+  });
+});

@@ -65,6 +65,9 @@ export class PeerTimeoutError extends Error {
 export class PeerTransport {
   private readonly limits: PeerLimits;
   private readonly links = new Map<string, PeerLink>();
+  /** The ids allowed to talk to this node (the links' ids; PeerAuth reads this set live). */
+  private readonly members = new Set<string>();
+  private readonly proof: string | null;
   private readonly server: PeerServer;
   private unknownDrops = 0;
   private snapshotsSent = 0;
@@ -74,12 +77,11 @@ export class PeerTransport {
     this.limits = { ...peerLimits, ...opts.limits };
     // A batch is cut at batchBytesMax of estimated size; the margin keeps its encoded frame under the frame limit.
     assert(this.limits.batchBytesMax * 2 <= this.limits.frameBytesMax, 'peer batchBytesMax must be at most half of frameBytesMax');
-    const proof = opts.clusterSecret === null ? null : secretProof(opts.clusterSecret, opts.nodeId);
-    const others = opts.peers.filter((p) => p.id !== opts.nodeId);
-    for (const p of others) this.links.set(p.id, new PeerLink(p, opts.nodeId, proof, this.limits, opts.logger));
+    this.proof = opts.clusterSecret === null ? null : secretProof(opts.clusterSecret, opts.nodeId);
+    for (const p of opts.peers) if (p.id !== opts.nodeId) this.link(p);
     this.server = new PeerServer({
       nodeId: opts.nodeId,
-      auth: new PeerAuth(new Set(others.map((p) => p.id)), opts.clusterSecret),
+      auth: new PeerAuth(this.members, opts.clusterSecret),
       limits: this.limits,
       logger: opts.logger,
       refusals: new RateLimitedLog(opts.logger, this.limits.refusalLogIntervalMs),
@@ -94,6 +96,41 @@ export class PeerTransport {
     const port = await this.server.listen(this.opts.listenHost, this.opts.listenPort);
     this.opts.logger.info('peer transport listening', { host: this.opts.listenHost, port, peers: [...this.links.keys()] });
     return { port };
+  }
+
+  private link(p: PeerAddress): void {
+    this.links.set(p.id, new PeerLink({ id: p.id, host: p.host, port: p.port }, this.opts.nodeId, this.proof, this.limits, this.opts.logger));
+    this.members.add(p.id);
+  }
+
+  /**
+   * Adds a member while running (cluster add-node), or moves one to a new address: from now on its requests are
+   * accepted and messages to it are sent. True when something changed. The old link of a moved peer is closed.
+   */
+  addPeer(p: PeerAddress): boolean {
+    if (this.closed || p.id === this.opts.nodeId) return false;
+    const old = this.links.get(p.id);
+    if (old !== undefined && old.peer.host === p.host && old.peer.port === p.port) return false;
+    if (old !== undefined) void old.close(this.limits.closeGraceMs);
+    this.link(p);
+    this.opts.logger.info(old === undefined ? 'peer added' : 'peer address changed', { peer: p.id, address: `${p.host}:${p.port}` });
+    return true;
+  }
+
+  /** Removes a member (cluster remove-node): its link closes, its requests are refused, messages to it dropped. */
+  async removePeer(id: string): Promise<boolean> {
+    const link = this.links.get(id);
+    if (link === undefined) return false;
+    this.links.delete(id);
+    this.members.delete(id);
+    this.opts.logger.info('peer removed', { peer: id });
+    await link.close(this.limits.closeGraceMs);
+    return true;
+  }
+
+  /** The members this node talks to now, with their addresses. */
+  peers(): PeerAddress[] {
+    return [...this.links.values()].map((l) => ({ ...l.peer }));
   }
 
   /** Non-blocking. Snapshot messages are streamed (sendSnapshot); their outcome goes to onSnapshotStatus. */
