@@ -4,11 +4,19 @@
  * One loop round (Ready contract of src/raft, for every group at once):
  *  1. collect the Ready of every group that has one;
  *  2. ONE SQLite transaction: install snapshots (Raft storage + the shard's rows), append entries, write hard
- *     states, apply committed entries (src/scheduler apply, each in a savepoint) and write applied_index;
- *  3. hand applied commands to the engine and answer their proposers (committed entries are durable on a quorum
- *     already: the leader counts its own copy only after its fsync);
- *  4. fsync per --fsync (batch: the WAL on the thread pool; always: inside the commit; off: none);
- *  5. send every message, then advance every group; then compaction and requested snapshots.
+ *     states (small and fast: no apply in it);
+ *  3. fsync per --fsync (batch: the WAL on the thread pool; always: inside the commit; off: none);
+ *  4. send every message; queue the committed entries for the applier; advance every group; then compaction
+ *     and requested snapshots.
+ * The applier applies queued entries in log order in transactions of at most stallLimits.applySliceMs /
+ * applySliceEntriesMax (src/scheduler apply, each entry in a savepoint, applied_index in the same transaction),
+ * yielding to the event loop between slices: a large batch of creates or a hot instant's fired records never
+ * holds timers, the firing engine, Raft ticks or heartbeat answers for more than one slice. After each slice it
+ * hands applied commands to the engine and answers their proposers (committed entries are durable on a quorum
+ * already: the leader counts its own copy only after its fsync). Rounds go on while the applier works, so Raft
+ * traffic never waits for applies; Raft's own applied index runs ahead of the host's (g.applied, what is in
+ * SQLite), except across a conf change: a Ready that commits one waits for the applier to drain before its
+ * advance (Raft applies the change at advance, and a snapshot's membership must match its rows).
  * A round runs on setImmediate after any tick, step or proposal; a new round never starts before the previous
  * one advanced. Ticks: one interval for all groups (clusterLimits.tickMs).
  *
@@ -16,7 +24,7 @@
  * every shard after its first round.
  */
 import { PunctualError } from '../core/errors.js';
-import { clusterLimits, nodeLimits } from '../core/limits.js';
+import { clusterLimits, nodeLimits, stallLimits } from '../core/limits.js';
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
 import type { Rand } from '../core/prng.js';
@@ -94,6 +102,12 @@ export class RaftHost {
   private readSeq = 0;
   private closed = false;
   private failed = false;
+  /** A storage error: nothing more is written. */
+  private fatal = false;
+  /** Committed entries waiting for the applier, in log order across groups (from applyHead on). */
+  private applyQueue: Array<{ g: ShardGroup; e: Entry }> = [];
+  private applyHead = 0;
+  private applying: Promise<void> | null = null;
 
   constructor(private readonly o: RaftHostOptions) {
     this.appliedIndexes = new AppliedIndexes(o.db);
@@ -274,15 +288,13 @@ export class RaftHost {
     const batch: Array<[ShardGroup, Ready]> = [];
     for (const g of this.groups) if (g.raw.hasReady()) batch.push([g, g.raw.ready()]);
     if (batch.length === 0) return;
-    const out: AppliedOut[] = [];
     try {
-      this.persist(batch, out);
+      this.persist(batch);
     } catch (err) {
       this.fail(err);
       return;
     }
     for (const [g, rd] of batch) if (rd.softState !== null) this.onSoftState(g, rd.softState);
-    this.deliver(out);
     if (this.o.walSync !== null && batch.some(([, rd]) => rd.mustSync)) {
       try {
         await this.o.walSync.sync();
@@ -294,6 +306,17 @@ export class RaftHost {
     const messages: Message[] = [];
     for (const [, rd] of batch) for (const m of rd.messages) messages.push(m);
     if (messages.length > 0) this.sender?.send(messages);
+    let confChange = false;
+    for (const [g, rd] of batch) {
+      for (const e of rd.committedEntries) {
+        this.applyQueue.push({ g, e });
+        if (e.type === 'conf_change') confChange = true;
+      }
+    }
+    this.startApplier();
+    // Raft applies a conf change at advance: the host must have applied everything up to it first.
+    if (confChange) await this.drainApplies();
+    if (this.fatal) return;
     for (const [g, rd] of batch) {
       g.raw.advance();
       this.afterAdvance(g, rd);
@@ -301,29 +324,99 @@ export class RaftHost {
   }
 
   private fail(err: unknown): void {
+    if (this.fatal) return;
+    this.fatal = true;
     this.failed = true;
     if (this.ticker !== null) clearInterval(this.ticker);
     this.o.logger.error('raft persistence failed', { err });
     this.o.onFatal(err);
   }
 
-  /** Step 2: everything of every Ready in one transaction (one fsync with --fsync always). */
-  private persist(batch: Array<[ShardGroup, Ready]>, out: AppliedOut[]): void {
+  /** Step 2: the log side of every Ready in one transaction (one fsync with --fsync always). */
+  private persist(batch: Array<[ShardGroup, Ready]>): void {
     const startNs = process.hrtime.bigint();
     this.o.db.transaction(() => {
       for (const [g, rd] of batch) {
         if (rd.snapshot !== null) this.installRows(g, rd);
         g.storage.append(rd.entries);
         if (rd.hardState !== null) g.storage.setHardState(rd.hardState);
-        if (rd.committedEntries.length === 0) continue;
-        for (const e of rd.committedEntries) this.applyEntry(g, e, out);
-        this.appliedIndexes.write(g.shard, g.applied);
       }
     })();
-    const ms = Number(process.hrtime.bigint() - startNs) / 1e6;
-    this.o.metrics.commitDurationMs.observe(ms);
-    this.o.metrics.appendDurationMs.observe(ms);
+    this.o.metrics.appendDurationMs.observe(Number(process.hrtime.bigint() - startNs) / 1e6);
+  }
+
+  // --- the applier --------------------------------------------------------------------------------------
+
+  private startApplier(): void {
+    if (this.applying !== null || this.fatal || this.applyHead >= this.applyQueue.length) return;
+    this.applying = this.runApplier().finally(() => {
+      this.applying = null;
+    });
+  }
+
+  /** Resolves once every queued entry is applied (or storage failed). */
+  private async drainApplies(): Promise<void> {
+    while (!this.fatal && this.applyHead < this.applyQueue.length) {
+      this.startApplier();
+      if (this.applying !== null) await this.applying;
+    }
+  }
+
+  /** Applies the queue slice by slice, letting the event loop run between slices. */
+  private async runApplier(): Promise<void> {
+    while (!this.fatal && this.applyHead < this.applyQueue.length) {
+      const out: AppliedOut[] = [];
+      const touched = new Set<ShardGroup>();
+      try {
+        this.applySlice(out, touched);
+      } catch (err) {
+        this.fail(err);
+        return;
+      }
+      this.deliver(out);
+      for (const g of touched) this.afterApply(g);
+      if (this.applyHead < this.applyQueue.length) await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  }
+
+  /** One transaction: queued entries until the slice's time or entry bound, with each touched applied_index. */
+  private applySlice(out: AppliedOut[], touched: Set<ShardGroup>): void {
+    const start = performance.now();
+    this.o.db.transaction(() => {
+      let n = 0;
+      while (this.applyHead < this.applyQueue.length && n < stallLimits.applySliceEntriesMax) {
+        const { g, e } = this.applyQueue[this.applyHead++]!;
+        n++;
+        if (e.index <= g.applied) continue;
+        this.applyEntry(g, e, out);
+        touched.add(g);
+        if (performance.now() - start >= stallLimits.applySliceMs) break;
+      }
+      for (const g of touched) this.appliedIndexes.write(g.shard, g.applied);
+    })();
+    if (this.applyHead >= this.applyQueue.length) {
+      this.applyQueue = [];
+      this.applyHead = 0;
+    } else if (this.applyHead > 4096) {
+      this.applyQueue = this.applyQueue.slice(this.applyHead);
+      this.applyHead = 0;
+    }
+    this.o.metrics.commitDurationMs.observe(performance.now() - start);
     this.o.metrics.commitBatchSize.observe(out.length);
+  }
+
+  /** After entries of `g` were applied: firing start, reads, compaction. */
+  private afterApply(g: ShardGroup): void {
+    this.maybeStartFiring(g);
+    this.serveReads(g);
+    if (g.appliedSinceCompact >= (this.o.compaction?.everyEntries ?? nodeLimits.logCompactEveryEntries)) this.compact(g);
+  }
+
+  private maybeStartFiring(g: ShardGroup): void {
+    if (g.role === 'leader' && !g.firing && g.applied >= g.leaderFromIndex) {
+      g.firing = true;
+      this.o.onLeaderStart(g.shard, g.leaderTerm);
+    }
   }
 
   private installRows(g: ShardGroup, rd: Ready): void {
@@ -416,10 +509,7 @@ export class RaftHost {
       g.leaderTerm = s.term;
       g.leaderFromIndex = s.lastIndex;
     }
-    if (g.role === 'leader' && !g.firing && g.applied >= g.leaderFromIndex) {
-      g.firing = true;
-      this.o.onLeaderStart(g.shard, g.leaderTerm);
-    }
+    this.maybeStartFiring(g);
     for (const rs of rd.readStates) {
       const r = g.reads.find((x) => x.ctx === rs.ctx);
       if (r !== undefined) r.index = rs.index;
@@ -505,6 +595,7 @@ export class RaftHost {
     this.scheduled = null;
     if (this.running !== null) await this.running;
     this.failed = true; // no new round
+    await this.drainApplies();
     for (const g of this.groups) {
       for (const p of g.proposals.values()) p.reject(new PunctualError('unavailable', 'node is shutting down'));
       g.proposals.clear();
@@ -518,7 +609,7 @@ export class RaftHost {
     const until = Date.now() + ms;
     while (Date.now() < until && !this.failed) {
       if (this.running !== null) await this.running;
-      if (!this.groups.some((g) => g.raw.hasReady()) && this.idle()) return;
+      if (!this.groups.some((g) => g.raw.hasReady()) && this.idle() && this.applyHead >= this.applyQueue.length) return;
       this.schedule();
       await new Promise<void>((r) => setTimeout(r, 1));
     }
