@@ -252,3 +252,21 @@ export const stallLimits = {
   /** Due occurrences the firing engine fires per macrotask before letting the loop run. */
   fireBatchMax: 256,
 } as const;
+
+// --- src/node/membership.ts (online membership: punctual cluster add-node / remove-node)
+export const membershipLimits = {
+  /** A new learner must reach its shard leader's commit index within this long, or add-node fails (504). */
+  catchUpTimeoutMs: 30_000,
+  /** One conf change (add learner, promote, remove, or moving leadership away first) must apply within this long. */
+  confChangeTimeoutMs: 10_000,
+  /** Every node pushes its member book to each reachable peer that has not acknowledged its latest version. */
+  syncIntervalMs: 1_000,
+  /** A membership request to a peer waits this long beyond the work it asks for (network, queueing). */
+  requestMarginMs: 2_000,
+  /** Pause between two attempts to reach a shard's leader while it moves or is elected. */
+  retryDelayMs: 50,
+} as const;
+assert(
+  membershipLimits.catchUpTimeoutMs + 2 * membershipLimits.confChangeTimeoutMs + membershipLimits.requestMarginMs < cliLimits.requestTimeoutMs,
+  'an add-node must end (or fail) before the CLI gives up on its request',
+);
