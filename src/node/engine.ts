@@ -24,7 +24,7 @@
  */
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
-import { limits, nodeLimits } from '../core/limits.js';
+import { limits, nodeLimits, stallLimits } from '../core/limits.js';
 import { retryDelayMs } from '../dispatch/backoff.js';
 import type { AttemptOutcome, Delivery, Dispatcher } from '../dispatch/dispatcher.js';
 import type { NodeMetrics } from '../metrics/metrics.js';
@@ -92,6 +92,9 @@ export class FiringEngine {
   private timer: NodeJS.Timeout | null = null;
   private timerAtMs: number | null = null;
   private spin: NodeJS.Immediate | null = null;
+  /** Due keys taken from the wheel and not looked at yet (a hot instant is fired in batches). */
+  private dueBacklog: string[] = [];
+  private dueHead = 0;
   private loaderTimer: NodeJS.Timeout | null = null;
   private loading: Promise<void> | null = null;
   /** The end of the window the last complete loader run covered (null before the first). */
@@ -251,13 +254,13 @@ export class FiringEngine {
   /** Arms the one host timer for the wheel's next deadline (or a setImmediate spin when it is this close). */
   private reschedule(): void {
     if (this.stopped) return;
-    const next = this.wheel.nextDeadlineMs();
+    const next = this.dueHead < this.dueBacklog.length ? this.o.clock.nowMs() : this.wheel.nextDeadlineMs();
     if (next === null) {
       this.clearTimers();
       return;
     }
     if (this.spin !== null) return;
-    const delayMs = next - this.o.clock.nowMs();
+    const delayMs = this.dueHead < this.dueBacklog.length ? 0 : next - this.o.clock.nowMs();
     if (delayMs <= nodeLimits.firingSpinMs) {
       if (this.timer !== null) clearTimeout(this.timer);
       this.timer = null;
@@ -271,17 +274,29 @@ export class FiringEngine {
     this.timer = setTimeout(() => this.wake(), delayMs - nodeLimits.firingSpinMs);
   }
 
+  /**
+   * Fires what is due, at most stallLimits.fireBatchMax occurrences per macrotask: the rest of a hot instant
+   * waits in `dueBacklog` (still armed: stopShard and disarm still reach it) for the next setImmediate, so the
+   * sockets, the Raft loop and the appliers run in between and the first callbacks leave at once.
+   */
   private wake(): void {
     this.timer = null;
     this.timerAtMs = null;
     this.spin = null;
     if (this.stopped) return;
-    const due = this.wheel.advanceTo(this.o.clock.nowMs());
-    for (const key of due) {
+    for (const key of this.wheel.advanceTo(this.o.clock.nowMs())) this.dueBacklog.push(key);
+    let n = 0;
+    while (this.dueHead < this.dueBacklog.length && n < stallLimits.fireBatchMax) {
+      const key = this.dueBacklog[this.dueHead++]!;
       const a = this.armed.get(key);
       if (a === undefined) continue;
+      n++;
       this.unarm(key, a.jobId);
       this.fire(a);
+    }
+    if (this.dueHead >= this.dueBacklog.length) {
+      this.dueBacklog = [];
+      this.dueHead = 0;
     }
     this.reschedule();
   }

@@ -14,7 +14,7 @@
  */
 import { assert } from '../core/assert.js';
 import { PunctualError } from '../core/errors.js';
-import { limits, nodeLimits } from '../core/limits.js';
+import { limits, stallLimits } from '../core/limits.js';
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
 import { encodeCommand } from '../scheduler/codec.js';
@@ -172,9 +172,11 @@ export class Proposer {
       const push = (command: Command): void => {
         staged.push({ pending: null, parts: null, shard, command, applied: null, error: null });
       };
-      if (it.fired.length > 0) push({ type: 'fired', nowMs, nodeId: this.o.nodeId, items: it.fired });
-      if (it.skipped.length > 0) push({ type: 'skipped', nowMs, items: it.skipped });
-      if (it.outcomes.length > 0) push({ type: 'outcomes', nowMs, items: it.outcomes });
+      // Entries of bounded size, so one entry's apply stays within an apply slice (stallLimits); the order of
+      // the chunks is the order of the items, and every fired chunk precedes the outcomes of the flush.
+      for (const items of chunks(it.fired)) push({ type: 'fired', nowMs, nodeId: this.o.nodeId, items });
+      for (const items of chunks(it.skipped)) push({ type: 'skipped', nowMs, items });
+      for (const items of chunks(it.outcomes)) push({ type: 'outcomes', nowMs, items });
     }
     this.items.clear();
     const take = Math.max(0, limits.commitBatchCommandsMax - staged.length);
@@ -197,7 +199,7 @@ export class Proposer {
     const c = p.command;
     if (c.type !== 'create_jobs' || this.o.fsync === 'always') return false;
     const into = creates.get(p.shard);
-    if (into !== undefined && into.command.type === 'create_jobs' && into.command.jobs.length + c.jobs.length <= limits.batchJobsMax) {
+    if (into !== undefined && into.command.type === 'create_jobs' && into.command.jobs.length + c.jobs.length <= stallLimits.mergedCreateJobsMax) {
       into.command.jobs.push(...c.jobs);
       into.command.nowMs = Math.max(into.command.nowMs, c.nowMs);
       into.parts!.push({ pending: p, count: c.jobs.length });
@@ -257,6 +259,14 @@ export class Proposer {
       this.o.logger.error('effect handling failed', { shard: s.shard, type: s.command.type, err: e });
     }
   }
+}
+
+function chunks<T>(items: T[]): T[][] {
+  const max = stallLimits.engineItemsPerCommandMax;
+  if (items.length <= max) return items.length === 0 ? [] : [items];
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += max) out.push(items.slice(i, i + max));
+  return out;
 }
 
 /** Each merged proposer gets its own slice of a merged create_jobs result, in its own input order. */
