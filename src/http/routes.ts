@@ -4,6 +4,7 @@
  * app.ts.
  */
 import { PunctualError, invalid, toProblem } from '../core/errors.js';
+import { nodeIdPattern } from '../core/ids.js';
 import type { CreateJobResult } from '../node/api.js';
 import type { ApiRequest, ApiResponse, AppDeps } from './app.js';
 import { jsonResponse } from './app.js';
@@ -20,7 +21,21 @@ import {
   type BatchItem,
 } from './parse-job.js';
 import { renderTime } from './time.js';
+import { Issues, onlyKeys, readObject, readPattern, readString } from './validate.js';
 import { clusterView, executionView, jobView, taskView } from './views.js';
+
+/** What add-node / remove-node answer (src/node/membership.ts MembershipResult). */
+export interface MembershipOutcome {
+  id: string;
+  peerAddr: string;
+  shards: Array<{ id: number; voters: string[]; learners: string[] }>;
+}
+
+/** Optional node capability behind POST /v1/cluster/nodes and DELETE /v1/cluster/nodes/{id}. */
+export interface MembershipApi {
+  addNode(id: string, peerAddr: string): Promise<MembershipOutcome>;
+  removeNode(id: string): Promise<MembershipOutcome>;
+}
 
 export interface RouteContext {
   req: ApiRequest;
@@ -136,6 +151,48 @@ async function transferLeader({ req, params, deps }: RouteContext): Promise<ApiR
   return jsonResponse(202, { shard, to });
 }
 
+function membershipApi(deps: AppDeps): MembershipApi {
+  const api = deps.api as Partial<MembershipApi>;
+  if (typeof api.addNode !== 'function' || typeof api.removeNode !== 'function') {
+    throw new PunctualError('unavailable', 'membership changes are not supported by this node');
+  }
+  return api as MembershipApi;
+}
+
+function membershipView(m: MembershipOutcome): Record<string, unknown> {
+  return { id: m.id, peer_addr: m.peerAddr, shards: m.shards.map((s) => ({ id: s.id, voters: s.voters, learners: s.learners })) };
+}
+
+/** POST /v1/cluster/nodes {"id","peer_addr"}: answers once the node is a voter of every shard (201). */
+async function addNode({ req, deps }: RouteContext): Promise<ApiResponse> {
+  const issues = new Issues();
+  const o = readObject(jsonBody(req), '', issues);
+  if (o !== undefined) onlyKeys(o, ['id', 'peer_addr'], '', issues);
+  const id = o === undefined ? undefined : readPattern(o.id, 'id', nodeIdPattern, '[a-z0-9-]{1,32}', issues);
+  const peerAddr = o === undefined ? undefined : readString(o.peer_addr, 'peer_addr', 300, issues);
+  if (!issues.ok) throw issues.toError();
+  return jsonResponse(201, membershipView(await membershipApi(deps).addNode(id!, peerAddr!)));
+}
+
+/** DELETE /v1/cluster/nodes/{id}: answers once the node is out of every shard (200, the membership after). */
+async function removeNode({ params, deps }: RouteContext): Promise<ApiResponse> {
+  const id = params.id!;
+  if (!nodeIdPattern.test(id)) throw invalid('id', 'a node id must match [a-z0-9-]{1,32}');
+  return jsonResponse(200, membershipView(await membershipApi(deps).removeNode(id)));
+}
+
+/** GET /v1/cluster: API.md's view, plus `learners` per shard (members that do not vote yet). */
+async function cluster({ deps }: RouteContext): Promise<ApiResponse> {
+  const c = await deps.api.cluster();
+  const view = clusterView(c);
+  const shards = view.shards as Array<Record<string, unknown>>;
+  c.shards.forEach((s, i) => {
+    const learners = (s as { learners?: unknown }).learners;
+    shards[i]!.learners = Array.isArray(learners) ? [...(learners as string[])] : [];
+  });
+  return jsonResponse(200, view);
+}
+
 async function readyz({ deps }: RouteContext): Promise<ApiResponse> {
   const r = deps.api.readiness();
   if (r.ready) return jsonResponse(200, { ready: true });
@@ -167,7 +224,9 @@ export const routes: readonly Route[] = [
   route('POST', '/v1/jobs/:id/run', jobAction('runJob')),
   route('GET', '/v1/jobs/:id/executions', listExecutions),
   route('POST', '/v1/schedules:preview', preview),
-  route('GET', '/v1/cluster', async ({ deps }) => jsonResponse(200, clusterView(await deps.api.cluster()))),
+  route('GET', '/v1/cluster', cluster),
+  route('POST', '/v1/cluster/nodes', addNode),
+  route('DELETE', '/v1/cluster/nodes/:id', removeNode),
   route('POST', '/v1/cluster/shards/:shard/transfer-leader', transferLeader),
   route('GET', '/healthz', async ({ deps }) => jsonResponse(200, { status: 'ok', node_id: deps.api.nodeId })),
   route('GET', '/readyz', readyz),

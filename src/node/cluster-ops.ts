@@ -21,6 +21,13 @@ export interface PeerView {
   request(to: string, kind: string, body: Uint8Array, timeoutMs: number): Promise<Uint8Array>;
 }
 
+/** A shard as GET /v1/cluster shows it: `members` (voters and learners, API.md) plus which are learners. */
+export type ShardView = ClusterView['shards'][number] & { learners: string[] };
+
+export interface MemberClusterView extends Omit<ClusterView, 'shards'> {
+  shards: ShardView[];
+}
+
 export interface NodeInfo {
   nodeId: string;
   apiAddr: string;
@@ -31,6 +38,8 @@ export class ClusterOps {
   /** Peer id -> its API address, as it last told us, and when. */
   private readonly infos = new Map<string, { apiAddr: string; atMs: number }>();
   private rebalancer: NodeJS.Timeout | null = null;
+  /** The other members and their peer addresses (the member book; --peers until it is wired). */
+  private members: () => Array<{ id: string; host: string; port: number }>;
   apiPort = 0;
   peerPort = 0;
 
@@ -40,6 +49,12 @@ export class ClusterOps {
     private readonly logger: Logger,
   ) {
     this.peerPort = config.peerListenPort;
+    this.members = () => config.peers;
+  }
+
+  /** Where the current members come from (membership.ts: the member book, which add-node/remove-node change). */
+  setMembers(members: () => Array<{ id: string; host: string; port: number }>): void {
+    this.members = members;
   }
 
   setPeers(peers: PeerView | null): void {
@@ -50,22 +65,23 @@ export class ClusterOps {
     return { nodeId: this.config.nodeId, apiAddr: `${this.config.listenHost}:${this.apiPort}` };
   }
 
-  async view(apiPort: number): Promise<ClusterView> {
+  async view(apiPort: number): Promise<MemberClusterView> {
     this.apiPort = apiPort;
     const c = this.config;
     await this.refreshInfos();
     const nodes = [
       { id: c.nodeId, peerAddr: `${c.peerListenHost}:${this.peerPort}`, apiAddr: `${c.listenHost}:${apiPort}`, reachable: true },
-      ...c.peers.map((p) => ({
+      ...this.members().map((p) => ({
         id: p.id,
-        peerAddr: `${p.host}:${p.port}`,
+        peerAddr: p.host.includes(':') ? `[${p.host}]:${p.port}` : `${p.host}:${p.port}`,
         apiAddr: this.infos.get(p.id)?.apiAddr ?? '',
         reachable: this.peers?.reachable(p.id) ?? false,
       })),
     ];
     const shards = this.host.groups.map((g) => {
       const d = g.describe();
-      return { id: g.shard, leader: g.leader === '' ? null : g.leader, term: d.term, commitIndex: d.commit, appliedIndex: g.applied, members: d.members };
+      const learners = [...g.raw.confState().learners];
+      return { id: g.shard, leader: g.leader === '' ? null : g.leader, term: d.term, commitIndex: d.commit, appliedIndex: g.applied, members: d.members, learners };
     });
     return { nodeId: c.nodeId, nodes, shards };
   }
@@ -75,7 +91,7 @@ export class ClusterOps {
     const peers = this.peers;
     if (peers === null) return;
     const nowMs = Date.now();
-    const stale = this.config.peers.filter((p) => {
+    const stale = this.members().filter((p) => {
       const i = this.infos.get(p.id);
       return peers.reachable(p.id) && (i === undefined || nowMs - i.atMs > clusterLimits.peerInfoTtlMs);
     });
@@ -115,7 +131,7 @@ export class ClusterOps {
   }
 
   startRebalancer(intervalMs: number): void {
-    if (this.config.peers.length === 0 || intervalMs <= 0) return;
+    if (this.peers === null || intervalMs <= 0) return;
     this.rebalancer = setInterval(() => this.rebalance(), intervalMs);
     this.rebalancer.unref();
   }

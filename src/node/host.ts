@@ -18,12 +18,13 @@ import { WalSyncer } from '../store/wal-sync.js';
 import { Checkpointer } from '../store/checkpointer.js';
 import type { NodeConfig } from './api.js';
 import { ClusterOps } from './cluster-ops.js';
+import { MemberBook, Membership, membershipKind, startPeers, type MembershipOptions, type MembershipResult } from './membership.js';
 import { FiringEngine } from './engine.js';
 import type { ShardGroup } from './group.js';
 import { Proposer } from './proposer.js';
 import { RaftHost } from './raft-host.js';
 import { answerForward, apiKind, ShardRouter } from './router.js';
-import { NodeService } from './service.js';
+import { NodeService, type ServiceOptions } from './service.js';
 
 export interface NodeOptions {
   logger?: Logger;
@@ -36,10 +37,37 @@ export interface NodeOptions {
   rebalanceIntervalMs?: number;
   /** Log compaction thresholds (tests lower them to see a follower catch up by snapshot). */
   compaction?: { keepEntries: number; everyEntries: number };
+  /**
+   * This node joins a running cluster (`punctual serve --join`): its groups are not bootstrapped from --peers
+   * (which must name current members); each waits for a snapshot from its leader once `punctual cluster
+   * add-node` adds this node. Ignored when the data directory already holds Raft state.
+   */
+  join?: boolean;
+  /** Overrides of membershipLimits (tests). */
+  membershipLimits?: MembershipOptions['limits'];
+}
+
+/** The API with online membership (POST / DELETE /v1/cluster/nodes), on top of NodeService. */
+export class MemberNodeService extends NodeService {
+  constructor(
+    o: ServiceOptions,
+    readonly membership: Membership,
+  ) {
+    super(o);
+  }
+
+  addNode(id: string, peerAddr: string): Promise<MembershipResult> {
+    return this.membership.addNode(id, peerAddr);
+  }
+
+  removeNode(id: string): Promise<MembershipResult> {
+    return this.membership.removeNode(id);
+  }
 }
 
 export interface NodeCore {
-  readonly service: NodeService;
+  readonly service: MemberNodeService;
+  readonly membership: Membership;
   readonly metrics: NodeMetrics;
   readonly engine: FiringEngine;
   readonly host: RaftHost;
@@ -103,6 +131,7 @@ export async function openNode(config: NodeConfig, options: NodeOptions = {}): P
     node: config.nodeId,
   });
   const clock = options.clock ?? systemClock(config.clockOffsetMs);
+  if (options.join === true && config.peers.length === 0) throw new Error('--join needs --peers naming the current members');
   const db = openNodeDb(config.dataDir, config.fsync);
   const onFatal =
     options.onFatal ??
@@ -148,11 +177,14 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     shards: () => host.groups.map((g) => ({ shard: g.shard, role: g.role, term: g.raw.status().term, commit: g.raw.status().commit, applied: g.applied })),
     peers: () => transport?.stats() ?? null,
   });
+  const book = new MemberBook(db);
+  const peerList = startPeers(book, config.nodeId, config.peers, logger);
   const host: RaftHost = new RaftHost({
     nodeId: config.nodeId,
     db,
     shards: config.shards,
-    voters: [config.nodeId, ...config.peers.map((x) => x.id)],
+    // A joining node bootstraps nothing: its groups learn their membership from their leaders' snapshots.
+    voters: options.join === true ? [] : [config.nodeId, ...config.peers.map((x) => x.id)],
     fsync: config.fsync,
     walSync: p.walSync,
     clock,
@@ -163,7 +195,16 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     onLeaderStart: (shard, term) => engine?.startShard(shard, term),
     onLeaderStop: (shard) => engine?.stopShard(shard),
     onFatal,
+    onConfChange: (shard, conf) => membership.onConfChange(shard, conf),
     compaction: options.compaction,
+  });
+  const membership = new Membership({
+    nodeId: config.nodeId,
+    book,
+    host,
+    clock,
+    logger: logger.child({ component: 'membership' }),
+    limits: options.membershipLimits,
   });
   const proposer = new Proposer({
     nodeId: config.nodeId,
@@ -185,18 +226,21 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
   const firing = engine;
   const router = new ShardRouter(config.nodeId, host, logger);
   const cluster = new ClusterOps(config, host, logger.child({ component: 'cluster' }));
-  const service = new NodeService({ config, shards: host.groups, proposer, engine, host, router, cluster, clock, metrics });
-  if (config.peers.length > 0) {
+  cluster.setMembers(() => membership.peers());
+  const service = new MemberNodeService({ config, shards: host.groups, proposer, engine, host, router, cluster, clock, metrics }, membership);
+  // The member book (seeded from --peers) decides: a node that ever had peers keeps its peer transport.
+  if (peerList.length > 0 || book.all().length > 0) {
     transport = new PeerTransport({
       nodeId: config.nodeId,
       listenHost: config.peerListenHost,
       listenPort: config.peerListenPort,
-      peers: config.peers,
+      peers: peerList,
       clusterSecret: config.clusterSecret,
       logger: logger.child({ component: 'peer' }),
       onMessages: (_from, messages) => host.step(messages),
       onSnapshot: (_from, message) => host.installSnapshot(message),
       onRequest: (_from, kind, body) => {
+        if (kind === membershipKind) return membership.answer(body);
         if (kind !== apiKind) return Promise.reject(new Error(`unknown request kind ${kind}`));
         return answerForward((op) => service.runForwarded(op), body);
       },
@@ -208,6 +252,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
   cluster.setPeers(peers);
   let closing: Promise<void> | null = null;
   const close = async (): Promise<void> => {
+    membership.close();
     cluster.stopRebalancer();
     firing.stop();
     await dispatcher.close(options.closeGraceMs ?? nodeLimits.closeGraceMs);
@@ -226,6 +271,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
   };
   return {
     service,
+    membership,
     metrics,
     engine,
     host,
@@ -235,6 +281,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     async start() {
       if (peers !== null) cluster.peerPort = (await peers.start()).port;
       host.start(peers);
+      membership.start(peers);
       await firing.start();
       // A single node leads every shard after its first rounds: answer only once it fires them all.
       if (peers === null) await waitUntil(() => host.groups.every((g) => g.firing), 5_000);

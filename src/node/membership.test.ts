@@ -1,0 +1,199 @@
+/**
+ * Online membership, in one process over the real peer transport (HTTP/2 on loopback), real SQLite files and a
+ * real callback receiver: a fourth node joins (snapshots, learner, voter in every shard) and can lead; a node
+ * that leads shards is removed while jobs fall due (each fires exactly once, none early); the refusals; the
+ * member book survives a restart whatever --peers says.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { shardOf } from '../core/ids.js';
+import { silentLogger } from '../core/log.js';
+import { openNodeDb } from '../store/db.js';
+import type { NodeConfig } from './api.js';
+import { openNode, type NodeCore, type NodeOptions } from './host.js';
+import { MemberBook, parsePeerAddr } from './membership.js';
+import { clusterConfigs } from './testing/cluster.js';
+import { callbackSpec, jobSpec, nodeConfig } from './testing/fixtures.js';
+import { sleep, startReceiver, waitFor, type Receiver } from './testing/receiver.js';
+
+const shards = 4;
+let root: string;
+let rx: Receiver;
+let open: NodeCore[] = [];
+
+async function startCore(config: NodeConfig, options: NodeOptions = {}): Promise<NodeCore> {
+  const core = await openNode(config, { logger: silentLogger, closeGraceMs: 1_000, rebalanceIntervalMs: 0, ...options });
+  open.push(core);
+  await core.start();
+  return core;
+}
+
+async function stop(core: NodeCore): Promise<void> {
+  open = open.filter((c) => c !== core);
+  await core.close();
+}
+
+/** n1..n3 founded together; n4's config (peers: n1..n3) is returned for a later join. */
+async function threePlusOne(): Promise<{ configs: NodeConfig[]; cores: NodeCore[] }> {
+  const configs = await clusterConfigs(root, 4, { shards });
+  for (const c of configs.slice(0, 3)) c.peers = c.peers.filter((p) => p.id !== 'n4');
+  const cores = await Promise.all(configs.slice(0, 3).map((c) => startCore(c)));
+  await waitFor('every shard has a leader everywhere', () => cores.every((c) => c.service.readiness().ready), 10_000);
+  return { configs, cores };
+}
+
+function leaderCore(cores: NodeCore[], shard: number): NodeCore | undefined {
+  return cores.find((c) => c.host.isLeader(shard));
+}
+
+const peerAddrOf = (c: NodeConfig): string => `127.0.0.1:${c.peerListenPort}`;
+
+beforeEach(async () => {
+  root = mkdtempSync(join(tmpdir(), 'punctual-membership-'));
+  rx = await startReceiver();
+});
+
+afterEach(async () => {
+  for (const core of open) await core.close();
+  open = [];
+  await rx.close();
+  rmSync(root, { recursive: true, force: true });
+});
+
+describe('cluster add-node', () => {
+  it('a joining node receives snapshots, becomes a voter of every shard, can lead, and jobs keep firing', async () => {
+    const { configs, cores } = await threePlusOne();
+    await cores[0].service.putTask('hook', callbackSpec(rx.url('/hook')));
+    const far = cores[0].service.nowMs() + 3_600_000;
+    const before = Array.from({ length: 8 }, (_, i) => `before-${i}`);
+    await cores[0].service.createJobs(before.map((id) => jobSpec(id, { kind: 'once', atMs: far })));
+    const n4 = await startCore(configs[3], { join: true });
+    expect(n4.service.readiness().ready).toBe(false); // nothing bootstrapped: it waits for its leaders
+    for (const g of n4.host.groups) expect(g.raw.confState().voters).toEqual([]);
+
+    const result = await cores[1].service.addNode('n4', peerAddrOf(configs[3]));
+    expect(result.peerAddr).toBe(peerAddrOf(configs[3]));
+    for (const s of result.shards) expect(s).toMatchObject({ voters: ['n1', 'n2', 'n3', 'n4'], learners: [] });
+    // Every member learned n4's address, and n4 has the state by snapshot.
+    await waitFor('all know n4', () => cores.every((c) => c.transport!.peers().some((p) => p.id === 'n4')), 5_000);
+    await waitFor('n4 ready', () => n4.service.readiness().ready, 5_000);
+    expect((await n4.metrics.scrape()).body).toMatch(/punctual_raft_snapshots_total\{kind="installed"\} [1-9]/);
+    for (const id of before) expect(n4.host.groups[shardOf(id, shards)].store.getJob(id)).not.toBeNull();
+    const view = await n4.service.cluster();
+    expect(view.nodes.map((n) => n.id).sort()).toEqual(['n1', 'n2', 'n3', 'n4']);
+
+    // n4 can lead: a job of a shard it leads fires once, from n4.
+    await cores[0].service.transferLeader(0, 'n4');
+    await waitFor('n4 leads shard 0', () => n4.host.groups[0].firing, 5_000);
+    const ids = Array.from({ length: 16 }, (_, i) => `after-${i}`);
+    const atMs = n4.service.nowMs() + 500;
+    const [r] = await n4.service.createJobs(ids.map((id) => jobSpec(id, { kind: 'once', atMs })));
+    expect(r).toMatchObject({ ok: true });
+    await waitFor('all fired', () => ids.every((id) => rx.of(id).length >= 1), 10_000);
+    await sleep(300);
+    for (const id of ids) expect(rx.of(id)).toHaveLength(1);
+    const onShard0 = ids.filter((id) => shardOf(id, shards) === 0);
+    expect(onShard0.length).toBeGreaterThan(0);
+    for (const id of onShard0) expect(rx.of(id)[0].headers['x-punctual-fencing-token']).toBe(`0.${n4.host.groups[0].leaderTerm}`);
+    await expect(cores[2].service.addNode('n4', peerAddrOf(configs[3]))).rejects.toMatchObject({ code: 'conflict', message: /already a member/ });
+  });
+
+  it('refuses bad requests, reports a node that never catches up, and a second add resumes or is undone', async () => {
+    const { configs, cores } = await threePlusOne();
+    const svc = cores[0].service;
+    await expect(svc.addNode('n2', '127.0.0.1:1')).rejects.toMatchObject({ code: 'conflict', message: /already a member/ });
+    await expect(svc.addNode('N4', peerAddrOf(configs[3]))).rejects.toMatchObject({ code: 'invalid_argument' });
+    await expect(svc.addNode('n4', 'nowhere')).rejects.toMatchObject({ code: 'invalid_argument' });
+    await expect(svc.addNode('n4', peerAddrOf(configs[1]))).rejects.toMatchObject({ code: 'conflict', message: /peer address of n2/ });
+    await expect(svc.removeNode('n9')).rejects.toMatchObject({ code: 'not_found' });
+
+    // n4 is not running: it becomes a learner but never catches up (short limit), and the error says so.
+    const slow = await Promise.all(configs.slice(0, 3).map(async (c, i) => {
+      await stop(cores[i]);
+      return startCore(c, { membershipLimits: { catchUpTimeoutMs: 800, confChangeTimeoutMs: 3_000 } });
+    }));
+    await waitFor('ready again', () => slow.every((c) => c.service.readiness().ready), 10_000);
+    const adding = slow[0].service.addNode('n4', peerAddrOf(configs[3]));
+    await expect(slow[0].service.addNode('n5', '127.0.0.1:2')).rejects.toMatchObject({ code: 'conflict', message: /in progress/ });
+    await expect(adding).rejects.toMatchObject({ code: 'timeout', message: /n4 did not catch up/ });
+    const view = await slow[1].service.cluster();
+    for (const s of view.shards) expect(s.members.sort()).toEqual(['n1', 'n2', 'n3', 'n4']);
+    // Now n4 runs: the same command resumes from learner to voter.
+    const n4 = await startCore(configs[3], { join: true });
+    const done = await slow[2].service.addNode('n4', peerAddrOf(configs[3]));
+    for (const s of done.shards) expect(s.voters).toContain('n4');
+    await waitFor('n4 ready', () => n4.service.readiness().ready, 5_000);
+  });
+
+  it('a node without peers has no transport: membership changes are refused as unavailable', async () => {
+    const single = await startCore(nodeConfig(join(root, 'solo'), { nodeId: 'n1' }));
+    await expect(single.service.addNode('n2', '127.0.0.1:7947')).rejects.toMatchObject({ code: 'unavailable' });
+    await expect(single.service.removeNode('n1')).rejects.toMatchObject({ code: 'conflict', message: /only voter/ });
+  });
+});
+
+describe('cluster remove-node', () => {
+  it('removes a node that leads shards while jobs fall due: each fires exactly once, none early', async () => {
+    const { cores } = await threePlusOne();
+    const [n1, n2, n3] = cores;
+    for (const shard of [0, 1]) if (!n1.host.isLeader(shard)) await n2.service.transferLeader(shard, 'n1');
+    await waitFor('n1 leads shards 0 and 1', () => n1.host.groups[0].firing && n1.host.groups[1].firing, 5_000);
+    await n2.service.putTask('hook', callbackSpec(rx.url('/hook')));
+    const ids = Array.from({ length: 40 }, (_, i) => `due-${i}`);
+    const atMs = n2.service.nowMs() + 1_200;
+    const created = await n2.service.createJobs(ids.map((id, i) => jobSpec(id, { kind: 'once', atMs: atMs + (i % 8) * 100 })));
+    expect(created.every((r) => r.ok)).toBe(true);
+    const refusedBefore = n2.transport!.stats().refused + n3.transport!.stats().refused;
+
+    const result = await n2.service.removeNode('n1');
+    for (const s of result.shards) expect(s).toMatchObject({ voters: ['n2', 'n3'], learners: [] });
+    for (const shard of [0, 1]) expect(leaderCore([n2, n3], shard)).toBeDefined();
+    expect(n2.transport!.peers().map((p) => p.id)).toEqual(['n3']);
+    await waitFor('n3 dropped n1 too', () => n3.transport!.peers().every((p) => p.id !== 'n1'), 5_000);
+
+    await waitFor('all fired', () => ids.every((id) => rx.of(id).length >= 1), 10_000);
+    await sleep(500);
+    ids.forEach((id, i) => {
+      const got = rx.of(id);
+      expect(got).toHaveLength(1);
+      expect(got[0].atMs).toBeGreaterThanOrEqual(atMs + (i % 8) * 100);
+    });
+    // The removed node gets no traffic, and what it still sends is refused.
+    await waitFor('n1 refused', () => n2.transport!.stats().refused + n3.transport!.stats().refused > refusedBefore, 5_000);
+    expect((await n2.service.cluster()).nodes.map((n) => n.id).sort()).toEqual(['n2', 'n3']);
+    await expect(n3.service.removeNode('n1')).rejects.toMatchObject({ code: 'not_found' });
+    // Down to one voter, and no further.
+    await n3.service.removeNode('n2');
+    await expect(n3.service.removeNode('n3')).rejects.toMatchObject({ code: 'conflict', message: /only voter/ });
+  });
+});
+
+describe('the member book', () => {
+  it('survives a restart: the book wins over --peers', async () => {
+    const { configs, cores } = await threePlusOne();
+    await startCore(configs[3], { join: true });
+    await cores[0].service.addNode('n4', peerAddrOf(configs[3]));
+    await stop(cores[1]);
+    // n2 restarts with its original --peers (n1, n3): it still talks to n4.
+    const n2 = await startCore(configs[1]);
+    expect(n2.transport!.peers().map((p) => p.id).sort()).toEqual(['n1', 'n3', 'n4']);
+    await waitFor('n2 ready', () => n2.service.readiness().ready, 10_000);
+    const db = openNodeDb(join(root, 'x'), 'off');
+    const book = new MemberBook(db);
+    expect(book.merge([{ id: 'n1', host: 'h', port: 1, removed: false, version: 5 }])).toHaveLength(1);
+    expect(book.merge([{ id: 'n1', host: 'old', port: 2, removed: false, version: 4 }])).toHaveLength(0);
+    expect(book.merge([{ id: 'n1', host: 'new', port: 3, removed: true, version: 6 }])).toHaveLength(1);
+    expect(book.get('n1')).toEqual({ id: 'n1', host: 'new', port: 3, removed: true, version: 6 });
+    expect(book.live('n2')).toEqual([]);
+    db.close();
+  });
+
+  it('parses peer addresses', () => {
+    expect(parsePeerAddr('peer_addr', '127.0.0.1:7947')).toEqual({ host: '127.0.0.1', port: 7947 });
+    expect(parsePeerAddr('peer_addr', '[::1]:7947')).toEqual({ host: '::1', port: 7947 });
+    expect(() => parsePeerAddr('peer_addr', 'h:0')).toThrow(/1\.\.65535/);
+    expect(() => parsePeerAddr('peer_addr', 7947)).toThrow(/HOST:PORT/);
+  });
+});
