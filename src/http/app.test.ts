@@ -191,8 +191,63 @@ describe('cluster and operations', () => {
     expect((await call(app, 'GET', '/v1/cluster')).json).toEqual({
       node_id: 'n1',
       nodes: [{ id: 'n1', peer_addr: '127.0.0.1:9001', api_addr: '127.0.0.1:8001', reachable: true }],
-      shards: [{ id: 0, leader: 'n1', term: 3, commit_index: 42, applied_index: 41, members: ['n1'] }],
+      shards: [{ id: 0, leader: 'n1', term: 3, commit_index: 42, applied_index: 41, members: ['n1'], learners: [] }],
     });
+  });
+
+  it('GET /v1/cluster marks learners per shard', async () => {
+    const h = makeHarness();
+    const base = await h.api.cluster();
+    const withLearner = Object.assign(h.api, {
+      cluster: async () => ({ ...base, shards: [{ ...base.shards[0]!, members: ['n1', 'n4'], learners: ['n4'] }] }),
+    });
+    const res = await call(makeHarness({ api: withLearner }).app, 'GET', '/v1/cluster');
+    expect(res.json.shards[0]).toMatchObject({ members: ['n1', 'n4'], learners: ['n4'] });
+  });
+
+  it('POST /v1/cluster/nodes: 503 when unsupported, 400 on a bad body, 201 with the membership after', async () => {
+    const h = makeHarness();
+    const unsupported = await call(h.app, 'POST', '/v1/cluster/nodes', { id: 'n4', peer_addr: '127.0.0.1:7950' });
+    expect([unsupported.status, unsupported.json.code]).toEqual([503, 'unavailable']);
+    const calls: string[] = [];
+    const shardsAfter = [{ id: 0, voters: ['n1', 'n4'], learners: [] }];
+    const api = Object.assign(h.api, {
+      addNode: async (id: string, peerAddr: string) => {
+        calls.push(`add ${id} ${peerAddr}`);
+        if (id === 'n2') throw new PunctualError('conflict', 'n2 is already a member (a voter of every shard)');
+        if (id === 'n5') throw new PunctualError('timeout', 'n5 did not catch up with shard 0 within 30000 ms');
+        return { id, peerAddr, shards: shardsAfter };
+      },
+      removeNode: async (id: string) => {
+        calls.push(`remove ${id}`);
+        if (id === 'n9') throw new PunctualError('not_found', 'node "n9" is not a member');
+        return { id, peerAddr: '127.0.0.1:7950', shards: [{ id: 0, voters: ['n1'], learners: [] }] };
+      },
+    });
+    const { app } = makeHarness({ api });
+    const ok = await call(app, 'POST', '/v1/cluster/nodes', { id: 'n4', peer_addr: '127.0.0.1:7950' });
+    expect([ok.status, ok.json]).toEqual([201, { id: 'n4', peer_addr: '127.0.0.1:7950', shards: [{ id: 0, voters: ['n1', 'n4'], learners: [] }] }]);
+    for (const [body, field] of [
+      [{ peer_addr: '127.0.0.1:7950' }, 'id'],
+      [{ id: 'N4', peer_addr: '127.0.0.1:7950' }, 'id'],
+      [{ id: 'n4' }, 'peer_addr'],
+      [{ id: 'n4', peer_addr: 'x:1', extra: 1 }, 'extra'],
+    ] as const) {
+      const bad = await call(app, 'POST', '/v1/cluster/nodes', body);
+      expect([bad.status, bad.headers['content-type'], bad.json.code]).toEqual([400, 'application/problem+json', 'invalid_argument']);
+      expect(bad.json.errors.map((e: { field: string }) => e.field)).toContain(field);
+    }
+    const dup = await call(app, 'POST', '/v1/cluster/nodes', { id: 'n2', peer_addr: '127.0.0.1:7951' });
+    expect([dup.status, dup.json.code, dup.json.detail]).toEqual([409, 'conflict', 'n2 is already a member (a voter of every shard)']);
+    const late = await call(app, 'POST', '/v1/cluster/nodes', { id: 'n5', peer_addr: '127.0.0.1:7952' });
+    expect([late.status, late.json.code]).toEqual([504, 'timeout']);
+    expect(calls).toEqual(['add n4 127.0.0.1:7950', 'add n2 127.0.0.1:7951', 'add n5 127.0.0.1:7952']);
+
+    const gone = await call(app, 'DELETE', '/v1/cluster/nodes/n4');
+    expect([gone.status, gone.json]).toEqual([200, { id: 'n4', peer_addr: '127.0.0.1:7950', shards: [{ id: 0, voters: ['n1'], learners: [] }] }]);
+    expect((await call(app, 'DELETE', '/v1/cluster/nodes/n9')).status).toBe(404);
+    expect((await call(app, 'DELETE', '/v1/cluster/nodes/BAD')).json.code).toBe('invalid_argument');
+    expect(calls.slice(3)).toEqual(['remove n4', 'remove n9']);
   });
 
   it('transfer-leader: 503 unavailable when the node cannot, 202 when it can', async () => {
