@@ -251,6 +251,8 @@ export const stallLimits = {
   engineItemsPerCommandMax: 256,
   /** Due occurrences the firing engine fires per macrotask before letting the loop run. */
   fireBatchMax: 256,
+  /** After a stall, a group this node does not lead counts at most this many of the missed Raft ticks. */
+  followerCatchUpTicksMax: 2,
 } as const;
 
 // --- src/node/membership.ts (online membership: punctual cluster add-node / remove-node)

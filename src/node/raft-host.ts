@@ -96,6 +96,8 @@ export class RaftHost {
   private scheduled: NodeJS.Immediate | null = null;
   private running: Promise<void> | null = null;
   private ticker: NodeJS.Timeout | null = null;
+  /** Ticks missed by a stall, counted after the poll phase (catchUpTicks). */
+  private catchUp: NodeJS.Immediate | null = null;
   private ticks = 0;
   /** Monotonic time (performance.now) up to which ticks have been counted. */
   private tickedToMono = 0;
@@ -158,22 +160,57 @@ export class RaftHost {
    * jepsen-lite: a leader frozen 3.7 s fired for term 10 after term 11 had acknowledged a cancel). Raft counts
    * time in ticks; this is where wall time becomes ticks.
    */
-  private catchUpTicks(): void {
-    const elapsedMs = performance.now() - this.tickedToMono;
-    if (elapsedMs < clusterLimits.tickMs) return;
-    const due = Math.floor(elapsedMs / clusterLimits.tickMs);
-    const ticks = Math.min(due, clusterLimits.catchUpTicksMax);
+  private catchUpTicks(): boolean {
+    const due = Math.floor((performance.now() - this.tickedToMono) / clusterLimits.tickMs);
+    if (due <= 1) {
+      if (due === 1) this.runTicks(1);
+      return true;
+    }
+    // A stall: the messages that arrived meanwhile are still in the sockets. Count the missed ticks only after
+    // the poll phase has stepped them (setImmediate runs after it), so a leader whose followers did answer is
+    // not deposed by CheckQuorum, and a follower that did hear its leader does not campaign. Until then the
+    // lease counts as lapsed (leaseValid, readBarrier): never valid on stale ticks.
+    // Two immediates: the second runs after one full poll phase even when the stall was itself in a poll callback.
+    if (this.catchUp === null) {
+      this.catchUp = setImmediate(() => {
+        this.catchUp = setImmediate(() => {
+          this.catchUp = null;
+          const late = Math.floor((performance.now() - this.tickedToMono) / clusterLimits.tickMs);
+          if (late > 0) this.runTicks(late);
+        });
+      });
+    }
+    return false;
+  }
+
+  /**
+   * `due` ticks of elapsed time: a group this node leads gets them all (up to catchUpTicksMax: its lease must
+   * expire); any other group at most stallLimits.followerCatchUpTicksMax, so a stalled follower that heard its
+   * leader does not campaign on time it spent frozen (it only votes and campaigns later: liveness, not safety).
+   */
+  private runTicks(due: number): void {
     this.tickedToMono += due * clusterLimits.tickMs;
-    for (let i = 0; i < ticks; i++) this.tick();
+    const ticks = Math.min(due, clusterLimits.catchUpTicksMax);
+    if (ticks === 1) return this.tick();
+    for (const g of this.groups) {
+      const n = g.raw.status().role === 'leader' ? ticks : Math.min(ticks, stallLimits.followerCatchUpTicksMax);
+      for (let i = 0; i < n; i++) g.raw.tick();
+    }
+    for (let i = 0; i < ticks; i++) this.countTick();
+    this.schedule();
   }
 
   private tick(): void {
     for (const g of this.groups) g.raw.tick();
+    this.countTick();
+    this.schedule();
+  }
+
+  private countTick(): void {
     if (++this.ticks % 20 === 0) {
       this.expireWaiters();
       this.reportUnreachable();
     }
-    this.schedule();
   }
 
   // --- input ------------------------------------------------------------------------------------------
@@ -237,8 +274,7 @@ export class RaftHost {
   readBarrier(shard: number): Promise<void> {
     const g = this.groups[shard]!;
     if (g.role !== 'leader') return Promise.reject(notLeader(shard));
-    this.catchUpTicks();
-    if (g.firing && g.raw.leaseValid()) return Promise.resolve();
+    if (this.catchUpTicks() && g.firing && g.raw.leaseValid()) return Promise.resolve();
     const ctx = `r${++this.readSeq}`;
     if (!g.raw.readIndex(ctx)) return Promise.reject(notLeader(shard));
     return new Promise<void>((resolve, reject) => {
@@ -267,8 +303,7 @@ export class RaftHost {
   /** True while this node fires the shard and holds its lease: the engine checks it before each send. */
   leaseValid(shard: number): boolean {
     const g = this.groups[shard]!;
-    this.catchUpTicks();
-    return g.firing && g.raw.leaseValid();
+    return this.catchUpTicks() && g.firing && g.raw.leaseValid();
   }
 
   // --- the Ready loop -----------------------------------------------------------------------------------
@@ -591,6 +626,8 @@ export class RaftHost {
     this.closed = true;
     if (this.ticker !== null) clearInterval(this.ticker);
     this.ticker = null;
+    if (this.catchUp !== null) clearImmediate(this.catchUp);
+    this.catchUp = null;
     if (this.scheduled !== null) clearImmediate(this.scheduled);
     this.scheduled = null;
     if (this.running !== null) await this.running;
