@@ -1,11 +1,16 @@
-/** `punctual cluster status|transfer-leader`: GET /v1/cluster and POST /v1/cluster/shards/{id}/transfer-leader. */
+/**
+ * `punctual cluster status|transfer-leader|add-node|remove-node`: GET /v1/cluster,
+ * POST /v1/cluster/shards/{id}/transfer-leader, POST /v1/cluster/nodes, DELETE /v1/cluster/nodes/{id}.
+ * add-node and remove-node wait for the server to finish and meanwhile print each shard's change, as seen by
+ * polling GET /v1/cluster.
+ */
 import type { Command } from 'commander';
 import { cliLimits } from '../src/core/limits.js';
-import { withClient, type ClientOptions } from './client.js';
+import { seg, withClient, type Client, type ClientOptions } from './client.js';
 import { printJson, printOne, withClientOptions } from './common.js';
 import { clusterText, isPlainObject } from './format.js';
-import type { CliIo } from './io.js';
-import { parseIntIn, parseNodeId } from './parse.js';
+import { usageError, type CliIo } from './io.js';
+import { formatHostPort, parseHostPort, parseIntIn, parseNodeId } from './parse.js';
 
 export function registerClusterCommands(program: Command, io: CliIo): void {
   const cluster = program.command('cluster').description('inspect and operate the cluster');
@@ -35,5 +40,94 @@ export function registerClusterCommands(program: Command, io: CliIo): void {
       }
       printOne(client, io, body);
     });
+  });
+  registerMembershipCommands(cluster, io);
+}
+
+/** How often add-node / remove-node look at GET /v1/cluster to report progress. */
+const progressPollMs = 300;
+
+type MemberState = 'absent' | 'learner' | 'voter';
+
+function registerMembershipCommands(cluster: Command, io: CliIo): void {
+  withClientOptions(
+    cluster
+      .command('add-node')
+      .argument('<ID=HOST:PORT>', "the new node's id and peer address (start it first with serve --join)")
+      .description('add a node to every shard: learner first, voter once caught up'),
+  ).action(async (spec: string, opts: ClientOptions) => {
+    const eq = spec.indexOf('=');
+    if (eq < 0) throw usageError(`<ID=HOST:PORT>: expected ID=HOST:PORT, got ${JSON.stringify(spec)}`);
+    const id = parseNodeId('<ID=HOST:PORT>', spec.slice(0, eq));
+    const addr = parseHostPort('<ID=HOST:PORT>', spec.slice(eq + 1), false);
+    const peerAddr = formatHostPort(addr.host, addr.port);
+    await withClient(opts, io, async (client) => {
+      if (!client.json) io.stdout.write(`adding ${id} (${peerAddr}) to every shard: learner first, voter once caught up\n`);
+      const { body } = await watching(client, io, id, () => client.call('POST', '/v1/cluster/nodes', { body: { id, peer_addr: peerAddr } }));
+      if (client.json || !isPlainObject(body)) return printJson(io, body);
+      const count = Array.isArray(body.shards) ? body.shards.length : 0;
+      io.stdout.write(`${id} is a voter of every shard (${count})\n`);
+    });
+  });
+  withClientOptions(
+    cluster
+      .command('remove-node')
+      .argument('<ID>', 'the node to remove')
+      .description('remove a node from every shard (its leaderships are moved away first)'),
+  ).action(async (idText: string, opts: ClientOptions) => {
+    const id = parseNodeId('<ID>', idText);
+    await withClient(opts, io, async (client) => {
+      if (!client.json) io.stdout.write(`removing ${id} from every shard\n`);
+      const { body } = await watching(client, io, id, () => client.call('DELETE', `/v1/cluster/nodes/${seg(id)}`));
+      if (client.json || !isPlainObject(body)) return printJson(io, body);
+      io.stdout.write(`${id} is no longer a member; stop it (its data directory is of no further use)\n`);
+    });
+  });
+}
+
+/** Runs `call`, printing `shard N: ID learner|voter|removed` for every change seen meanwhile (not with --json). */
+async function watching<T>(client: Client, io: CliIo, id: string, call: () => Promise<T>): Promise<T> {
+  if (client.json) return call();
+  const seen = new Map<number, MemberState>();
+  let done = false;
+  const waker = { wake: (): void => {} };
+  const look = async (report: boolean): Promise<void> => {
+    try {
+      const { body } = await client.call('GET', '/v1/cluster');
+      for (const [shard, state] of memberStates(body, id)) {
+        const before = seen.get(shard);
+        seen.set(shard, state);
+        if (report && !done && before !== undefined && before !== state) io.stdout.write(`shard ${shard}: ${id} ${state === 'absent' ? 'removed' : state}\n`);
+      }
+    } catch {
+      // progress is best effort: the answer of `call` is what counts
+    }
+  };
+  await look(false);
+  const watcher = (async () => {
+    while (!done) {
+      await new Promise<void>((r) => {
+        waker.wake = r;
+        setTimeout(r, progressPollMs);
+      });
+      if (!done) await look(true);
+    }
+  })();
+  try {
+    return await call();
+  } finally {
+    done = true;
+    waker.wake();
+    await watcher;
+  }
+}
+
+function memberStates(view: unknown, id: string): Array<[number, MemberState]> {
+  if (!isPlainObject(view) || !Array.isArray(view.shards)) return [];
+  return view.shards.flatMap((s: unknown): Array<[number, MemberState]> => {
+    if (!isPlainObject(s) || typeof s.id !== 'number' || !Array.isArray(s.members)) return [];
+    const learners = Array.isArray(s.learners) ? s.learners : [];
+    const state: MemberState = learners.includes(id) ? 'learner' : s.members.includes(id) ? 'voter' : 'absent';
+    return [[s.id, state]];
   });
 }
