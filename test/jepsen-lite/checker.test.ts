@@ -19,8 +19,8 @@ class Builder {
     return this;
   }
 
-  deliver(jobId: string, scheduledAtMs: number, arrivalMs: number, fencingToken = '0.1'): this {
-    const d: Delivery = { key: `${jobId}:${scheduledAtMs}`, jobId, scheduledAtMs, attempt: 1, fencingToken, arrivalMs };
+  deliver(jobId: string, scheduledAtMs: number, arrivalMs: number, fencingToken = '0.1', attempt = 1): this {
+    const d: Delivery = { key: `${jobId}:${scheduledAtMs}`, jobId, scheduledAtMs, attempt, fencingToken, arrivalMs };
     this.h.deliveries.push(d);
     return this;
   }
@@ -168,6 +168,24 @@ describe('recurring-no-skip', () => {
     const tooMany = b().deliver('e', 2_000, 8_500);
     for (let s = 9_000; s <= 12_000; s += 1_000) tooMany.deliver('e', s, s + 1);
     expect(named(tooMany.check(), 'recurring-no-skip').ok).toBe(false);
+  });
+  test('fire_once: a deposed leader\'s unrecorded on-time fire does not hide the late catch-up that replaced it', () => {
+    // Seed 20261130, 5 nodes (cron every second, fire_once): the term-13 leader fired 896 000 on time, but the fire
+    // never committed (net-reset); the term-14 leader fired 896 000 again as attempt 1 at 904 487, the catch-up,
+    // jumped over 897 000 .. 899 000 (more than 5 s before), and fired 900 000 and 901 000 late.
+    const b = () => new Builder().job('c', { kind: 'cron', expr: '* * * * * *', periodMs: 1_000, endAtMs: 901_028, misfire: 'fire_once' })
+      .op('c', 'create', 'ok', 892_801, 892_833)
+      .deliver('c', 893_000, 893_004, '0.13').deliver('c', 894_000, 894_016, '0.13').deliver('c', 895_000, 895_001, '0.13')
+      .deliver('c', 896_000, 896_042, '0.13');
+    const ok = b().deliver('c', 896_000, 904_487, '0.14').deliver('c', 900_000, 904_518, '0.14').deliver('c', 901_000, 904_546, '0.14');
+    expect(named(ok.check(), 'recurring-no-skip').ok).toBe(true);
+    expect(named(ok.check(), 'recurring-no-skip').counts.excused_misfire).toBe(3);
+    // Without the replacing first attempt (the new leader skipped them outright): still a violation.
+    const noCatchUp = b().deliver('c', 900_000, 904_518, '0.14').deliver('c', 901_000, 904_546, '0.14');
+    expect(named(noCatchUp.check(), 'recurring-no-skip').counts.violations).toBe(3);
+    // A late retry (attempt 2) of an on-time fire is not a catch-up: the jump was decided at the first fire.
+    const retry = b().deliver('c', 896_000, 904_487, '0.14', 2).deliver('c', 900_000, 904_518, '0.14').deliver('c', 901_000, 904_546, '0.14');
+    expect(named(retry.check(), 'recurring-no-skip').counts.violations).toBe(3);
   });
   test('occurrences inside a pause are not required', () => {
     const b = every('fire_all').set({ misfireThresholdMs: 100 })
