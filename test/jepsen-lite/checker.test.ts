@@ -204,6 +204,16 @@ describe('reported figures', () => {
     expect(r.stats.staleFencing).toBe(1);
     expect(r.valid).toBe(true);
   });
+  test('a paused job is counted after pause, not under faults, even inside a fault window', () => {
+    const w: FaultWindow = { kind: 'kill', detail: 'n1', startMs: 500, healMs: 1_200, recoveredMs: 1_500 };
+    const r = new Builder().job('a', { kind: 'once', atMs: 1_000 }).job('b', { kind: 'once', atMs: 1_000 })
+      .op('a', 'create', 'ok', 0, 10).op('b', 'create', 'ok', 0, 10)
+      .op('a', 'pause', 'ok', 600, 610, { state: 'paused' }).op('a', 'resume', 'ok', 30_000, 30_010, { state: 'pending' })
+      .deliver('a', 1_000, 30_020).deliver('b', 1_000, 1_700).fault(w).check();
+    expect(r.stats.lateness.afterPause.max).toBe(29_020);
+    expect(r.stats.lateness.underFaults.max).toBe(700);
+    expect(r.stats.lateness.underFaults.count).toBe(1);
+  });
   test('percentiles', () => {
     const p = percentiles(Array.from({ length: 100 }, (_, i) => i + 1));
     expect([p.p50, p.p90, p.p99, p.max]).toEqual([51, 91, 100, 100]);

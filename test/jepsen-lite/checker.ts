@@ -340,8 +340,8 @@ export interface RunStats {
   uniqueOccurrences: number;
   duplicates: number;
   duplicateRate: number;
-  /** underFaults: scheduled inside a fault window (to recovery, plus the misfire threshold); afterPause: of a job
-   * paused at or before its time (late by design until its resume); quiet: the rest. */
+  /** afterPause: of a job paused before the delivery arrived (late by design until its resume); underFaults: the
+   * others scheduled inside a fault window (to recovery, plus the misfire threshold); quiet: the rest. */
   lateness: { all: Percentiles; underFaults: Percentiles; afterPause: Percentiles; quiet: Percentiles };
   /** Deliveries whose fencing term is below one already seen for that shard (a deposed leader firing). */
   staleFencing: number;
@@ -368,8 +368,9 @@ export function runStats(h: RunHistory): RunStats {
   for (const d of first.values()) {
     const late = d.arrivalMs - d.scheduledAtMs;
     all.push(late);
-    if (windows.some(([a, b]) => d.scheduledAtMs >= a && d.scheduledAtMs <= b)) faulted.push(late);
-    else if ((pausedSince.get(d.jobId) ?? Infinity) <= d.arrivalMs) paused.push(late);
+    // A client pause first: a job held by a pause is late by design, whether or not a fault was on too.
+    if ((pausedSince.get(d.jobId) ?? Infinity) <= d.arrivalMs) paused.push(late);
+    else if (windows.some(([a, b]) => d.scheduledAtMs >= a && d.scheduledAtMs <= b)) faulted.push(late);
     else quiet.push(late);
   }
   const dups = h.deliveries.length - first.size;
