@@ -330,6 +330,7 @@ export class RaftHost {
       return;
     }
     for (const [g, rd] of batch) if (rd.softState !== null) this.onSoftState(g, rd.softState);
+    const later = this.sendEarly(batch);
     if (this.o.walSync !== null && batch.some(([, rd]) => rd.mustSync)) {
       try {
         await this.o.walSync.sync();
@@ -338,9 +339,7 @@ export class RaftHost {
         return;
       }
     }
-    const messages: Message[] = [];
-    for (const [, rd] of batch) for (const m of rd.messages) messages.push(m);
-    if (messages.length > 0) this.sender?.send(messages);
+    if (later.length > 0) this.sender?.send(later);
     let confChange = false;
     for (const [g, rd] of batch) {
       for (const e of rd.committedEntries) {
@@ -356,6 +355,25 @@ export class RaftHost {
       g.raw.advance();
       this.afterAdvance(g, rd);
     }
+  }
+
+  /**
+   * Sends, before the WAL fsync, what needs nothing durable from this node: heartbeats and their answers, and a
+   * leader's appends (etcd sends those in parallel with its own write: the leader counts its own copy only after
+   * its fsync, and its term and vote were made durable when it campaigned). So a slow fsync delays neither the
+   * leader's lease nor its replication. Returns the rest (votes, append answers: only after the fsync).
+   */
+  private sendEarly(batch: Array<[ShardGroup, Ready]>): Message[] {
+    const early: Message[] = [];
+    const later: Message[] = [];
+    for (const [g, rd] of batch) {
+      for (const m of rd.messages) {
+        const now = m.type === 'heartbeat' || m.type === 'heartbeat_resp' || (m.type === 'append' && g.role === 'leader');
+        (now ? early : later).push(m);
+      }
+    }
+    if (early.length > 0) this.sender?.send(early);
+    return later;
   }
 
   private fail(err: unknown): void {
