@@ -9,11 +9,13 @@ import { pathToFileURL } from 'node:url';
 
 const argv = process.argv.slice(2);
 const dash = argv.indexOf('--');
-const [scenario = 'submit-batch', nodesArg = '3', distArg = 'dist'] = dash < 0 ? argv : argv.slice(0, dash);
+const [scenario = 'submit-batch', nodesArg = '3', distArg = 'dist'] = (dash < 0 ? argv : argv.slice(0, dash)).filter((a) => a !== '--prof');
 const extra = dash < 0 ? [] : argv.slice(dash + 1);
+// --prof (before --): the nodes run under testing/prof-entry.mjs (CPU profiles in $PUNCTUAL_PROF_DIR).
+const prof = argv.includes('--prof') && (dash < 0 || argv.indexOf('--prof') < dash);
 const dist = resolve(distArg);
 const { spawnLocalNodes } = await import(pathToFileURL(`${dist}/bench/node-process.js`).href);
-const nodes = await spawnLocalNodes({ nodes: Number(nodesArg), entry: `${dist}/cmd/punctual.js`, logLevel: 'warn' });
+const nodes = await spawnLocalNodes({ nodes: Number(nodesArg), entry: prof ? new URL('./prof-entry.mjs', import.meta.url).pathname : `${dist}/cmd/punctual.js`, logLevel: 'warn' });
 
 function metric(body, name) {
   const m = new RegExp(`^${name} (\\S+)$`, 'm').exec(body);
