@@ -120,11 +120,12 @@ describe('cluster add-node', () => {
     await expect(adding).rejects.toMatchObject({ code: 'timeout', message: /n4 did not catch up/ });
     const view = await slow[1].service.cluster();
     for (const s of view.shards) expect(s.members.sort()).toEqual(['n1', 'n2', 'n3', 'n4']);
-    // Now n4 runs: the same command resumes from learner to voter.
+    // Now n4 runs: as a learner of every shard it catches up on its own (the short limit above would not wait
+    // for its links to come out of backoff), and the same command resumes: learner to voter.
     const n4 = await startCore(configs[3], { join: true });
+    await waitFor('n4 caught up as a learner', () => n4.service.readiness().ready && n4.host.groups.every((g) => (g.raw.confState().learners as readonly string[]).includes('n4')), 10_000);
     const done = await slow[2].service.addNode('n4', peerAddrOf(configs[3]));
-    for (const s of done.shards) expect(s.voters).toContain('n4');
-    await waitFor('n4 ready', () => n4.service.readiness().ready, 5_000);
+    for (const s of done.shards) expect(s).toMatchObject({ voters: ['n1', 'n2', 'n3', 'n4'], learners: [] });
   });
 
   it('a node without peers has no transport: membership changes are refused as unavailable', async () => {
