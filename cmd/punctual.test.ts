@@ -69,6 +69,7 @@ describe('serve: flags and env', () => {
       logFormat: 'json',
       metricsAuth: false,
       clockOffsetMs: 0,
+      join: false,
     });
   });
 
@@ -77,7 +78,7 @@ describe('serve: flags and env', () => {
       '--listen', '0.0.0.0:8001', '--data', join(tmp, 'd1'), '--node-id', 'node-1', '--peer-listen', '[::1]:9001',
       '--peers', 'n2=127.0.0.1:9002,n3=localhost:9003', '--shards', '1024', '--auth-token', 'tok',
       '--cluster-secret', 'sec', '--fsync', 'always', '--log-level', 'debug', '--log-format', 'pretty',
-      '--metrics-auth', '--clock-offset-ms', '-250',
+      '--metrics-auth', '--clock-offset-ms', '-250', '--join',
     ]); // prettier-ignore
     expect(c).toEqual({
       listenHost: '0.0.0.0',
@@ -98,6 +99,7 @@ describe('serve: flags and env', () => {
       logFormat: 'pretty',
       metricsAuth: true,
       clockOffsetMs: -250,
+      join: true,
     });
   });
 
@@ -116,6 +118,7 @@ describe('serve: flags and env', () => {
       PUNCTUAL_CLUSTER_SECRET: 'env-secret',
       PUNCTUAL_METRICS_AUTH: 'true',
       PUNCTUAL_CLOCK_OFFSET_MS: '1000',
+      PUNCTUAL_JOIN: 'true',
     };
     const fromEnv = await config([], env);
     expect(fromEnv).toMatchObject({
@@ -132,6 +135,7 @@ describe('serve: flags and env', () => {
       clusterSecret: '<redacted, 10 chars>',
       metricsAuth: true,
       clockOffsetMs: 1000,
+      join: true,
     });
     const flagged = await config(['--node-id', 'flag-node', '--shards', '5', '--auth-token', 'flag'], env);
     expect(flagged).toMatchObject({ nodeId: 'flag-node', shards: 5, authToken: '<redacted, 4 chars>', listenPort: 7000 });
@@ -192,6 +196,7 @@ describe('serve: flags and env', () => {
     ['log level', ['--log-level', 'trace'], {}, '--log-level: must be one of debug|info|warn|error'],
     ['log format', ['--log-format', 'xml'], {}, '--log-format: must be one of json|pretty'],
     ['metrics auth without token', ['--metrics-auth'], {}, '--metrics-auth needs an auth token'],
+    ['join without peers', ['--join'], {}, '--join needs --peers'],
     ['metrics auth env not a bool', [], { PUNCTUAL_METRICS_AUTH: 'maybe' }, 'PUNCTUAL_METRICS_AUTH: expected true|false'],
     ['clock offset', ['--clock-offset-ms', 'soon'], {}, '--clock-offset-ms: expected an integer'],
     ['unknown flag', ['--nope'], {}, "unknown option '--nope'"],

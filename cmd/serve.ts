@@ -37,6 +37,7 @@ export interface ServeOptions {
   logLevel?: string;
   logFormat?: string;
   metricsAuth?: boolean;
+  join?: boolean;
   clockOffsetMs?: string;
   checkConfig?: boolean;
 }
@@ -127,7 +128,9 @@ export function resolveServeConfig(opts: ServeOptions, env: Env): NodeConfig {
   const formatP = valueOf('--log-format', opts.logFormat, serveDefaults.logFormat);
   const authToken = pickSecret('--auth-token', opts.authToken, opts.authTokenFile, env);
   const clusterSecret = pickSecret('--cluster-secret', opts.clusterSecret, opts.clusterSecretFile, env);
-  const metricsAuth = resolveMetricsAuth(opts.metricsAuth, env);
+  const metricsAuth = resolveBoolFlag('--metrics-auth', opts.metricsAuth, env);
+  const join = resolveBoolFlag('--join', opts.join, env);
+  if (join && peers.length === 0) throw usageError('--join needs --peers naming the current members');
   if (metricsAuth && authToken === null) {
     throw usageError('--metrics-auth needs an auth token (--auth-token or --auth-token-file)');
   }
@@ -148,12 +151,14 @@ export function resolveServeConfig(opts: ServeOptions, env: Env): NodeConfig {
     logFormat: parseEnum(formatP.source, formatP.value, ['json', 'pretty'] as const),
     metricsAuth,
     clockOffsetMs: parseIntIn(offsetP.source, offsetP.value, -clockOffsetMsMax, clockOffsetMsMax),
+    join,
   };
 }
 
-function resolveMetricsAuth(flag: boolean | undefined, env: Env): boolean {
+/** A boolean flag: present = true, else its env var (true/false/1/0...), else false. */
+function resolveBoolFlag(flagName: string, flag: boolean | undefined, env: Env): boolean {
   if (flag === true) return true;
-  const fromEnv = pick('--metrics-auth', undefined, env);
+  const fromEnv = pick(flagName, undefined, env);
   return fromEnv === null ? false : parseBool(fromEnv.source, fromEnv.value);
 }
 
@@ -181,6 +186,7 @@ export function registerServeCommand(program: Command, io: CliIo): void {
     .option('--log-level <level>', `debug|info|warn|error (default ${serveDefaults.logLevel})`)
     .option('--log-format <format>', `json|pretty (default ${serveDefaults.logFormat})`)
     .option('--metrics-auth', 'require the auth token on /metrics too')
+    .option('--join', 'join a running cluster (the members named by --peers) instead of bootstrapping; then run `punctual cluster add-node` against it')
     .option('--check-config', 'validate the configuration, print it as JSON (secrets redacted) and exit')
     .addOption(new Option('--clock-offset-ms <ms>', 'test only: skew this node clock').hideHelp());
   cmd.action(async (opts: ServeOptions) => {

@@ -85,4 +85,9 @@ export interface NodeConfig {
   metricsAuth: boolean;
   /** Test-only: offset this node's wall clock (jepsen-lite). 0 unless set. */
   clockOffsetMs: number;
+  /**
+   * `--join`: this node joins a running cluster (named by --peers) instead of bootstrapping its shard groups; the
+   * members add it with `punctual cluster add-node` (docs/cluster.md). Absent = false.
+   */
+  join?: boolean;
 }

@@ -131,7 +131,7 @@ export async function openNode(config: NodeConfig, options: NodeOptions = {}): P
     node: config.nodeId,
   });
   const clock = options.clock ?? systemClock(config.clockOffsetMs);
-  if (options.join === true && config.peers.length === 0) throw new Error('--join needs --peers naming the current members');
+  if ((options.join ?? config.join) === true && config.peers.length === 0) throw new Error('--join needs --peers naming the current members');
   const db = openNodeDb(config.dataDir, config.fsync);
   const onFatal =
     options.onFatal ??
@@ -184,7 +184,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     db,
     shards: config.shards,
     // A joining node bootstraps nothing: its groups learn their membership from their leaders' snapshots.
-    voters: options.join === true ? [] : [config.nodeId, ...config.peers.map((x) => x.id)],
+    voters: (options.join ?? config.join) === true ? [] : [config.nodeId, ...config.peers.map((x) => x.id)],
     fsync: config.fsync,
     walSync: p.walSync,
     clock,
