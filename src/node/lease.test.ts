@@ -90,7 +90,8 @@ async function readStates(c: Child, ids: readonly string[]): Promise<Array<{ id:
         seen.push({ id, state: r.json.state });
         break;
       }
-      expect([0, 503], `read of ${id} through the woken leader`).toContain(r.status);
+      // No answer or a 5xx (no leader known yet, forward failed) is not a read; a 4xx or a stale 200 would be wrong.
+      expect(r.status === 0 || r.status >= 500, `read of ${id} through the woken leader: ${r.status}`).toBe(true);
       if (Date.now() > deadlineMs) throw new Error(`no 200 for ${id} through the woken leader`);
       await sleep(50);
     }
@@ -126,7 +127,7 @@ describe('a leader frozen by SIGSTOP (real serve processes)', () => {
 
     oldLeader.proc.kill('SIGSTOP');
     await waitFor('a new leader of the shard', async () => {
-      const v = await shardView(writer);
+      const v = await shardView(reader);
       return v !== null && v.leader !== null && v.leader !== before!.leader && v.term > oldTerm;
     }, 15_000);
 
@@ -149,7 +150,7 @@ describe('a leader frozen by SIGSTOP (real serve processes)', () => {
     const wokeAtMs = Date.now();
     oldLeader.proc.kill('SIGCONT');
     const first = await frozenRead;
-    expect([0, 200, 503], 'read sent to the frozen leader').toContain(first.status);
+    expect(first.status === 200 || first.status === 0 || first.status >= 500, `read sent to the frozen leader: ${first.status}`).toBe(true);
     if (first.status === 200) expect(first.json.state, 'read sent to the frozen leader').toBe('CANCELLED');
     const states = await readStates(oldLeader, cancelled);
     expect(states.filter((s) => s.state !== 'CANCELLED'), 'stale reads through the woken leader').toEqual([]);
@@ -163,7 +164,7 @@ describe('a leader frozen by SIGSTOP (real serve processes)', () => {
     for (const r of ours) expect(r.atMs).toBeGreaterThanOrEqual(Number(r.headers['x-punctual-scheduled-at']));
     const staleAfterWake = ours.filter((r) => r.atMs >= wokeAtMs && String(r.headers['x-punctual-fencing-token']) === `${shard}.${oldTerm}`);
     expect(staleAfterWake.map((r) => r.headers['x-deduplication-key']), 'old-term callbacks after SIGCONT').toEqual([]);
-    expect(await reader.proc.exitCode).toBeNull();
+    for (const c of nodes.values()) expect(c.proc.exitCode, 'a node exited on its own').toBeNull();
     console.info(`lease: ${cancelled.length} cancelled, ${kept.length} fired by the new leader, old term ${oldTerm}`);
   }, 90_000);
 });
