@@ -245,6 +245,8 @@ export const stallLimits = {
   applySliceMs: 5,
   /** ... and of at most this many entries. */
   applySliceEntriesMax: 256,
+  /** A round's committed entries up to this many bytes are applied in the round's own transaction (no slicing). */
+  inlineApplyBytesMax: 16 * 1024,
   /** Concurrent create_jobs proposals of one shard are merged into one entry up to this many jobs (~23 µs each). */
   mergedCreateJobsMax: 256,
   /** Engine items (fired, skipped, outcomes) per command: one entry's apply stays near applySliceMs. */

@@ -4,7 +4,7 @@
  * One loop round (Ready contract of src/raft, for every group at once):
  *  1. collect the Ready of every group that has one;
  *  2. ONE SQLite transaction: install snapshots (Raft storage + the shard's rows), append entries, write hard
- *     states (small and fast: no apply in it);
+ *     states; and, only when the round's committed entries are few and small (inlineApply), their applies;
  *  3. fsync per --fsync (batch: the WAL on the thread pool; always: inside the commit; off: none);
  *  4. send every message; queue the committed entries for the applier; advance every group; then compaction
  *     and requested snapshots.
@@ -323,13 +323,23 @@ export class RaftHost {
     const batch: Array<[ShardGroup, Ready]> = [];
     for (const g of this.groups) if (g.raw.hasReady()) batch.push([g, g.raw.ready()]);
     if (batch.length === 0) return;
+    const inline = this.inlineApply(batch);
+    const out: AppliedOut[] = [];
+    const touched = new Set<ShardGroup>();
     try {
-      this.persist(batch);
+      this.persist(batch, inline ? { out, touched } : null);
     } catch (err) {
       this.fail(err);
       return;
     }
     for (const [g, rd] of batch) if (rd.softState !== null) this.onSoftState(g, rd.softState);
+    if (inline) {
+      this.deliver(out);
+      for (const g of touched) {
+        this.maybeStartFiring(g);
+        this.serveReads(g);
+      }
+    }
     const later = this.sendEarly(batch);
     if (this.o.walSync !== null && batch.some(([, rd]) => rd.mustSync)) {
       try {
@@ -341,7 +351,7 @@ export class RaftHost {
     }
     if (later.length > 0) this.sender?.send(later);
     let confChange = false;
-    for (const [g, rd] of batch) {
+    for (const [g, rd] of inline ? [] : batch) {
       for (const e of rd.committedEntries) {
         this.applyQueue.push({ g, e });
         if (e.type === 'conf_change') confChange = true;
@@ -386,19 +396,46 @@ export class RaftHost {
   }
 
   /** Step 2: the log side of every Ready in one transaction (one fsync with --fsync always). */
-  private persist(batch: Array<[ShardGroup, Ready]>): void {
+  private persist(batch: Array<[ShardGroup, Ready]>, inline: { out: AppliedOut[]; touched: Set<ShardGroup> } | null): void {
     const startNs = process.hrtime.bigint();
     this.o.db.transaction(() => {
       for (const [g, rd] of batch) {
         if (rd.snapshot !== null) this.installRows(g, rd);
         g.storage.append(rd.entries);
         if (rd.hardState !== null) g.storage.setHardState(rd.hardState);
+        if (inline === null || rd.committedEntries.length === 0) continue;
+        for (const e of rd.committedEntries) this.applyEntry(g, e, inline.out);
+        inline.touched.add(g);
+        this.appliedIndexes.write(g.shard, g.applied);
       }
     })();
-    this.o.metrics.appendDurationMs.observe(Number(process.hrtime.bigint() - startNs) / 1e6);
+    const ms = Number(process.hrtime.bigint() - startNs) / 1e6;
+    this.o.metrics.appendDurationMs.observe(ms);
+    if (inline === null || inline.out.length === 0) return;
+    this.o.metrics.commitDurationMs.observe(ms);
+    this.o.metrics.commitBatchSize.observe(inline.out.length);
   }
 
   // --- the applier --------------------------------------------------------------------------------------
+
+  /**
+   * A round whose committed entries are few and small (and nothing waits in the applier's queue) applies them
+   * in its own transaction, as before the applier existed: one commit per round is what a light, steady load
+   * needs (every extra COMMIT costs WAL pages). Anything larger goes to the applier, in slices.
+   */
+  private inlineApply(batch: Array<[ShardGroup, Ready]>): boolean {
+    if (this.applying !== null || this.applyHead < this.applyQueue.length) return false;
+    let entries = 0;
+    let bytes = 0;
+    for (const [, rd] of batch) {
+      for (const e of rd.committedEntries) {
+        if (e.type === 'conf_change') return false;
+        entries++;
+        bytes += e.data.length;
+      }
+    }
+    return entries <= stallLimits.applySliceEntriesMax && bytes <= stallLimits.inlineApplyBytesMax;
+  }
 
   private startApplier(): void {
     if (this.applying !== null || this.fatal || this.applyHead >= this.applyQueue.length) return;
