@@ -214,6 +214,14 @@ describe('reported figures', () => {
     expect(r.stats.lateness.underFaults.max).toBe(700);
     expect(r.stats.lateness.underFaults.count).toBe(1);
   });
+  test('recovery: the first ok op after a heal counts workload ops only, not the final reads', () => {
+    const early: FaultWindow = { kind: 'kill', detail: 'n1', startMs: 1_000, healMs: 2_000, recoveredMs: 2_300 };
+    const late: FaultWindow = { kind: 'kill', detail: 'n2', startMs: 9_000, healMs: 9_800, recoveredMs: 9_900 };
+    const r = new Builder().set({ endMs: 10_000 }).job('a', { kind: 'once', atMs: 500 })
+      .op('a', 'create', 'ok', 0, 10).op('a', 'read', 'ok', 2_100, 2_150, { state: 'done' })
+      .op('a', 'read', 'ok', 20_000, 20_010, { state: 'done' }).deliver('a', 500, 501).fault(early).fault(late).check();
+    expect(r.stats.recovery.map((x) => x.firstOkAfterHealMs)).toEqual([150, null]);
+  });
   test('percentiles', () => {
     const p = percentiles(Array.from({ length: 100 }, (_, i) => i + 1));
     expect([p.p50, p.p90, p.p99, p.max]).toEqual([51, 91, 100, 100]);

@@ -381,7 +381,7 @@ export function runStats(h: RunHistory): RunStats {
     duplicateRate: first.size === 0 ? 0 : dups / first.size,
     lateness: { all: percentiles(all), underFaults: percentiles(faulted), afterPause: percentiles(paused), quiet: percentiles(quiet) },
     staleFencing: staleFencing(h.deliveries),
-    recovery: h.faults.map((w) => recovery(w, h.ops)),
+    recovery: h.faults.map((w) => recovery(w, h.ops, h.endMs)),
     ops: opCounts(h.ops),
   };
 }
@@ -399,10 +399,13 @@ function staleFencing(ds: readonly Delivery[]): number {
   return stale;
 }
 
-function recovery(w: FaultWindow, ops: readonly Op[]): RunStats['recovery'][number] {
+/** Recovery of one fault. The first ok op counts only workload ops (invoked before endMs): a fault healed after
+ * the workload stopped would otherwise report the final reads, seconds later, as its recovery. */
+function recovery(w: FaultWindow, ops: readonly Op[], endMs: number): RunStats['recovery'][number] {
   let firstOk: number | null = null;
   for (const o of ops) {
-    if (o.type === 'ok' && o.invokeMs >= w.healMs && (firstOk === null || o.completeMs! < firstOk)) firstOk = o.completeMs!;
+    if (o.type !== 'ok' || o.invokeMs < w.healMs || o.invokeMs >= endMs) continue;
+    if (firstOk === null || o.completeMs! < firstOk) firstOk = o.completeMs!;
   }
   return {
     kind: w.kind,
