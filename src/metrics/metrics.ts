@@ -92,19 +92,19 @@ export class NodeMetrics {
     this.jobsSubmitted = new Counter({ name: 'punctual_jobs_submitted_total', help: 'Jobs created', registers });
     this.commitBatchSize = new Histogram({
       name: 'punctual_commit_batch_size',
-      help: 'Commands per group commit',
+      help: 'Commands applied per apply transaction',
       buckets: batchSizeBuckets,
       registers,
     });
     this.commitDurationMs = new Histogram({
       name: 'punctual_commit_duration_ms',
-      help: 'Duration of one group commit (append, apply, fsync), in ms',
+      help: 'Duration of one apply transaction (a slice of committed entries, or a small round applied inline), in ms',
       buckets: commitBucketsMs,
       registers,
     });
     this.appendDurationMs = new Histogram({
       name: 'punctual_raft_append_duration_ms',
-      help: 'Duration of one Ready round transaction (Raft entries, hard states and applies of every group), in ms',
+      help: 'Duration of one Ready round transaction (Raft entries and hard states of every group; small applies inline), in ms',
       buckets: commitBucketsMs,
       registers,
     });
