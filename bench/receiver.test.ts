@@ -89,6 +89,8 @@ describe('callback receiver over real HTTP', () => {
     await deliver('run1-3', t);
     expect(r.countMissing(['run1-1', 'run1-2', 'run1-3', 'run1-4'])).toBe(2);
     expect(r.countMissing([])).toBe(0);
+    expect(r.missingIds(['run1-1', 'run1-2', 'run1-3', 'run1-4'], 10)).toEqual(['run1-2', 'run1-4']);
+    expect(r.missingIds(['run1-1', 'run1-2', 'run1-3', 'run1-4'], 1)).toEqual(['run1-2']);
   });
 
   it('sets apart deliveries of other runs and deliveries without the headers', async () => {

@@ -46,6 +46,8 @@ export interface CallbackReceiver {
   stats(): ReceiverStats;
   /** How many of jobIds were never delivered. */
   countMissing(jobIds: Iterable<string>): number;
+  /** The first `limit` of jobIds never delivered, in order. */
+  missingIds(jobIds: Iterable<string>, limit: number): string[];
   /** Distinct job ids of this run delivered so far. */
   deliveredJobCount(): number;
   /** Resolves true once deliveredJobCount() >= count, false when timeoutMs passes first. */
@@ -164,6 +166,14 @@ function makeReceiverHandle(server: Server, port: number, recorder: Recorder): C
       let missing = 0;
       for (const id of jobIds) if (!recorder.jobIds.has(id)) missing++;
       return missing;
+    },
+    missingIds: (jobIds, limit) => {
+      const ids: string[] = [];
+      for (const id of jobIds) {
+        if (ids.length >= limit) break;
+        if (!recorder.jobIds.has(id)) ids.push(id);
+      }
+      return ids;
     },
     deliveredJobCount: () => recorder.jobIds.size,
     waitForJobs: (count, timeoutMs) => waitUntil(() => recorder.jobIds.size >= count, timeoutMs),

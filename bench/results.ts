@@ -35,6 +35,8 @@ export interface Figures {
   early: number;
   /** Accepted jobs never delivered: none arrived for --drain-timeout-s after the last due time (must be 0). */
   lost: number;
+  /** The first 1000 lost job ids (to look them up on the nodes afterwards). */
+  lostIds?: string[];
   /** How the drain wait ended: every job delivered, deliveries stopped (idle), or the 300 s cap. */
   drainOutcome: 'all delivered' | 'idle' | 'cap';
   /** Re-deliveries of an already seen deduplication key. */

@@ -198,6 +198,7 @@ function buildFigures(
     lateness: summarize(stats.lateness),
     early: stats.early,
     lost: receiver.countMissing(outcome.acked),
+    lostIds: receiver.missingIds(outcome.acked, 1000),
     drainOutcome,
     duplicates: stats.duplicates,
     malformed: stats.malformed,
