@@ -5,77 +5,16 @@
  * came due while it was down must fire after restart per its misfire policy, and a callback that was in flight
  * at the kill must be delivered again with the same X-Deduplication-Key and a higher attempt.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, statSync, readdirSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { limits } from '../core/limits.js';
 import { nodeConfig } from './testing/fixtures.js';
+import { assertBuilt, call, kill9, spawnNode as spawnTestNode, type Child } from './testing/processes.js';
 import { startReceiver, waitFor, type Receiver } from './testing/receiver.js';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const root = join(here, '..', '..');
-const childScript = join(here, 'testing', 'crash-child.mjs');
-
-/** The child runs dist/: refuse to test missing or stale output with a clear message. */
-function assertBuilt(): void {
-  const built = join(root, 'dist', 'src', 'node', 'node.js');
-  if (!existsSync(built)) throw new Error(`${built} is missing: run \`npm run build\` first (npm test does)`);
-  const stale = (dir: string): string | null => {
-    for (const name of readdirSync(join(root, dir))) {
-      const rel = join(dir, name);
-      if (statSync(join(root, rel)).isDirectory()) {
-        const found = stale(rel);
-        if (found !== null) return found;
-      } else if (name.endsWith('.ts') && !name.endsWith('.test.ts') && !name.endsWith('.d.ts')) {
-        const out = join(root, 'dist', rel.replace(/\.ts$/, '.js'));
-        if (!existsSync(out) || statSync(join(root, rel)).mtimeMs > statSync(out).mtimeMs + 1) return rel;
-      }
-    }
-    return null;
-  };
-  const found = stale('src');
-  if (found !== null) throw new Error(`dist/ is older than ${found}: run \`npm run build\` first (npm test does)`);
-}
-
-interface Child {
-  proc: ChildProcess;
-  base: string;
-}
-
-async function spawnNode(dataDir: string): Promise<Child> {
-  const config = nodeConfig(dataDir, { shards: 4, logLevel: 'warn' });
-  const proc = spawn(process.execPath, [childScript, JSON.stringify(config)], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stderr = '';
-  proc.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
-  const lines = createInterface({ input: proc.stdout! });
-  const port = await new Promise<number>((resolve, reject) => {
-    proc.once('exit', (code) => reject(new Error(`child exited ${code} before serving: ${stderr}`)));
-    lines.once('line', (line) => resolve((JSON.parse(line) as { port: number }).port));
-  });
-  proc.removeAllListeners('exit');
-  return { proc, base: `http://127.0.0.1:${port}` };
-}
-
-function kill9(child: Child): Promise<void> {
-  return new Promise((resolve) => {
-    child.proc.once('exit', () => resolve());
-    child.proc.kill('SIGKILL');
-  });
-}
-
-async function call(child: Child, method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
-  const res = await fetch(child.base + path, {
-    method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, json: text === '' ? null : JSON.parse(text) };
-}
+const spawnNode = (dataDir: string): Promise<Child> => spawnTestNode(nodeConfig(dataDir, { shards: 4, logLevel: 'warn' }));
 
 const scheduledAt = (rx: Receiver, id: string): number[] => rx.of(id).map((r) => Number(r.headers['x-punctual-scheduled-at']));
 
