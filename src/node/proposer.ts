@@ -143,13 +143,13 @@ export class Proposer {
 
   /**
    * Proposals are flushed on the next setImmediate (a burst of requests shares it). The engine's own items
-   * wait up to limits.commitBatchDelayMs for company: they delay no send, and at a steady firing rate this turns
-   * two small transactions per callback into one per millisecond.
+   * wait up to stallLimits.engineItemsDelayMs for company: they delay no send, and at a steady firing rate this
+   * turns two small transactions per callback into one per 10 ms.
    */
   private schedule(): void {
     if (this.scheduled !== null) return;
     if (this.queue.length === 0) {
-      if (this.itemsTimer === null) this.itemsTimer = setTimeout(() => this.runFlush(), limits.commitBatchDelayMs);
+      if (this.itemsTimer === null) this.itemsTimer = setTimeout(() => this.runFlush(), stallLimits.engineItemsDelayMs);
       return;
     }
     this.scheduled = setImmediate(() => this.runFlush());
