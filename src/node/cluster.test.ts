@@ -4,37 +4,23 @@
  * token, linearizable reads through a follower, leadership transfer and rebalancing, catch-up by snapshot after
  * compaction, and a node with the wrong cluster secret refused.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { shardOf } from '../core/ids.js';
 import { createLogger, silentLogger, type Logger } from '../core/log.js';
 import type { NodeConfig } from './api.js';
-import { openNode, type NodeCore, type NodeOptions } from './host.js';
+import type { NodeCore, NodeOptions } from './host.js';
 import { startNode } from './node.js';
 import { clusterConfigs } from './testing/cluster.js';
 import { callbackSpec, jobSpec } from './testing/fixtures.js';
-import { sleep, startReceiver, waitFor, type Receiver } from './testing/receiver.js';
+import { useNodeBed } from './testing/bed.js';
+import { sleep, waitFor } from './testing/receiver.js';
 
-let root: string;
-let rx: Receiver;
-let open: NodeCore[] = [];
-
-async function startCore(config: NodeConfig, options: NodeOptions = {}): Promise<NodeCore> {
-  const core = await openNode(config, { logger: silentLogger, closeGraceMs: 1_000, ...options });
-  open.push(core);
-  await core.start();
-  return core;
-}
-
-async function stop(core: NodeCore): Promise<void> {
-  open = open.filter((c) => c !== core);
-  await core.close();
-}
+const bed = useNodeBed('punctual-cluster-', { closeGraceMs: 1_000 });
+const startCore = (config: NodeConfig, options: NodeOptions = {}): Promise<NodeCore> => bed.startCore(config, options);
+const stop = (core: NodeCore): Promise<void> => bed.stop(core);
 
 async function startCluster(over: Partial<NodeConfig> = {}, options: NodeOptions = {}): Promise<{ configs: NodeConfig[]; cores: NodeCore[] }> {
-  const configs = await clusterConfigs(root, 3, { shards: 4, ...over });
+  const configs = await clusterConfigs(bed.dir, 3, { shards: 4, ...over });
   const cores = await Promise.all(configs.map((c) => startCore(c, options)));
   await waitFor('every shard has a leader everywhere', () => cores.every((c) => c.service.readiness().ready), 10_000);
   return { configs, cores };
@@ -47,18 +33,6 @@ function leaderOf(cores: NodeCore[], shard: number): NodeCore {
   return core;
 }
 
-beforeEach(async () => {
-  root = mkdtempSync(join(tmpdir(), 'punctual-cluster-'));
-  rx = await startReceiver();
-});
-
-afterEach(async () => {
-  for (const core of open) await core.close();
-  open = [];
-  await rx.close();
-  rmSync(root, { recursive: true, force: true });
-});
-
 describe('a three-node cluster in one process', () => {
   it('elects a leader per shard; a job submitted through a follower fires once, from the leader, with its fencing token', async () => {
     const { cores } = await startCluster();
@@ -69,7 +43,7 @@ describe('a three-node cluster in one process', () => {
       expect(s.leader).not.toBeNull();
       expect(s.members.sort()).toEqual(['n1', 'n2', 'n3']);
     }
-    await cores[2].service.putTask('hook', callbackSpec(rx.url('/hook')));
+    await cores[2].service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
     const ids = Array.from({ length: 12 }, (_, i) => `follower-${i}`);
     const atMs = cores[0].service.nowMs() + 400;
     for (const id of ids) {
@@ -78,10 +52,10 @@ describe('a three-node cluster in one process', () => {
       const [r] = await follower.service.createJobs([jobSpec(id, { kind: 'once', atMs })]);
       expect(r).toMatchObject({ ok: true, created: true });
     }
-    await waitFor('all fired', () => ids.every((id) => rx.of(id).length >= 1), 10_000);
+    await waitFor('all fired', () => ids.every((id) => bed.rx.of(id).length >= 1), 10_000);
     await sleep(300);
     for (const id of ids) {
-      const got = rx.of(id);
+      const got = bed.rx.of(id);
       expect(got).toHaveLength(1);
       expect(got[0].atMs).toBeGreaterThanOrEqual(atMs);
       const shard = shardOf(id, 4);
@@ -99,7 +73,7 @@ describe('a three-node cluster in one process', () => {
 
   it('a cancel acknowledged through a follower is final', async () => {
     const { cores } = await startCluster();
-    await cores[0].service.putTask('hook', callbackSpec(rx.url('/hook')));
+    await cores[0].service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
     const atMs = cores[0].service.nowMs() + 600;
     const shard = shardOf('c1', 4);
     const follower = cores.find((c) => !c.host.isLeader(shard))!;
@@ -107,7 +81,7 @@ describe('a three-node cluster in one process', () => {
     expect((await follower.service.cancelJob('c1')).state).toBe('CANCELLED');
     expect(follower.service.nowMs()).toBeLessThan(atMs);
     await sleep(atMs - follower.service.nowMs() + 200);
-    expect(rx.of('c1')).toHaveLength(0);
+    expect(bed.rx.of('c1')).toHaveLength(0);
     for (const c of cores) expect(c.engine.wheelSize).toBe(0);
   });
 
@@ -125,13 +99,13 @@ describe('a three-node cluster in one process', () => {
 
   it('a node restarted after the leader compacted its log catches up by snapshot and continues', async () => {
     const compaction = { keepEntries: 20, everyEntries: 10 };
-    const configs = await clusterConfigs(root, 3, { shards: 1 });
+    const configs = await clusterConfigs(bed.dir, 3, { shards: 1 });
     const cores = await Promise.all(configs.map((c) => startCore(c, { compaction, rebalanceIntervalMs: 0 })));
     await waitFor('leader', () => cores.every((c) => c.service.readiness().ready), 10_000);
     const leader = leaderOf(cores, 0);
     const lagging = cores.find((c) => c !== leader)!;
     const laggingConfig = configs.find((c) => c.nodeId === lagging.service.nodeId)!;
-    await leader.service.putTask('hook', callbackSpec(rx.url('/hook')));
+    await leader.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
     const far = leader.service.nowMs() + 3_600_000;
     await leader.service.createJobs([jobSpec('snap', { kind: 'once', atMs: far })]);
     await stop(lagging);
@@ -150,11 +124,11 @@ describe('a three-node cluster in one process', () => {
   });
 
   it('answers 503 with Retry-After while a shard has no leader, and /readyz says why', async () => {
-    const [config] = await clusterConfigs(root, 3, { shards: 2 });
+    const [config] = await clusterConfigs(bed.dir, 3, { shards: 2 });
     const node = await startNode(config, { logger: silentLogger, closeGraceMs: 500 });
     try {
       const base = `http://127.0.0.1:${node.apiPort}`;
-      const res = await fetch(`${base}/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: 'x', callback: { url: rx.url('/x') } }) });
+      const res = await fetch(`${base}/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: 'x', callback: { url: bed.rx.url('/x') } }) });
       expect(res.status).toBe(503);
       expect(res.headers.get('retry-after')).toBe('1');
       expect(((await res.json()) as { code: string }).code).toBe('unavailable');
@@ -167,7 +141,7 @@ describe('a three-node cluster in one process', () => {
   });
 
   it('refuses a node that presents the wrong cluster secret, and logs it', async () => {
-    const configs = await clusterConfigs(root, 3, { shards: 2, clusterSecret: 'right-secret' });
+    const configs = await clusterConfigs(bed.dir, 3, { shards: 2, clusterSecret: 'right-secret' });
     configs[2] = { ...configs[2], clusterSecret: 'wrong-secret' };
     const lines: string[] = [];
     const logger = silentLogger;

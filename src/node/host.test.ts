@@ -1,61 +1,33 @@
 /**
- * The node end to end without its HTTP listener: real SQLite files in a temp dir, the real dispatcher, wheel and
+ * The node end to end without its HTTP listener: real SQLite files in a temp bed.dir, the real dispatcher, wheel and
  * state machine, and a real node:http receiver on 127.0.0.1.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { shardOf } from '../core/ids.js';
-import { silentLogger } from '../core/log.js';
 import type { JobSpec } from '../scheduler/types.js';
 import type { NodeConfig } from './api.js';
-import { openNode, type NodeCore } from './host.js';
+import type { NodeCore } from './host.js';
 import { callbackSpec, jobSpec, nodeConfig } from './testing/fixtures.js';
-import { sleep, startReceiver, waitFor, type Receiver } from './testing/receiver.js';
+import { useNodeBed } from './testing/bed.js';
+import { sleep, waitFor } from './testing/receiver.js';
 
-let dir: string;
-let rx: Receiver;
-let open: NodeCore[] = [];
-
-async function start(over: Partial<NodeConfig> = {}): Promise<NodeCore> {
-  const core = await openNode(nodeConfig(dir, over), { logger: silentLogger, closeGraceMs: 2_000 });
-  await core.start();
-  open.push(core);
-  return core;
-}
-
-async function stop(core: NodeCore): Promise<void> {
-  open = open.filter((c) => c !== core);
-  await core.close();
-}
+const bed = useNodeBed('punctual-node-', { closeGraceMs: 2_000 });
+const start = (over: Partial<NodeConfig> = {}): Promise<NodeCore> => bed.startCore(nodeConfig(bed.dir, over));
 
 async function create(core: NodeCore, specs: JobSpec[]): Promise<void> {
   const results = await core.service.createJobs(specs);
   for (const r of results) if (!r.ok) throw r.error;
 }
 
-beforeEach(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'punctual-node-'));
-  rx = await startReceiver();
-});
-
-afterEach(async () => {
-  for (const core of open) await core.close();
-  open = [];
-  await rx.close();
-  rmSync(dir, { recursive: true, force: true });
-});
-
 describe('firing', () => {
   it('fires a job due now once, with the exact callback headers and body', async () => {
     const core = await start();
-    await core.service.putTask('hook', callbackSpec(rx.url('/hook')));
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
     const now = core.service.nowMs();
     await create(core, [jobSpec('now-1', { kind: 'once', atMs: now })]);
-    await waitFor('callback', () => rx.of('now-1').length === 1);
+    await waitFor('callback', () => bed.rx.of('now-1').length === 1);
     await waitFor('success', async () => (await core.service.getJob('now-1')).state === 'SUCCEEDED');
-    const [r] = rx.of('now-1');
+    const [r] = bed.rx.of('now-1');
     const shard = shardOf('now-1', 4);
     expect(r.method).toBe('POST');
     expect(r.path).toBe('/hook');
@@ -73,18 +45,18 @@ describe('firing', () => {
     expect(job.nextFireAtMs).toBeNull();
     expect(job.lastExecution).toMatchObject({ state: 'SUCCEEDED', attempt: 1, statusCode: 200, nodeId: 'n1' });
     await sleep(100);
-    expect(rx.of('now-1')).toHaveLength(1);
+    expect(bed.rx.of('now-1')).toHaveLength(1);
   });
 
   it('never fires before the scheduled time (at and delay)', async () => {
     const core = await start();
-    await core.service.putTask('hook', callbackSpec(rx.url('/hook')));
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
     const now = core.service.nowMs();
     const ats = [now + 200, now + 150, now + 37, now + 1, now + 2];
     await create(core, ats.map((atMs, i) => jobSpec(`at-${i}`, { kind: 'once', atMs })));
-    await waitFor('all callbacks', () => rx.received.length === ats.length);
+    await waitFor('all callbacks', () => bed.rx.received.length === ats.length);
     ats.forEach((atMs, i) => {
-      const [r] = rx.of(`at-${i}`);
+      const [r] = bed.rx.of(`at-${i}`);
       expect(r.headers['x-punctual-scheduled-at']).toBe(String(atMs));
       expect(r.atMs).toBeGreaterThanOrEqual(atMs);
     });
@@ -99,12 +71,12 @@ describe('firing', () => {
 
   it('fires every 100 ms exactly max_runs times, each occurrence once, then SUCCEEDED', async () => {
     const core = await start();
-    await core.service.putTask('hook', callbackSpec(rx.url('/hook')));
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
     const startAtMs = core.service.nowMs() + 50;
     await create(core, [jobSpec('every', { kind: 'every', everyMs: 100, startAtMs }, { maxRuns: 3 })]);
     await waitFor('done', async () => (await core.service.getJob('every')).state === 'SUCCEEDED');
     await sleep(250);
-    const got = rx.of('every');
+    const got = bed.rx.of('every');
     expect(got.map((r) => Number(r.headers['x-punctual-scheduled-at']))).toEqual([startAtMs, startAtMs + 100, startAtMs + 200]);
     for (const r of got) expect(r.atMs).toBeGreaterThanOrEqual(Number(r.headers['x-punctual-scheduled-at']));
     const job = await core.service.getJob('every');
@@ -120,23 +92,23 @@ describe('firing', () => {
 
   it('fires a cron with seconds on whole seconds', async () => {
     const core = await start();
-    await core.service.putTask('hook', callbackSpec(rx.url('/hook')));
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
     const schedule = { kind: 'cron' as const, cron: '* * * * * *', timezone: 'UTC', startAtMs: null };
     await create(core, [jobSpec('cron', schedule, { maxRuns: 2 })]);
-    await waitFor('two runs', () => rx.of('cron').length === 2, 5_000);
-    const at = rx.of('cron').map((r) => Number(r.headers['x-punctual-scheduled-at']));
+    await waitFor('two runs', () => bed.rx.of('cron').length === 2, 5_000);
+    const at = bed.rx.of('cron').map((r) => Number(r.headers['x-punctual-scheduled-at']));
     expect(at[0] % 1000).toBe(0);
     expect(at[1] - at[0]).toBe(1000);
-    for (const r of rx.of('cron')) expect(r.atMs).toBeGreaterThanOrEqual(Number(r.headers['x-punctual-scheduled-at']));
+    for (const r of bed.rx.of('cron')) expect(r.atMs).toBeGreaterThanOrEqual(Number(r.headers['x-punctual-scheduled-at']));
   });
 
   it('retries a 503 with backoff, same deduplication key, attempts 1, 2, 3, then succeeds', async () => {
     const core = await start();
-    rx.respond = (_r, n) => (n <= 2 ? { status: 503 } : { status: 200 });
-    await core.service.putTask('hook', callbackSpec(rx.url('/flaky')));
+    bed.rx.respond = (_r, n) => (n <= 2 ? { status: 503 } : { status: 200 });
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/flaky')));
     await create(core, [jobSpec('retry', { kind: 'once', atMs: core.service.nowMs() })]);
     await waitFor('success', async () => (await core.service.getJob('retry')).state === 'SUCCEEDED');
-    const got = rx.of('retry');
+    const got = bed.rx.of('retry');
     expect(got.map((r) => r.headers['x-punctual-attempt'])).toEqual(['1', '2', '3']);
     expect(new Set(got.map((r) => r.headers['x-deduplication-key'])).size).toBe(1);
     // Backoff without jitter: 20 ms then 40 ms after each failure.
@@ -149,15 +121,15 @@ describe('firing', () => {
 
   it('fails at once on a permanent 400 and when retries run out', async () => {
     const core = await start();
-    rx.respond = (r) => (r.path === '/bad' ? { status: 400 } : { status: 500 });
-    await core.service.putTask('hook', callbackSpec(rx.url('/bad')));
-    await core.service.putTask('down', callbackSpec(rx.url('/down')));
+    bed.rx.respond = (r) => (r.path === '/bad' ? { status: 400 } : { status: 500 });
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/bad')));
+    await core.service.putTask('down', callbackSpec(bed.rx.url('/down')));
     const now = core.service.nowMs();
     await create(core, [jobSpec('perm', { kind: 'once', atMs: now }), jobSpec('exhaust', { kind: 'once', atMs: now }, { task: 'down' })]);
     await waitFor('failed', async () => (await core.service.getJob('perm')).state === 'FAILED');
     await waitFor('exhausted', async () => (await core.service.getJob('exhaust')).state === 'FAILED');
-    expect(rx.of('perm')).toHaveLength(1);
-    expect(rx.of('exhaust').map((r) => r.headers['x-punctual-attempt'])).toEqual(['1', '2', '3']);
+    expect(bed.rx.of('perm')).toHaveLength(1);
+    expect(bed.rx.of('exhaust').map((r) => r.headers['x-punctual-attempt'])).toEqual(['1', '2', '3']);
     expect((await core.service.getJob('perm')).lastExecution).toMatchObject({ state: 'FAILED', statusCode: 400 });
   });
 });
@@ -165,7 +137,7 @@ describe('firing', () => {
 describe('job commands', () => {
   it('a job cancelled before it is due never fires', async () => {
     const core = await start();
-    await core.service.putTask('hook', callbackSpec(rx.url('/hook')));
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
     const atMs = core.service.nowMs() + 400;
     await create(core, [jobSpec('c', { kind: 'once', atMs })]);
     expect((await core.service.getJob('c')).state).toBe('QUEUED');
@@ -173,34 +145,34 @@ describe('job commands', () => {
     expect(cancelled.state).toBe('CANCELLED');
     expect(core.service.nowMs()).toBeLessThan(atMs); // the cancel was acknowledged before the job was due
     await sleep(atMs - core.service.nowMs() + 150);
-    expect(rx.of('c')).toHaveLength(0);
+    expect(bed.rx.of('c')).toHaveLength(0);
     expect(core.engine.wheelSize).toBe(0);
   });
 
   it('pause holds a due job back; resume fires it', async () => {
     const core = await start();
-    await core.service.putTask('hook', callbackSpec(rx.url('/hook')));
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
     const atMs = core.service.nowMs() + 300;
     await create(core, [jobSpec('p', { kind: 'once', atMs })]);
     expect((await core.service.pauseJob('p')).state).toBe('PAUSED');
     expect(core.service.nowMs()).toBeLessThan(atMs);
     await sleep(atMs - core.service.nowMs() + 150);
-    expect(rx.of('p')).toHaveLength(0);
+    expect(bed.rx.of('p')).toHaveLength(0);
     await core.service.resumeJob('p');
-    await waitFor('fired after resume', () => rx.of('p').length === 1);
-    expect(rx.of('p')[0].headers['x-punctual-scheduled-at']).toBe(String(atMs));
+    await waitFor('fired after resume', () => bed.rx.of('p').length === 1);
+    expect(bed.rx.of('p')[0].headers['x-punctual-scheduled-at']).toBe(String(atMs));
   });
 
   it('run fires an extra occurrence now and leaves the schedule alone', async () => {
     const core = await start();
-    await core.service.putTask('hook', callbackSpec(rx.url('/hook')));
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
     const later = core.service.nowMs() + 3_600_000;
     await create(core, [jobSpec('r', { kind: 'once', atMs: later })]);
     const before = core.service.nowMs();
     const job = await core.service.runJob('r');
     expect(job.nextFireAtMs).toBe(later);
-    await waitFor('extra run', () => rx.of('r').length === 1);
-    const at = Number(rx.of('r')[0].headers['x-punctual-scheduled-at']);
+    await waitFor('extra run', () => bed.rx.of('r').length === 1);
+    const at = Number(bed.rx.of('r')[0].headers['x-punctual-scheduled-at']);
     expect(at).toBeGreaterThanOrEqual(before);
     await waitFor('recorded', async () => (await core.service.listExecutions('r', { limit: 5, cursor: null })).executions[0]?.state === 'SUCCEEDED');
     const after = await core.service.getJob('r');
@@ -210,33 +182,33 @@ describe('job commands', () => {
 
   it('shows RUNNING while a callback is in flight', async () => {
     const core = await start();
-    rx.respond = () => ({ status: 200, delayMs: 300 });
-    await core.service.putTask('hook', callbackSpec(rx.url('/slow')));
+    bed.rx.respond = () => ({ status: 200, delayMs: 300 });
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/slow')));
     await create(core, [jobSpec('slow', { kind: 'once', atMs: core.service.nowMs() })]);
-    await waitFor('in flight', () => rx.of('slow').length === 1);
+    await waitFor('in flight', () => bed.rx.of('slow').length === 1);
     expect((await core.service.getJob('slow')).state).toBe('RUNNING');
     await waitFor('done', async () => (await core.service.getJob('slow')).state === 'SUCCEEDED');
   });
 
   it('shows QUEUED while waiting for a concurrency slot, RUNNING once sent', async () => {
     const core = await start();
-    rx.respond = () => ({ status: 200, delayMs: 300 });
-    await core.service.putTask('hook', callbackSpec(rx.url('/one-at-a-time'), { maxConcurrency: 1 }));
+    bed.rx.respond = () => ({ status: 200, delayMs: 300 });
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/one-at-a-time'), { maxConcurrency: 1 }));
     const now = core.service.nowMs();
     await create(core, [jobSpec('first', { kind: 'once', atMs: now }), jobSpec('second', { kind: 'once', atMs: now + 5 })]);
-    await waitFor('first in flight', () => rx.received.length === 1);
+    await waitFor('first in flight', () => bed.rx.received.length === 1);
     await sleep(30);
     const [a, b] = [await core.service.getJob('first'), await core.service.getJob('second')];
-    expect(rx.received).toHaveLength(1);
+    expect(bed.rx.received).toHaveLength(1);
     expect(a.state).toBe('RUNNING');
     expect(b.state).toBe('QUEUED');
     await waitFor('both done', async () => (await core.service.getJob('second')).state === 'SUCCEEDED');
-    expect(rx.of('second')[0].atMs).toBeGreaterThanOrEqual(rx.of('first')[0].atMs + 300);
+    expect(bed.rx.of('second')[0].atMs).toBeGreaterThanOrEqual(bed.rx.of('first')[0].atMs + 300);
   });
 
   it('answers idempotent creates, conflicts and unknown tasks per item, in input order', async () => {
     const core = await start();
-    await core.service.putTask('hook', callbackSpec(rx.url('/hook')));
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
     const later = core.service.nowMs() + 3_600_000;
     const a = jobSpec('dup', { kind: 'once', atMs: later });
     const first = await core.service.createJobs([a]);
@@ -261,7 +233,7 @@ describe('job commands', () => {
 
   it('lists jobs across shards by id with a cursor, and filters by overlaid state', async () => {
     const core = await start();
-    await core.service.putTask('hook', callbackSpec(rx.url('/hook')));
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
     const now = core.service.nowMs();
     const ids = Array.from({ length: 23 }, (_, i) => `job-${String(i).padStart(2, '0')}`);
     await create(core, ids.map((id, i) => jobSpec(id, { kind: 'once', atMs: now + (i < 5 ? 30_000 : 120_000) })));

@@ -3,10 +3,7 @@
  * directory (jobs kept, occurrences that came due while down fire, per misfire policy), tasks, cluster view,
  * readiness, metrics, overlap, and every --fsync mode.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../core/clock.js';
 import { limits, nodeLimits } from '../core/limits.js';
 import { silentLogger } from '../core/log.js';
@@ -19,57 +16,34 @@ import type { JobSpec } from '../scheduler/types.js';
 import type { NodeConfig } from './api.js';
 import { openNode, type NodeCore } from './host.js';
 import { callbackSpec, jobSpec, nodeConfig } from './testing/fixtures.js';
-import { sleep, startReceiver, waitFor, type Receiver } from './testing/receiver.js';
+import { useNodeBed } from './testing/bed.js';
+import { sleep, waitFor } from './testing/receiver.js';
 
-let dir: string;
-let rx: Receiver;
-let open: NodeCore[] = [];
-
-async function start(over: Partial<NodeConfig> = {}): Promise<NodeCore> {
-  const core = await openNode(nodeConfig(dir, over), { logger: silentLogger, closeGraceMs: 2_000 });
-  open.push(core);
-  await core.start();
-  return core;
-}
-
-async function stop(core: NodeCore): Promise<void> {
-  open = open.filter((c) => c !== core);
-  await core.close();
-}
+const bed = useNodeBed('punctual-life-', { closeGraceMs: 2_000 });
+const start = (over: Partial<NodeConfig> = {}): Promise<NodeCore> => bed.startCore(nodeConfig(bed.dir, over));
+const stop = (core: NodeCore): Promise<void> => bed.stop(core);
 
 async function create(core: NodeCore, specs: JobSpec[]): Promise<void> {
   for (const r of await core.service.createJobs(specs)) if (!r.ok) throw r.error;
 }
 
-beforeEach(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'punctual-life-'));
-  rx = await startReceiver();
-});
-
-afterEach(async () => {
-  for (const core of open) await core.close();
-  open = [];
-  await rx.close();
-  rmSync(dir, { recursive: true, force: true });
-});
-
 describe('close and restart', () => {
   it('close lets an in-flight callback finish and records it; nothing fires again after restart', async () => {
     const core = await start();
-    rx.respond = () => ({ status: 200, delayMs: 250 });
-    await core.service.putTask('hook', callbackSpec(rx.url('/slow')));
+    bed.rx.respond = () => ({ status: 200, delayMs: 250 });
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/slow')));
     await create(core, [jobSpec('inflight', { kind: 'once', atMs: core.service.nowMs() })]);
-    await waitFor('in flight', () => rx.of('inflight').length === 1);
+    await waitFor('in flight', () => bed.rx.of('inflight').length === 1);
     await stop(core);
     const again = await start();
     expect((await again.service.getJob('inflight')).state).toBe('SUCCEEDED');
     await sleep(150);
-    expect(rx.of('inflight')).toHaveLength(1);
+    expect(bed.rx.of('inflight')).toHaveLength(1);
   });
 
   it('keeps every acknowledged job across restart and fires what came due while down', async () => {
     const core = await start();
-    await core.service.putTask('hook', callbackSpec(rx.url('/hook')));
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
     const now = core.service.nowMs();
     await create(core, [
       jobSpec('down-once', { kind: 'once', atMs: now + 150 }),
@@ -86,22 +60,22 @@ describe('close and restart', () => {
     for (const id of ['down-once', 'down-skip', 'down-once-every', 'later']) {
       expect((await again.service.getJob(id)).id).toBe(id);
     }
-    await waitFor('due occurrences fired', () => ['down-once', 'down-skip', 'down-once-every'].every((id) => rx.of(id).length >= 1));
-    expect(rx.of('down-once')[0].headers['x-punctual-scheduled-at']).toBe(String(now + 150));
-    expect(rx.of('later')).toHaveLength(0);
+    await waitFor('due occurrences fired', () => ['down-once', 'down-skip', 'down-once-every'].every((id) => bed.rx.of(id).length >= 1));
+    expect(bed.rx.of('down-once')[0].headers['x-punctual-scheduled-at']).toBe(String(now + 150));
+    expect(bed.rx.of('later')).toHaveLength(0);
     await waitFor('once done', async () => (await again.service.getJob('down-once')).state === 'SUCCEEDED');
   });
 
   it('refuses a data directory created with another shard count or node id', async () => {
     const core = await start({ shards: 4 });
     await stop(core);
-    await expect(openNode(nodeConfig(dir, { shards: 8 }), { logger: silentLogger })).rejects.toThrow(/shards/);
-    await expect(openNode(nodeConfig(dir, { nodeId: 'n2' }), { logger: silentLogger })).rejects.toThrow(/node/);
+    await expect(openNode(nodeConfig(bed.dir, { shards: 8 }), { logger: silentLogger })).rejects.toThrow(/shards/);
+    await expect(openNode(nodeConfig(bed.dir, { nodeId: 'n2' }), { logger: silentLogger })).rejects.toThrow(/node/);
   });
 
   it('is ready once started, not before, and not after close', async () => {
-    const core = await openNode(nodeConfig(dir), { logger: silentLogger });
-    open.push(core);
+    const core = await openNode(nodeConfig(bed.dir), { logger: silentLogger });
+    bed.track(core);
     expect(core.service.readiness().ready).toBe(false);
     await core.start();
     expect(core.service.readiness()).toEqual({ ready: true, reason: null });
@@ -114,12 +88,12 @@ describe('close and restart', () => {
 describe('tasks, cluster, metrics', () => {
   it('puts tasks into every shard, refuses deleting a task with live jobs', async () => {
     const core = await start();
-    const put = await core.service.putTask('hook', callbackSpec(rx.url('/hook')));
+    const put = await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
     expect(put.created).toBe(true);
-    const again = await core.service.putTask('hook', callbackSpec(rx.url('/hook2')));
+    const again = await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook2')));
     expect(again.created).toBe(false);
     expect(again.task.createdAtMs).toBe(put.task.createdAtMs);
-    expect((await core.service.getTask('hook')).url).toBe(rx.url('/hook2'));
+    expect((await core.service.getTask('hook')).url).toBe(bed.rx.url('/hook2'));
     expect((await core.service.listTasks()).map((t) => t.name)).toEqual(['hook']);
     await create(core, [jobSpec('uses-hook', { kind: 'once', atMs: core.service.nowMs() + 3_600_000 })]);
     await expect(core.service.deleteTask('hook')).rejects.toMatchObject({ code: 'conflict' });
@@ -132,7 +106,7 @@ describe('tasks, cluster, metrics', () => {
   // Each shard group: the bootstrap snapshot is index 1, the leader's no-op of term 1 index 2, put_task index 3.
   it('shows one node leading every shard in term 1 with its applied index', async () => {
     const core = await start({ shards: 3 });
-    await core.service.putTask('hook', callbackSpec(rx.url('/hook')));
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
     const c = await core.service.cluster();
     expect(c.nodeId).toBe('n1');
     expect(c.nodes).toHaveLength(1);
@@ -150,8 +124,8 @@ describe('tasks, cluster, metrics', () => {
 
   it('counts callbacks, submissions, lateness and commits in its metrics', async () => {
     const core = await start();
-    rx.respond = (_r, n) => (n === 1 ? { status: 503 } : { status: 200 });
-    await core.service.putTask('hook', callbackSpec(rx.url('/m')));
+    bed.rx.respond = (_r, n) => (n === 1 ? { status: 503 } : { status: 200 });
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/m')));
     await create(core, [jobSpec('m1', { kind: 'once', atMs: core.service.nowMs() })]);
     await waitFor('done', async () => (await core.service.getJob('m1')).state === 'SUCCEEDED');
     const { body } = await core.metrics.scrape();
@@ -167,39 +141,39 @@ describe('tasks, cluster, metrics', () => {
 describe('overlap and durability modes', () => {
   it('overlap=skip skips occurrences while one runs; buffer_one fires one after it finishes', async () => {
     const core = await start();
-    rx.respond = (r, n) => (n === 1 ? { status: 200, delayMs: 350 } : { status: 200 });
-    await core.service.putTask('skip', callbackSpec(rx.url('/skip')));
-    await core.service.putTask('buffer', callbackSpec(rx.url('/buffer')));
+    bed.rx.respond = (r, n) => (n === 1 ? { status: 200, delayMs: 350 } : { status: 200 });
+    await core.service.putTask('skip', callbackSpec(bed.rx.url('/skip')));
+    await core.service.putTask('buffer', callbackSpec(bed.rx.url('/buffer')));
     const startAtMs = core.service.nowMs() + 20;
     const every = { kind: 'every' as const, everyMs: 100, startAtMs };
     await create(core, [
       jobSpec('ov-skip', every, { task: 'skip', overlap: 'skip', maxRuns: 0 }),
       jobSpec('ov-buffer', every, { task: 'buffer', overlap: 'buffer_one', maxRuns: 0 }),
     ]);
-    await waitFor('first finished', () => rx.of('ov-skip').length >= 2 && rx.of('ov-buffer').length >= 2, 3_000);
+    await waitFor('first finished', () => bed.rx.of('ov-skip').length >= 2 && bed.rx.of('ov-buffer').length >= 2, 3_000);
     await core.service.cancelJob('ov-skip');
     await core.service.cancelJob('ov-buffer');
-    const at = (id: string): number[] => rx.of(id).map((r) => Number(r.headers['x-punctual-scheduled-at']) - startAtMs);
+    const at = (id: string): number[] => bed.rx.of(id).map((r) => Number(r.headers['x-punctual-scheduled-at']) - startAtMs);
     // skip: the run at 0 holds the callback 350 ms, so 100, 200 and 300 are skipped; the next one fired is 400
     // (or later when a loaded machine records the first outcome late), never two at once.
     const skipAt = at('ov-skip');
     expect(skipAt[0]).toBe(0);
     expect(skipAt[1]).toBeGreaterThanOrEqual(400);
     expect(skipAt[1] % 100).toBe(0);
-    expect(rx.of('ov-skip')[1].atMs).toBeGreaterThanOrEqual(rx.of('ov-skip')[0].atMs + 350);
+    expect(bed.rx.of('ov-skip')[1].atMs).toBeGreaterThanOrEqual(bed.rx.of('ov-skip')[0].atMs + 350);
     // buffer_one: 100 waits for the run at 0 to finish and fires then, late; 200 and 300 are skipped meanwhile
     // or buffered in turn, never two at once.
     expect(at('ov-buffer')[1]).toBe(100);
-    expect(rx.of('ov-buffer')[1].atMs).toBeGreaterThanOrEqual(rx.of('ov-buffer')[0].atMs + 350);
+    expect(bed.rx.of('ov-buffer')[1].atMs).toBeGreaterThanOrEqual(bed.rx.of('ov-buffer')[0].atMs + 350);
   });
 
   for (const fsync of ['always', 'off'] as const) {
     it(`--fsync ${fsync} stores and fires like the default`, async () => {
       const core = await start({ fsync });
-      await core.service.putTask('hook', callbackSpec(rx.url('/hook')));
+      await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
       const now = core.service.nowMs();
       await create(core, [jobSpec('f1', { kind: 'once', atMs: now }), jobSpec('f2', { kind: 'once', atMs: now + 3_600_000 })]);
-      await waitFor('fired', () => rx.of('f1').length === 1);
+      await waitFor('fired', () => bed.rx.of('f1').length === 1);
       await waitFor('done', async () => (await core.service.getJob('f1')).state === 'SUCCEEDED');
       await stop(core);
       const again = await start({ fsync });
@@ -213,10 +187,10 @@ describe('loader', () => {
   it('keeps far jobs in SQLite and moves them into the wheel as they come within the horizon', async () => {
     const t = Date.now();
     const clock = new ManualClock(t);
-    const core = await openNode(nodeConfig(dir), { logger: silentLogger, clock });
-    open.push(core);
+    const core = await openNode(nodeConfig(bed.dir), { logger: silentLogger, clock });
+    bed.track(core);
     await core.start();
-    await core.service.putTask('hook', callbackSpec(rx.url('/hook')));
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
     const far = t + 2 * limits.wheelHorizonMs;
     await create(core, [jobSpec('far', { kind: 'once', atMs: far }), jobSpec('farther', { kind: 'once', atMs: far + limits.wheelHorizonMs })]);
     expect((await core.service.getJob('far')).state).toBe('PENDING');
@@ -227,16 +201,16 @@ describe('loader', () => {
     expect((await core.service.getJob('farther')).state).toBe('PENDING');
     expect(core.engine.wheelSize).toBe(1);
     await sleep(50);
-    expect(rx.of('far')).toHaveLength(0);
+    expect(bed.rx.of('far')).toHaveLength(0);
     // Time reaches the occurrence: it fires (the next loader run re-arms the host timer after the clock step).
     clock.set(far);
     await core.engine.runLoader();
-    await waitFor('far fired', () => rx.of('far').length === 1);
-    expect(rx.of('far')[0].headers['x-punctual-scheduled-at']).toBe(String(far));
+    await waitFor('far fired', () => bed.rx.of('far').length === 1);
+    expect(bed.rx.of('far')[0].headers['x-punctual-scheduled-at']).toBe(String(far));
     // A clock jump straight past an unloaded job: the next run loads it overdue and it fires at once.
     clock.set(far + 2 * limits.wheelHorizonMs);
     await core.engine.runLoader();
-    await waitFor('farther fired', () => rx.of('farther').length === 1);
+    await waitFor('farther fired', () => bed.rx.of('farther').length === 1);
   });
 });
 
@@ -244,14 +218,14 @@ describe('log', () => {
   // Index 1 is the bootstrap snapshot, index 2 the no-op of term 1: the n + 2 commands end at n + 4.
   it('appends every command to its shard log, applies it in the same commit, and compacts old entries', async () => {
     const core = await start({ shards: 1 });
-    await core.service.putTask('hook', callbackSpec(rx.url('/hook')));
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
     const far = core.service.nowMs() + 3_600_000;
     await create(core, [jobSpec('j', { kind: 'once', atMs: far })]);
     const n = nodeLimits.logKeepEntries + nodeLimits.logCompactEveryEntries + 50;
     // Concurrent patches: each its own command and log entry, in one or a few group commits.
     await Promise.all(Array.from({ length: n }, (_, i) => core.service.patchJob('j', { metadata: { i } })));
     await stop(core);
-    const db = openNodeDb(dir, 'off');
+    const db = openNodeDb(bed.dir, 'off');
     try {
       const log = new SqliteRaftStorage(db, 0);
       expect(new AppliedIndexes(db).of(0)).toBe(n + 4);
@@ -273,7 +247,7 @@ describe('log', () => {
 
   it('merges a burst of single-job creates of one shard into one command, answering each caller alone', async () => {
     const core = await start({ shards: 1 });
-    await core.service.putTask('hook', callbackSpec(rx.url('/hook')));
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
     const far = core.service.nowMs() + 3_600_000;
     await create(core, [jobSpec('taken', { kind: 'once', atMs: far })]);
     const specs = Array.from({ length: 50 }, (_, i) => jobSpec(`m${i}`, { kind: 'once', atMs: far }));

@@ -4,40 +4,26 @@
  * that leads shards is removed while jobs fall due (each fires exactly once, none early); the refusals; the
  * member book survives a restart whatever --peers says.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { shardOf } from '../core/ids.js';
-import { silentLogger } from '../core/log.js';
 import { openNodeDb } from '../store/db.js';
 import type { NodeConfig } from './api.js';
-import { openNode, type NodeCore, type NodeOptions } from './host.js';
+import type { NodeCore, NodeOptions } from './host.js';
 import { MemberBook, parsePeerAddr } from './membership.js';
 import { clusterConfigs } from './testing/cluster.js';
 import { callbackSpec, jobSpec, nodeConfig } from './testing/fixtures.js';
-import { sleep, startReceiver, waitFor, type Receiver } from './testing/receiver.js';
+import { useNodeBed } from './testing/bed.js';
+import { sleep, waitFor } from './testing/receiver.js';
 
 const shards = 4;
-let root: string;
-let rx: Receiver;
-let open: NodeCore[] = [];
-
-async function startCore(config: NodeConfig, options: NodeOptions = {}): Promise<NodeCore> {
-  const core = await openNode(config, { logger: silentLogger, closeGraceMs: 1_000, rebalanceIntervalMs: 0, ...options });
-  open.push(core);
-  await core.start();
-  return core;
-}
-
-async function stop(core: NodeCore): Promise<void> {
-  open = open.filter((c) => c !== core);
-  await core.close();
-}
+const bed = useNodeBed('punctual-membership-', { closeGraceMs: 1_000, rebalanceIntervalMs: 0 });
+const startCore = (config: NodeConfig, options: NodeOptions = {}): Promise<NodeCore> => bed.startCore(config, options);
+const stop = (core: NodeCore): Promise<void> => bed.stop(core);
 
 /** n1..n3 founded together; n4's config (peers: n1..n3) is returned for a later join. */
 async function threePlusOne(): Promise<{ configs: NodeConfig[]; cores: NodeCore[] }> {
-  const configs = await clusterConfigs(root, 4, { shards });
+  const configs = await clusterConfigs(bed.dir, 4, { shards });
   for (const c of configs.slice(0, 3)) c.peers = c.peers.filter((p) => p.id !== 'n4');
   const cores = await Promise.all(configs.slice(0, 3).map((c) => startCore(c)));
   await waitFor('every shard has a leader everywhere', () => cores.every((c) => c.service.readiness().ready), 10_000);
@@ -50,22 +36,10 @@ function leaderCore(cores: NodeCore[], shard: number): NodeCore | undefined {
 
 const peerAddrOf = (c: NodeConfig): string => `127.0.0.1:${c.peerListenPort}`;
 
-beforeEach(async () => {
-  root = mkdtempSync(join(tmpdir(), 'punctual-membership-'));
-  rx = await startReceiver();
-});
-
-afterEach(async () => {
-  for (const core of open) await core.close();
-  open = [];
-  await rx.close();
-  rmSync(root, { recursive: true, force: true });
-});
-
 describe('cluster add-node', () => {
   it('a joining node receives snapshots, becomes a voter of every shard, can lead, and jobs keep firing', async () => {
     const { configs, cores } = await threePlusOne();
-    await cores[0].service.putTask('hook', callbackSpec(rx.url('/hook')));
+    await cores[0].service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
     const far = cores[0].service.nowMs() + 3_600_000;
     const before = Array.from({ length: 8 }, (_, i) => `before-${i}`);
     await cores[0].service.createJobs(before.map((id) => jobSpec(id, { kind: 'once', atMs: far })));
@@ -91,12 +65,12 @@ describe('cluster add-node', () => {
     const atMs = n4.service.nowMs() + 500;
     const [r] = await n4.service.createJobs(ids.map((id) => jobSpec(id, { kind: 'once', atMs })));
     expect(r).toMatchObject({ ok: true });
-    await waitFor('all fired', () => ids.every((id) => rx.of(id).length >= 1), 10_000);
+    await waitFor('all fired', () => ids.every((id) => bed.rx.of(id).length >= 1), 10_000);
     await sleep(300);
-    for (const id of ids) expect(rx.of(id)).toHaveLength(1);
+    for (const id of ids) expect(bed.rx.of(id)).toHaveLength(1);
     const onShard0 = ids.filter((id) => shardOf(id, shards) === 0);
     expect(onShard0.length).toBeGreaterThan(0);
-    for (const id of onShard0) expect(rx.of(id)[0].headers['x-punctual-fencing-token']).toBe(`0.${n4.host.groups[0].leaderTerm}`);
+    for (const id of onShard0) expect(bed.rx.of(id)[0].headers['x-punctual-fencing-token']).toBe(`0.${n4.host.groups[0].leaderTerm}`);
     await expect(cores[2].service.addNode('n4', peerAddrOf(configs[3]))).rejects.toMatchObject({ code: 'conflict', message: /already a member/ });
   });
 
@@ -129,7 +103,7 @@ describe('cluster add-node', () => {
   });
 
   it('a node without peers has no transport: membership changes are refused as unavailable', async () => {
-    const single = await startCore(nodeConfig(join(root, 'solo'), { nodeId: 'n1' }));
+    const single = await startCore(nodeConfig(join(bed.dir, 'solo'), { nodeId: 'n1' }));
     await expect(single.service.addNode('n2', '127.0.0.1:7947')).rejects.toMatchObject({ code: 'unavailable' });
     await expect(single.service.removeNode('n1')).rejects.toMatchObject({ code: 'conflict', message: /only voter/ });
   });
@@ -141,7 +115,7 @@ describe('cluster remove-node', () => {
     const [n1, n2, n3] = cores;
     for (const shard of [0, 1]) if (!n1.host.isLeader(shard)) await n2.service.transferLeader(shard, 'n1');
     await waitFor('n1 leads shards 0 and 1', () => n1.host.groups[0].firing && n1.host.groups[1].firing, 5_000);
-    await n2.service.putTask('hook', callbackSpec(rx.url('/hook')));
+    await n2.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
     const ids = Array.from({ length: 40 }, (_, i) => `due-${i}`);
     const atMs = n2.service.nowMs() + 1_200;
     const created = await n2.service.createJobs(ids.map((id, i) => jobSpec(id, { kind: 'once', atMs: atMs + (i % 8) * 100 })));
@@ -154,12 +128,12 @@ describe('cluster remove-node', () => {
     expect(n2.transport!.peers().map((p) => p.id)).toEqual(['n3']);
     await waitFor('n3 dropped n1 too', () => n3.transport!.peers().every((p) => p.id !== 'n1'), 5_000);
 
-    await waitFor('all fired', () => ids.every((id) => rx.of(id).length >= 1), 10_000);
+    await waitFor('all fired', () => ids.every((id) => bed.rx.of(id).length >= 1), 10_000);
     await sleep(500);
     // At least once, never early. A leadership move while a job is in flight may deliver it twice (the new
     // leader re-fires what had no recorded outcome): allowed by the contract, and always the same occurrence.
     ids.forEach((id, i) => {
-      const got = rx.of(id);
+      const got = bed.rx.of(id);
       expect(got.length).toBeGreaterThanOrEqual(1);
       for (const d of got) expect(d.atMs).toBeGreaterThanOrEqual(atMs + (i % 8) * 100);
     });
@@ -185,7 +159,7 @@ describe('the member book', () => {
     const n2 = await startCore(configs[1]);
     expect(n2.transport!.peers().map((p) => p.id).sort()).toEqual(['n1', 'n3', 'n4']);
     await waitFor('n2 ready', () => n2.service.readiness().ready, 10_000);
-    const db = openNodeDb(join(root, 'x'), 'off');
+    const db = openNodeDb(join(bed.dir, 'x'), 'off');
     const book = new MemberBook(db);
     expect(book.merge([{ id: 'n1', host: 'h', port: 1, removed: false, version: 5 }])).toHaveLength(1);
     expect(book.merge([{ id: 'n1', host: 'old', port: 2, removed: false, version: 4 }])).toHaveLength(0);
