@@ -58,8 +58,10 @@ describe('cluster add-node', () => {
     const view = await n4.service.cluster();
     expect(view.nodes.map((n) => n.id).sort()).toEqual(['n1', 'n2', 'n3', 'n4']);
 
-    // n4 can lead: a job of a shard it leads fires once, from n4.
-    await cores[0].service.transferLeader(0, 'n4');
+    // n4 can lead: a job of a shard it leads fires once, from n4. The transfer is asked of a follower of shard
+    // 0, which may not have applied the change yet: the request runs on the leader, whose configuration decides.
+    const follower = cores.find((c) => !c.host.isLeader(0))!;
+    await follower.service.transferLeader(0, 'n4');
     await waitFor('n4 leads shard 0', () => n4.host.groups[0].firing, 5_000);
     const ids = Array.from({ length: 16 }, (_, i) => `after-${i}`);
     const atMs = n4.service.nowMs() + 500;

@@ -18,6 +18,7 @@ export type ForwardOp =
   | { op: 'get_job'; id: string }
   | { op: 'list_executions'; id: string; limit: number; cursor: string | null }
   | { op: 'propose'; shard: number; command: unknown }
+  | { op: 'transfer_leader'; shard: number; to: string }
   | { op: 'info' };
 
 /** The part of PeerTransport the router uses. */

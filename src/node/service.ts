@@ -109,6 +109,8 @@ export class NodeService implements SchedulerApi {
         return this.listExecutionsLocal(op.id, { limit: op.limit, cursor: op.cursor });
       case 'propose':
         return this.proposeLocal(op.shard, op.command as Command);
+      case 'transfer_leader':
+        return this.o.cluster.transferLeader(op.shard, op.to);
       case 'info':
         return this.o.cluster.info();
     }
@@ -276,8 +278,16 @@ export class NodeService implements SchedulerApi {
     return this.o.cluster.view(this.apiPort);
   }
 
-  transferLeader(shard: number, to: string): Promise<void> {
-    return this.o.cluster.transferLeader(shard, to);
+  /**
+   * Runs on the shard's leader (forwarded when this node is not it): the leader's configuration is the one that
+   * decides whether `to` is a voter, so a node that just joined can be named right after `add-node` answered,
+   * whichever node the request reaches.
+   */
+  async transferLeader(shard: number, to: string): Promise<void> {
+    if (this.o.host.groups[shard] === undefined) {
+      throw new PunctualError('not_found', `shard ${shard} not found (this cluster has ${this.o.host.groups.length})`);
+    }
+    await this.o.router.call(shard, { op: 'transfer_leader', shard, to }, () => this.o.cluster.transferLeader(shard, to));
   }
 
   readiness(): { ready: boolean; reason: string | null } {
