@@ -49,10 +49,11 @@ if (process.argv[2] === '--receiver') {
   }
   const c = process.cpuUsage(cpu);
   h.disable();
+  const folded = core.proposer?.foldedTotal ?? 0;
   await core.close();
   receiver.send('done');
   const { lat, dups } = await new Promise((r) => receiver.once('message', r));
   rmSync(dir, { recursive: true, force: true });
   lat.sort((a, b) => a - b);
-  console.log(`N=${N}: first ${lat[0].toFixed(0)} ms, last ${lat[lat.length - 1].toFixed(0)} ms, p50 ${lat[lat.length >> 1].toFixed(0)} ms, dups ${dups}, node CPU ${((c.user + c.system) / N).toFixed(1)} us/callback, max loop stall ${(h.max / 1e6).toFixed(0)} ms`);
+  console.log(`N=${N}: first ${lat[0].toFixed(0)} ms, last ${lat[lat.length - 1].toFixed(0)} ms, p50 ${lat[lat.length >> 1].toFixed(0)} ms, dups ${dups}, node CPU ${((c.user + c.system) / N).toFixed(1)} us/callback, max loop stall ${(h.max / 1e6).toFixed(0)} ms, fired items folded ${folded}`);
 }

@@ -188,6 +188,9 @@ export class FiringEngine {
   onApplied(shard: number, command: Command, effects: Effect[]): void {
     if (command.type === 'fired' || command.type === 'skipped') {
       for (const it of command.items) this.awaitingApply.delete(occurrenceKey(it.jobId, it.scheduledAtMs));
+    } else if (command.type === 'outcomes') {
+      // An outcome with its fired item folded in (the proposer's folding) is that fired item's apply too.
+      for (const it of command.items) if (it.startedAtMs !== undefined) this.awaitingApply.delete(occurrenceKey(it.jobId, it.scheduledAtMs));
     }
     if (this.stopped || !this.firing.has(shard)) return;
     const horizonMs = this.o.clock.nowMs() + limits.wheelHorizonMs;

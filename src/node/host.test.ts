@@ -190,6 +190,39 @@ describe('job commands', () => {
     await waitFor('done', async () => (await core.service.getJob('slow')).state === 'SUCCEEDED');
   });
 
+  it('records a quick callback with one record (fired folded into its outcome), a slow one RUNNING while in flight', async () => {
+    const core = await start();
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/quick')));
+    const now = core.service.nowMs();
+    const quick = Array.from({ length: 10 }, (_, i) => jobSpec(`quick-${i}`, { kind: 'once', atMs: now + 30 * i }));
+    await create(core, quick);
+    await waitFor('quick ones done', async () => {
+      for (const j of quick) if ((await core.service.getJob(j.id)).state !== 'SUCCEEDED') return false;
+      return true;
+    });
+    // The receiver answers within the engine-item delay: most fired items never become records of their own.
+    expect(core.proposer.foldedTotal).toBeGreaterThan(0);
+    for (const j of quick) {
+      const at = (j.schedule as { atMs: number }).atMs;
+      const [e] = (await core.service.listExecutions(j.id, { limit: 5, cursor: null })).executions;
+      expect(e).toMatchObject({ scheduledAtMs: at, attempt: 1, state: 'SUCCEEDED', statusCode: 200, nodeId: 'n1' });
+      expect(e.startedAtMs).toBeGreaterThanOrEqual(at);
+      expect(e.latenessMs).toBe(e.startedAtMs! - at);
+      expect(e.finishedAtMs).toBeGreaterThanOrEqual(e.startedAtMs!);
+    }
+    // A slow callback: its fired item is proposed alone, so the stored execution (what a new leader or a restart
+    // sees) is RUNNING while the receiver holds the request.
+    const folded = core.proposer.foldedTotal;
+    bed.rx.respond = () => ({ status: 200, delayMs: 400 });
+    const at = core.service.nowMs();
+    await create(core, [jobSpec('slow-2', { kind: 'once', atMs: at })]);
+    await waitFor('in flight', () => bed.rx.of('slow-2').length === 1);
+    const store = core.host.groups[shardOf('slow-2', 4)].store;
+    await waitFor('RUNNING stored', () => store.getExecution('slow-2', at)?.state === 'RUNNING');
+    await waitFor('done', async () => (await core.service.getJob('slow-2')).state === 'SUCCEEDED');
+    expect(core.proposer.foldedTotal).toBe(folded);
+  });
+
   it('shows QUEUED while waiting for a concurrency slot, RUNNING once sent', async () => {
     const core = await start();
     bed.rx.respond = () => ({ status: 200, delayMs: 300 });

@@ -70,6 +70,8 @@ export interface NodeCore {
   readonly membership: Membership;
   readonly metrics: NodeMetrics;
   readonly engine: FiringEngine;
+  /** Group commit of every proposal and of the engine's items (foldedTotal: fired items folded into outcomes). */
+  readonly proposer: Proposer;
   readonly host: RaftHost;
   readonly cluster: ClusterOps;
   readonly logger: Logger;
@@ -274,6 +276,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     membership,
     metrics,
     engine,
+    proposer,
     host,
     cluster,
     logger,

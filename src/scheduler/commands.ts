@@ -22,8 +22,12 @@ export type Command =
   | { type: 'patch_job'; nowMs: number; id: string; patch: JobPatch }
   /** The leader sent (or is sending) these attempts: executions become RUNNING, recurring jobs advance. */
   | { type: 'fired'; nowMs: number; nodeId: string; items: FiredItem[] }
-  /** Attempts finished: success, permanent failure, or a retry due at retryAtMs. */
-  | { type: 'outcomes'; nowMs: number; items: OutcomeItem[] }
+  /**
+   * Attempts finished: success, permanent failure, or a retry due at retryAtMs. An item with `startedAtMs` also
+   * stands for its attempt's `fired` item (the leader folds the two when the callback finished before the fired
+   * item was proposed): it applies exactly as that fired item followed by this outcome. `nodeId` is the sender.
+   */
+  | { type: 'outcomes'; nowMs: number; nodeId?: string; items: OutcomeItem[] }
   /** Occurrences the leader decided not to fire (misfire=skip after downtime, overlap=skip). */
   | { type: 'skipped'; nowMs: number; items: SkippedItem[] }
   /** Appended by a new leader (and at start) so it can commit; changes nothing. */
@@ -46,6 +50,8 @@ export interface OutcomeItem {
   finishedAtMs: number;
   /** Set when result is 'retry': when the next attempt is due. */
   retryAtMs: number | null;
+  /** Present when the attempt's `fired` item was folded into this outcome (see the `outcomes` command). */
+  startedAtMs?: number;
 }
 
 export interface SkippedItem {

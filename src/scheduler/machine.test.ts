@@ -723,6 +723,42 @@ describe('determinism and invariants', () => {
     }
   });
 
+  it('an outcome with its fired item folded in applies exactly as that fired item followed by the outcome', () => {
+    for (const seed of [7, 8, 9, 1234]) {
+      const rand = new Prng(seed);
+      const sequential = new MemoryStore();
+      const folded = new MemoryStore();
+      const put: Command = { type: 'put_task', nowMs: T0, task: task() };
+      apply(sequential, put);
+      apply(folded, put);
+      let now = T0;
+      let pairs = 0;
+      for (let i = 0; i < 800; i++) {
+        now += rand.int(40_000);
+        const c = randomCommand(rand, sequential, now, Math.floor(i / 60));
+        if (c.type === 'fired' && rand.int(2) === 0) {
+          // The same attempt's fired item and outcome: two commands on one side, one folded item on the other.
+          const f = c.items[0]!;
+          const result = (['succeeded', 'failed', 'retry'] as const)[rand.int(3)]!;
+          const item = { jobId: f.jobId, scheduledAtMs: f.scheduledAtMs, attempt: f.attempt, result, statusCode: 200, error: null,
+            finishedAtMs: now + 3, retryAtMs: result === 'retry' ? now + 1000 : null };
+          const a1 = apply(sequential, c);
+          const a2 = apply(sequential, { type: 'outcomes', nowMs: now, items: [item] });
+          const b = apply(folded, decodeCommand(encodeCommand({ type: 'outcomes', nowMs: now, nodeId: 'n1', items: [{ ...item, startedAtMs: f.startedAtMs }] })));
+          expect(b.effects, `seed ${seed} step ${i}`).toEqual([...a1.effects, ...a2.effects]);
+          if ('applied' in a1.result && a1.result.applied > 0) pairs++;
+        } else {
+          const a = apply(sequential, c);
+          const b = apply(folded, c);
+          expect(b, `seed ${seed} step ${i}`).toEqual(a);
+        }
+        if (i % 8 === 0 || i === 799) expect(dump(folded), `seed ${seed} step ${i}`).toEqual(dump(sequential));
+      }
+      checkInvariants(folded, seed);
+      expect(pairs, `seed ${seed}: folded pairs whose fired item started an attempt`).toBeGreaterThan(30);
+    }
+  });
+
   it('noop changes nothing', () => {
     const { store, create } = setup();
     create(spec('a'));

@@ -68,7 +68,7 @@ function dispatch(store: SchedulerStore, c: Command, effects: Effect[]): Command
     case 'fired':
       return count(c.type, c.items, (item) => applyFired(store, item, c.nodeId, c.nowMs, effects));
     case 'outcomes':
-      return count(c.type, c.items, (item) => applyOutcome(store, item, c.nowMs, effects));
+      return count(c.type, c.items, (item) => applyOutcome(store, item, c.nodeId ?? '', c.nowMs, effects));
     case 'skipped':
       return count(c.type, c.items, (item) => applySkipped(store, item, c.nowMs, effects));
     case 'noop':
@@ -358,14 +358,21 @@ function patchJob(
 
 // ---------------------------------------------------------------- reports from the leader
 
-function applyFired(store: SchedulerStore, item: FiredItem, nodeId: string, nowMs: number, effects: Effect[]) {
+/** A fired item's changes, not written yet: the attempt's RUNNING execution and the job advanced past it. */
+interface Started {
+  job: JobRecord;
+  execution: ExecutionRecord;
+}
+
+/** What a fired item changes, or null when it is stale, a duplicate, or its job is cancelled or paused. */
+function startAttempt(store: SchedulerStore, item: FiredItem, nodeId: string, nowMs: number, effects: Effect[]): Started | null {
   const job = store.getJob(item.jobId);
-  if (job === null || job.state === 'CANCELLED') return false;
+  if (job === null || job.state === 'CANCELLED') return null;
   const existing = store.getExecution(item.jobId, item.scheduledAtMs);
   const open = existing !== null && (existing.state === 'QUEUED' || existing.state === 'RUNNING');
-  if (existing !== null && (!open || item.attempt < existing.attempt)) return false; // stale or duplicate
+  if (existing !== null && (!open || item.attempt < existing.attempt)) return null; // stale or duplicate
   // A paused job fires nothing regular; only an open execution (run_job, a retry) may still start.
-  if (job.state === 'PAUSED' && !open) return false;
+  if (job.state === 'PAUSED' && !open) return null;
   const execution: ExecutionRecord = {
     jobId: item.jobId,
     scheduledAtMs: item.scheduledAtMs,
@@ -379,12 +386,19 @@ function applyFired(store: SchedulerStore, item: FiredItem, nodeId: string, nowM
     nodeId,
     retryAtMs: null,
   };
-  store.putExecution(execution);
   if (job.state !== 'PAUSED' && item.scheduledAtMs === job.nextFireAtMs) {
     job.runs += 1;
     job.nextFireAtMs = advance(job, item.scheduledAtMs, nowMs);
     armNext(job, effects);
   }
+  return { job, execution };
+}
+
+function applyFired(store: SchedulerStore, item: FiredItem, nodeId: string, nowMs: number, effects: Effect[]) {
+  const started = startAttempt(store, item, nodeId, nowMs, effects);
+  if (started === null) return false;
+  const { job, execution } = started;
+  store.putExecution(execution);
   // The RUNNING execution just written is open: no need to ask the store (one query less per callback).
   settle(store, job, undefined, true);
   job.updatedAtMs = nowMs;
@@ -392,12 +406,35 @@ function applyFired(store: SchedulerStore, item: FiredItem, nodeId: string, nowM
   return true;
 }
 
-function applyOutcome(store: SchedulerStore, item: OutcomeItem, nowMs: number, effects: Effect[]) {
+function applyOutcome(store: SchedulerStore, item: OutcomeItem, nodeId: string, nowMs: number, effects: Effect[]) {
+  if (item.startedAtMs !== undefined) {
+    // A folded fired item: exactly its apply, then the outcome's, with one read and one write of each row.
+    const fired = { jobId: item.jobId, scheduledAtMs: item.scheduledAtMs, attempt: item.attempt, startedAtMs: item.startedAtMs };
+    const started = startAttempt(store, fired, nodeId, nowMs, effects);
+    if (started !== null) return finishAttempt(store, started.job, started.execution, item, nowMs, effects, true);
+    // The fired item would have changed nothing: the outcome applies to what is stored, as it would after it.
+  }
   const job = store.getJob(item.jobId);
   const e = store.getExecution(item.jobId, item.scheduledAtMs);
   if (job === null || e === null || item.attempt < e.attempt) return false;
-  const open = e.state === 'QUEUED' || e.state === 'RUNNING';
   if (job.state === 'CANCELLED') return finishCancelled(store, e, item);
+  return finishAttempt(store, job, e, item, nowMs, effects, false);
+}
+
+/**
+ * Ends (or requeues) the attempt of execution `e`. `jobChanged`: the job was changed by a fired item folded
+ * into this outcome and must be written in any case (as that fired item's own apply would have).
+ */
+function finishAttempt(
+  store: SchedulerStore,
+  job: JobRecord,
+  e: ExecutionRecord,
+  item: OutcomeItem,
+  nowMs: number,
+  effects: Effect[],
+  jobChanged: boolean,
+): boolean {
+  const open = e.state === 'QUEUED' || e.state === 'RUNNING';
   if (!open) return false; // a duplicate report of a finished execution
   const done = { ...e, attempt: item.attempt, statusCode: item.statusCode, error: item.error };
   if (item.result === 'retry') {
@@ -407,6 +444,11 @@ function applyOutcome(store: SchedulerStore, item: OutcomeItem, nowMs: number, e
     if (job.state !== 'PAUSED') {
       const attempt = item.attempt + 1;
       effects.push({ type: 'arm', jobId: job.id, scheduledAtMs: e.scheduledAtMs, attempt, dueAtMs: retryAtMs });
+    }
+    if (jobChanged) {
+      settle(store, job, undefined, true); // the QUEUED execution just written is open
+      job.updatedAtMs = nowMs;
+      store.putJob(job);
     }
     return true;
   }
