@@ -164,6 +164,24 @@ describe('headers and signature', () => {
     expect(seen[1].body.length).toBe(0);
   });
 
+  it('labels payload_base64 bytes application/octet-stream, and drops a user Host header', async () => {
+    const seen: Array<{ headers: IncomingMessage['headers']; body: Buffer }> = [];
+    const { url } = await httpReceiver(async (req, res) => {
+      seen.push({ headers: req.headers, body: await readBody(req) });
+      res.end();
+    });
+    const d = dispatcher();
+    const bytes = new Uint8Array([0, 1, 2, 0xff, 0xfe, 0x0a]);
+    const hosted = spec(url, { headers: { host: 'elsewhere.example' } });
+    expect((await d.send(delivery(hosted, { body: bytes, bodyEncoding: 'base64' }))).kind).toBe('succeeded');
+    expect((await d.send(delivery(spec(url), { bodyEncoding: 'json' }))).kind).toBe('succeeded');
+
+    expect(seen[0].headers['content-type']).toBe('application/octet-stream');
+    expect(Buffer.compare(seen[0].body, Buffer.from(bytes))).toBe(0);
+    expect(seen[0].headers.host).toBe(new URL(url).host);
+    expect(seen[1].headers['content-type']).toBe('application/json');
+  });
+
   it('calls onStart with the startedAtMs of the outcome', async () => {
     const { url } = await httpReceiver((_req, res) => res.end());
     const starts: Array<[string, number]> = [];
@@ -205,7 +223,9 @@ describe('classification', () => {
       const outcome = await d.send(delivery(spec(`${url}/status/${status}`)));
       expect({ status, kind: outcome.kind }).toEqual({ status, kind });
       expect(outcome.statusCode).toBe(status);
-      expect(outcome.error).toBe(kind === 'succeeded' ? null : `HTTP ${status}`);
+      const redirect = status >= 300 && status < 400;
+      const error = redirect ? `HTTP ${status} (redirect to /elsewhere not followed)` : `HTTP ${status}`;
+      expect(outcome.error).toBe(kind === 'succeeded' ? null : error);
     }
     expect(redirectFollowed).toBe(0);
   });
@@ -260,14 +280,49 @@ describe('classification', () => {
     expect(outcome).toMatchObject({ kind: 'succeeded', statusCode: 200, error: null });
   });
 
-  it('times out a body that never ends (the timeout covers the body)', async () => {
-    const { url } = await httpReceiver((_req, res) => {
-      res.writeHead(200, { 'content-length': '100' });
+  it('a body that never ends: the status decides at the timeout, and the connection is dropped', async () => {
+    let closed = 0;
+    const { url } = await httpReceiver((req, res) => {
+      const status = Number(req.url!.slice(1));
+      res.writeHead(status, { 'content-length': '100', 'retry-after': '3' });
       res.write('partial');
+      res.on('close', () => closed++);
     });
     const d = dispatcher();
-    const outcome = await d.send(delivery(spec(url, { timeoutMs: 200 })));
-    expect(outcome).toMatchObject({ kind: 'retryable', statusCode: 200, error: 'timeout after 200 ms' });
+    // The receiver said 2xx: delivering again would duplicate a callback it accepted.
+    const ok = await d.send(delivery(spec(`${url}/200`, { timeoutMs: 200 })));
+    expect(ok).toMatchObject({ kind: 'succeeded', statusCode: 200, error: null });
+    const busy = await d.send(delivery(spec(`${url}/503`, { timeoutMs: 200 })));
+    expect(busy).toMatchObject({ kind: 'retryable', statusCode: 503, error: 'HTTP 503', retryAfterMs: 3_000 });
+    const gone = await d.send(delivery(spec(`${url}/404`, { timeoutMs: 200 })));
+    expect(gone).toMatchObject({ kind: 'permanent', statusCode: 404, error: 'HTTP 404' });
+    await waitFor(() => closed === 3);
+    expect(d.inFlight()).toBe(0);
+  });
+
+  it('a body cut by a reset or a close after the status: the status decides', async () => {
+    const cut = (how: 'reset' | 'close', status: number) =>
+      netReceiver((socket) =>
+        socket.once('data', () => {
+          socket.write(`HTTP/1.1 ${status} X\r\nContent-Length: 100\r\n\r\nabc`);
+          setTimeout(() => (how === 'reset' ? socket.resetAndDestroy() : socket.end()), 20);
+        }),
+      );
+    const d = dispatcher();
+    const reset200 = await d.send(delivery(spec(await cut('reset', 200))));
+    expect(reset200).toMatchObject({ kind: 'succeeded', statusCode: 200, error: null });
+    const closed201 = await d.send(delivery(spec(await cut('close', 201))));
+    expect(closed201).toMatchObject({ kind: 'succeeded', statusCode: 201, error: null });
+    const reset500 = await d.send(delivery(spec(await cut('reset', 500))));
+    expect(reset500).toMatchObject({ kind: 'retryable', statusCode: 500, error: 'HTTP 500' });
+    // No status yet: the reset itself is the outcome.
+    const early = await netReceiver((socket) =>
+      socket.once('data', () => {
+        socket.write('HTTP/1.1 200 OK\r\n');
+        setTimeout(() => socket.resetAndDestroy(), 20);
+      }),
+    );
+    expect(await d.send(delivery(spec(early)))).toMatchObject({ kind: 'retryable', statusCode: null });
   });
 
   it('treats a destroyed socket, a TCP reset and a refused connection as retryable', async () => {

@@ -27,6 +27,12 @@ export interface Delivery {
   spec: CallbackSpec;
   /** The payload, sent as is. */
   body: Uint8Array;
+  /**
+   * How the payload was given (JobRecord.payloadEncoding): it picks the content-type sent when the spec has
+   * none, `application/json` for a JSON payload, `application/octet-stream` for payload_base64 bytes.
+   * Absent = 'json'.
+   */
+  bodyEncoding?: 'json' | 'base64';
   /** Task name, or `job:${jobId}` for an inline callback; limit = spec.maxConcurrency. */
   concurrencyKey: string;
 }
@@ -34,7 +40,10 @@ export interface Delivery {
 export interface AttemptOutcome {
   kind: 'succeeded' | 'retryable' | 'permanent';
   statusCode: number | null;
-  /** Short text: 'timeout after 10000 ms', 'ECONNRESET', 'HTTP 503', ... */
+  /**
+   * Short text: 'timeout after 10000 ms', 'ECONNRESET', 'HTTP 503', 'HTTP 302 (redirect to ... not followed)'.
+   * null on success.
+   */
   error: string | null;
   /** Parsed Retry-After (seconds or HTTP date), clamped to limits.retryAfterMsMax. */
   retryAfterMs: number | null;
@@ -86,13 +95,18 @@ const reservedHeaderNames = new Set([
   'x-punctual-attempt',
   'x-punctual-fencing-token',
   'x-punctual-signature',
-  // undici computes or rejects these: sending a user's copy would fail every attempt.
+  // The URL names the target: a user Host header must not send the request to another virtual host.
+  'host',
+  // undici computes or rejects these (or they are hop-by-hop): sending a user's copy would fail every attempt.
   'content-length',
   'transfer-encoding',
   'connection',
   'keep-alive',
   'upgrade',
   'expect',
+  'te',
+  'trailer',
+  'proxy-connection',
 ]);
 
 interface Target {
@@ -127,6 +141,8 @@ class Attempt implements UndiciDispatcher.DispatchHandler, LimiterEntry {
   startedAtMs = 0;
   statusCode: number | null = null;
   retryAfterMs: number | null = null;
+  /** Location of a 3xx answer, for the error text (redirects are not followed). */
+  location: string | null = null;
   bodyBytes = 0;
 
   constructor(
@@ -154,6 +170,10 @@ class Attempt implements UndiciDispatcher.DispatchHandler, LimiterEntry {
     if (classifyStatus(statusCode) === 'retryable') {
       this.retryAfterMs = parseRetryAfterMs(headers['retry-after'], this.engine.clock.nowMs());
     }
+    if (statusCode >= 300 && statusCode <= 399) {
+      const location = headers['location'];
+      this.location = (Array.isArray(location) ? location[0] : location) ?? null;
+    }
   }
 
   onResponseData(controller: UndiciDispatcher.DispatchController, chunk: Buffer): void {
@@ -171,6 +191,9 @@ class Attempt implements UndiciDispatcher.DispatchHandler, LimiterEntry {
 
   onResponseError(_controller: UndiciDispatcher.DispatchController | null, err: Error): void {
     if (this.state === 'done') return;
+    // The receiver already answered with a status: that answer is the verdict, whatever happens to the body
+    // (a 2xx whose body is cut must not be delivered again).
+    if (this.statusCode !== null) return this.engine.settleOnStatus(this);
     const verdict = classifyError(err);
     this.engine.finish(this, verdict.kind, this.statusCode, verdict.error, null);
   }
@@ -193,7 +216,9 @@ function declareTimeout(attempt: Attempt): void {
   if (attempt.state === 'done') return;
   const controller = attempt.controller;
   const timeoutMs = attempt.delivery.spec.timeoutMs;
-  attempt.engine.finish(attempt, 'retryable', attempt.statusCode, `timeout after ${timeoutMs} ms`, null);
+  // A status already received is the verdict: only the body was late (it is not waited for any longer).
+  if (attempt.statusCode !== null) attempt.engine.settleOnStatus(attempt);
+  else attempt.engine.finish(attempt, 'retryable', null, `timeout after ${timeoutMs} ms`, null);
   if (controller !== null) controller.abort(new TimeoutError(`timeout after ${timeoutMs} ms`));
 }
 
@@ -273,7 +298,7 @@ class Engine {
       return;
     }
     const kind = classifyStatus(statusCode);
-    const error = kind === 'succeeded' ? null : `HTTP ${statusCode}`;
+    const error = kind === 'succeeded' ? null : statusError(statusCode, attempt.location);
     this.finish(attempt, kind, statusCode, error, attempt.retryAfterMs);
   }
 
@@ -316,7 +341,8 @@ class Engine {
     while (this.activeHead !== null) {
       const attempt = this.activeHead;
       const controller = attempt.controller;
-      this.finish(attempt, 'retryable', attempt.statusCode, 'aborted: dispatcher closed', null);
+      if (attempt.statusCode !== null) this.settleOnStatus(attempt);
+      else this.finish(attempt, 'retryable', null, 'aborted: dispatcher closed', null);
       controller?.abort(new Error('dispatcher closed'));
       aborted++;
     }
@@ -385,9 +411,21 @@ class Engine {
     if (spec.signingSecret !== null && spec.signingSecret.length > 0) {
       headers.push('X-Punctual-Signature', signBody(spec.signingSecret, nowMs, d.body));
     }
-    if (!prepared.hasContentType && d.body.length > 0) headers.push('content-type', 'application/json');
+    if (!prepared.hasContentType && d.body.length > 0) {
+      headers.push('content-type', d.bodyEncoding === 'base64' ? 'application/octet-stream' : 'application/json');
+    }
     return headers;
   }
+}
+
+const locationTextMax = 200;
+
+/** `HTTP 503`; a 3xx names where it pointed, since it is not followed (the URL is probably out of date). */
+function statusError(statusCode: number, location: string | null): string {
+  if (statusCode < 300 || statusCode > 399) return `HTTP ${statusCode}`;
+  if (location === null || location.length === 0) return `HTTP ${statusCode} (redirect not followed)`;
+  const shown = location.length <= locationTextMax ? location : location.slice(0, locationTextMax - 3) + '...';
+  return `HTTP ${statusCode} (redirect to ${shown} not followed)`;
 }
 
 /** Specs are treated as immutable: the filtered headers are cached per spec object. */
