@@ -35,14 +35,16 @@ export function resolveServer(flag: string | undefined, env: Record<string, stri
   const fromEnv = env.PUNCTUAL_SERVER;
   const what = flag !== undefined ? '--server' : 'PUNCTUAL_SERVER';
   const text = flag ?? (fromEnv !== undefined && fromEnv !== '' ? fromEnv : defaultServer);
+  // HOST:PORT alone (what --listen takes) parses as a URL with the host as its scheme, or not at all
+  const hint = /^[^/:]+:\d+(\/.*)?$/.test(text) ? ` (did you mean http://${text}?)` : '';
   let url: URL;
   try {
     url = new URL(text);
   } catch {
-    throw usageError(`${what}: not a URL: ${JSON.stringify(text)}`);
+    throw usageError(`${what}: not a URL: ${JSON.stringify(text)}${hint}`);
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw usageError(`${what}: must be an http:// or https:// URL, got ${JSON.stringify(text)}`);
+    throw usageError(`${what}: must be an http:// or https:// URL, got ${JSON.stringify(text)}${hint}`);
   }
   if (url.search !== '' || url.hash !== '' || url.username !== '' || url.password !== '') {
     throw usageError(`${what}: must be a plain base URL (no credentials, query or fragment)`);
@@ -108,9 +110,11 @@ export function apiError(status: number, text: string): CliError {
   const lines = [`error: ${problem.code}: ${detail}`];
   if (Array.isArray(problem.errors)) {
     for (const e of problem.errors) {
-      const line = isPlainObject(e) ? `${String(e.field)}: ${String(e.message)}` : null;
-      // a one-field error usually has that field's line as its detail already: do not print it twice
-      if (line !== null && line !== detail) lines.push(`  ${line}`);
+      if (!isPlainObject(e)) continue;
+      const line = `${String(e.field)}: ${String(e.message)}`;
+      // a one-field error usually has that field's line (or its message alone) as its detail already: do not
+      // print it twice
+      if (line !== detail && String(e.message) !== detail) lines.push(`  ${line}`);
     }
   }
   return new CliError(exitCodes.runtime, lines.join('\n'));
@@ -122,7 +126,9 @@ function unreachable(server: string, err: unknown): CliError {
   if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
     return new CliError(exitCodes.runtime, `punctual: server ${server} did not answer within ${cliLimits.requestTimeoutMs} ms`);
   }
-  const reason = code !== '' && !message.includes(code) ? `${code}: ${message}` : message;
+  const full = code !== '' && !message.includes(code) ? `${code}: ${message}` : message;
+  // one line: TLS errors carry OpenSSL's multi-line text
+  const reason = full.replace(/\s+/g, ' ').trim();
   return new CliError(exitCodes.runtime, `punctual: cannot reach server ${server}: ${reason}`);
 }
 

@@ -34,11 +34,9 @@ export function registerClusterCommands(program: Command, io: CliIo): void {
     const to = parseNodeId('--to', opts.to);
     await withClient(opts, io, async (client) => {
       const { body } = await client.call('POST', `/v1/cluster/shards/${shard}/transfer-leader`, { body: { to } });
-      if (body === null && !client.json) {
-        io.stdout.write(`leadership transfer of shard ${shard} to ${to} requested\n`);
-        return;
-      }
-      printOne(client, io, body);
+      // the answer (202 {shard, to}) only echoes the request: a sentence says more; --json keeps the answer
+      if (client.json && body !== null) return printOne(client, io, body);
+      io.stdout.write(`leadership transfer of shard ${shard} to ${to} requested\n`);
     });
   });
   registerMembershipCommands(cluster, io);

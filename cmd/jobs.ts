@@ -5,6 +5,7 @@ import { cliLimits, limits } from '../src/core/limits.js';
 import { jobStates } from '../src/scheduler/types.js';
 import { seg, withClient, type Client, type ClientOptions } from './client.js';
 import { collect, printJson, printOne, withClientOptions } from './common.js';
+import { registerJobEditCommands } from './job-edit.js';
 import { executionsTable, isPlainObject, jobsTable } from './format.js';
 import { CliError, exitCodes, usageError, type CliIo } from './io.js';
 import {
@@ -99,7 +100,7 @@ function targetFields(opts: JobAddOptions, body: Record<string, unknown>): void 
   }
 }
 
-function payloadFields(opts: JobAddOptions, body: Record<string, unknown>): void {
+export function payloadFields(opts: Pick<JobAddOptions, 'payload' | 'payloadFile' | 'payloadBase64'>, body: Record<string, unknown>): void {
   const names = given([['--payload', opts.payload], ['--payload-file', opts.payloadFile], ['--payload-base64', opts.payloadBase64]]);
   atMostOne(names, 'one payload');
   if (opts.payload !== undefined) body.payload = parseJson('--payload', opts.payload);
@@ -109,7 +110,9 @@ function payloadFields(opts: JobAddOptions, body: Record<string, unknown>): void
   if (opts.payloadBase64 !== undefined) body.payload_base64 = parseBase64('--payload-base64', opts.payloadBase64);
 }
 
-function scheduleField(opts: JobAddOptions): Record<string, unknown> | undefined {
+export function scheduleField(
+  opts: Pick<JobAddOptions, 'at' | 'delayMs' | 'cron' | 'timezone' | 'everyMs' | 'startAt'>,
+): Record<string, unknown> | undefined {
   const kinds = given([['--at', opts.at], ['--delay-ms', opts.delayMs], ['--cron', opts.cron], ['--every-ms', opts.everyMs]]);
   atMostOne(kinds, 'one schedule');
   if (opts.timezone !== undefined && opts.cron === undefined) throw usageError('--timezone: only with --cron');
@@ -126,6 +129,12 @@ function scheduleField(opts: JobAddOptions): Record<string, unknown> | undefined
     return every;
   }
   return undefined; // absent = now
+}
+
+/** A job id given as an argument: checked here, so a typo is bad usage (exit 2) and sends no request. */
+export function jobIdArg(id: string): string {
+  if (!jobIdPattern.test(id)) throw usageError(`job id must match [A-Za-z0-9._:-]{1,128}, got ${JSON.stringify(id)}`);
+  return id;
 }
 
 /** The POST /v1/jobs body and headers that `job add` sends; usage errors (exit 2) before any request. */
@@ -229,6 +238,14 @@ function addJobAdd(job: Command, io: CliIo): void {
     });
 }
 
+function parseState(text: string): string {
+  const state = text.toUpperCase();
+  if (!(jobStates as readonly string[]).includes(state)) {
+    throw usageError(`--state: must be one of ${jobStates.join('|')} (any case), got ${JSON.stringify(text)}`);
+  }
+  return state;
+}
+
 function addJobList(job: Command, io: CliIo): void {
   withClientOptions(job.command('list').description('list jobs (GET /v1/jobs)'))
     .option('--state <state>', `only jobs in this state: ${jobStates.join('|')}`)
@@ -238,7 +255,7 @@ function addJobList(job: Command, io: CliIo): void {
     .option('--all', 'follow next cursors until the end')
     .action(async (opts: PageOptions & { state?: string; task?: string }) => {
       const query = new URLSearchParams();
-      if (opts.state !== undefined) query.set('state', parseEnum('--state', opts.state.toUpperCase(), jobStates));
+      if (opts.state !== undefined) query.set('state', parseState(opts.state));
       if (opts.task !== undefined) query.set('task', opts.task);
       await withClient(opts, io, async (client) => {
         const page = await fetchPages(client, '/v1/jobs', query, 'jobs', opts);
@@ -254,7 +271,7 @@ function addJobHistory(job: Command, io: CliIo): void {
     .option('--all', 'follow next cursors until the end')
     .action(async (id: string, opts: PageOptions) => {
       await withClient(opts, io, async (client) => {
-        const page = await fetchPages(client, `/v1/jobs/${seg(id)}/executions`, new URLSearchParams(), 'executions', opts);
+        const page = await fetchPages(client, `/v1/jobs/${seg(jobIdArg(id))}/executions`, new URLSearchParams(), 'executions', opts);
         printPage(client, io, page, executionsTable(page.items));
       });
     });
@@ -270,8 +287,12 @@ function addJobVerbs(job: Command, io: CliIo): void {
     ['run', 'fire one extra run now', 'run'],
   ];
   for (const [name, description, action] of verbs) {
-    withClientOptions(job.command(name).argument('<id>', 'job id').description(description)).action(
+    const cmd = job.command(name).argument('<id>', 'job id').description(description);
+    // DELETE /v1/jobs/{id} is the same as cancel: `job delete` is what a user of that route types
+    if (name === 'cancel') cmd.alias('delete');
+    withClientOptions(cmd).action(
       async (id: string, opts: ClientOptions) => {
+        jobIdArg(id);
         await withClient(opts, io, async (client) => {
           const path = `/v1/jobs/${seg(id)}` + (action === null ? '' : `/${action}`);
           const { body } = await client.call(action === null ? 'GET' : 'POST', path);
@@ -288,4 +309,5 @@ export function registerJobCommands(program: Command, io: CliIo): void {
   addJobVerbs(job, io);
   addJobList(job, io);
   addJobHistory(job, io);
+  registerJobEditCommands(job, io);
 }

@@ -50,20 +50,24 @@ export interface PeerAddress {
   port: number;
 }
 
-/** `ID=HOST:PORT,...`: no empty entry, no duplicate id or address, never this node itself. */
-export function parsePeers(text: string, selfId: string): PeerAddress[] {
+/**
+ * `ID=HOST:PORT,...`: no empty entry, no duplicate id or address, never this node itself. `what` is the flag or
+ * env var the list came from (`--peers` or `PUNCTUAL_PEERS`), named in every error.
+ */
+export function parsePeers(what: string, text: string, selfId: string): PeerAddress[] {
   const peers: PeerAddress[] = [];
   const seenIds = new Set<string>();
   const seenAddrs = new Set<string>();
   for (const entry of text.split(',')) {
+    if (entry.trim() === '') throw usageError(`${what}: empty entry in ${JSON.stringify(text)}`);
     const eq = entry.indexOf('=');
-    if (eq < 0) throw usageError(`--peers: expected ID=HOST:PORT, got ${JSON.stringify(entry)}`);
-    const id = parseNodeId('--peers', entry.slice(0, eq));
-    const addr = parseHostPort(`--peers (${id})`, entry.slice(eq + 1), false);
-    if (id === selfId) throw usageError(`--peers: lists this node's own id ${JSON.stringify(id)}`);
-    if (seenIds.has(id)) throw usageError(`--peers: duplicate node id ${JSON.stringify(id)}`);
+    if (eq < 0) throw usageError(`${what}: expected ID=HOST:PORT, got ${JSON.stringify(entry)}`);
+    const id = parseNodeId(what, entry.slice(0, eq));
+    const addr = parseHostPort(`${what} (${id})`, entry.slice(eq + 1), false);
+    if (id === selfId) throw usageError(`${what}: lists this node's own id ${JSON.stringify(id)}`);
+    if (seenIds.has(id)) throw usageError(`${what}: duplicate node id ${JSON.stringify(id)}`);
     const key = formatHostPort(addr.host, addr.port);
-    if (seenAddrs.has(key)) throw usageError(`--peers: duplicate address ${key}`);
+    if (seenAddrs.has(key)) throw usageError(`${what}: duplicate address ${key}`);
     seenIds.add(id);
     seenAddrs.add(key);
     peers.push({ id, ...addr });
@@ -147,8 +151,17 @@ const rfc3339Pattern = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-
 /** A time as API.md accepts it: RFC 3339 with any offset (sent as is) or epoch milliseconds (sent as a number). */
 export function parseTime(what: string, text: string): string | number {
   if (/^\d+$/.test(text)) return parseIntIn(what, text, 0, Number.MAX_SAFE_INTEGER);
-  if (rfc3339Pattern.test(text) && Number.isFinite(Date.parse(text))) return text;
+  if (rfc3339Pattern.test(text) && Number.isFinite(Date.parse(text)) && calendarOk(text)) return text;
   throw usageError(`${what}: expected an RFC 3339 time (2026-12-01T09:00:00Z) or epoch ms, got ${JSON.stringify(text)}`);
+}
+
+/** Date.parse rolls 2030-02-30 over to March; the API refuses it, so refuse it here (exit 2, no request). */
+function calendarOk(text: string): boolean {
+  const [y, m, d] = text.slice(0, 10).split('-').map(Number);
+  const [hh, mm, ss] = text.slice(11, 19).split(':').map(Number);
+  if (m < 1 || m > 12 || hh > 23 || mm > 59 || ss > 59) return false;
+  const daysInMonth = new Date(Date.UTC(y, m, 0)).getUTCDate();
+  return d >= 1 && d <= daysInMonth;
 }
 
 /** `name:value` (the first colon splits; the name is lower-cased as the API stores it). */

@@ -172,7 +172,7 @@ describe('serve: flags and env', () => {
     ['peer bad id', ['--peers', 'N2=127.0.0.1:9002'], {}, '--peers: node id must match'],
     ['peer bad address', ['--peers', 'n2=127.0.0.1'], {}, '--peers (n2): expected HOST:PORT'],
     ['peer port 0', ['--peers', 'n2=127.0.0.1:0'], {}, '--peers (n2): port must be in 1..65535'],
-    ['peer empty entry', ['--peers', 'n2=127.0.0.1:9002,'], {}, '--peers: expected ID=HOST:PORT'],
+    ['peer empty entry', ['--peers', 'n2=127.0.0.1:9002,'], {}, '--peers: empty entry'],
     ['duplicate peer id', ['--peers', 'n2=127.0.0.1:9002,n2=127.0.0.1:9003'], {}, '--peers: duplicate node id "n2"'],
     ['duplicate peer address', ['--peers', 'n2=127.0.0.1:9002,n3=127.0.0.1:9002'], {}, '--peers: duplicate address'],
     ['self in peers', ['--node-id', 'n1', '--peers', 'n1=127.0.0.1:9002'], {}, "--peers: lists this node's own id"],
@@ -454,19 +454,25 @@ describe('job add', () => {
 });
 
 describe('job get|cancel|pause|resume|run|list|history', () => {
-  it('maps each verb to its method and path, escaping the id', async () => {
+  it('maps each verb to its method and path, escaping the id; an id the API would refuse is bad usage', async () => {
     route = () => ({ status: 200, body: job });
-    for (const verb of ['get', 'cancel', 'pause', 'resume', 'run']) {
-      const r = await client(['job', verb, 'a/b c']);
+    for (const verb of ['get', 'cancel', 'delete', 'pause', 'resume', 'run', 'history']) {
+      const bad = await client(['job', verb, 'a/b c']);
+      expect(bad).toEqual({ stdout: '', stderr: 'punctual: job id must match [A-Za-z0-9._:-]{1,128}, got "a/b c"\n', code: 2 });
+    }
+    expect(requests).toEqual([]);
+    for (const verb of ['get', 'cancel', 'delete', 'pause', 'resume', 'run']) {
+      const r = await client(['job', verb, 'a:b.c']);
       expect(r.code).toBe(0);
       expect(r.stdout).toContain('id:                j1\n');
     }
     expect(requests.map((q) => `${q.method} ${q.url}`)).toEqual([
-      'GET /v1/jobs/a%2Fb%20c',
-      'POST /v1/jobs/a%2Fb%20c/cancel',
-      'POST /v1/jobs/a%2Fb%20c/pause',
-      'POST /v1/jobs/a%2Fb%20c/resume',
-      'POST /v1/jobs/a%2Fb%20c/run',
+      'GET /v1/jobs/a%3Ab.c',
+      'POST /v1/jobs/a%3Ab.c/cancel',
+      'POST /v1/jobs/a%3Ab.c/cancel',
+      'POST /v1/jobs/a%3Ab.c/pause',
+      'POST /v1/jobs/a%3Ab.c/resume',
+      'POST /v1/jobs/a%3Ab.c/run',
     ]);
   });
 

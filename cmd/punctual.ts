@@ -65,7 +65,7 @@ function exitCodeOf(err: unknown): number {
 export async function run(argv: readonly string[], io: CliIo): Promise<void> {
   try {
     const program = buildProgram(io);
-    await program.parseAsync([...argv], { from: 'user' });
+    await program.parseAsync(helpArgv(argv), { from: 'user' });
   } catch (err) {
     if (err instanceof CliError) {
       if (err.message !== '') io.stderr.write(err.message + '\n');
@@ -76,6 +76,16 @@ export async function run(argv: readonly string[], io: CliIo): Promise<void> {
     const code = exitCodeOf(err);
     if (code !== exitCodes.ok) io.exit(code);
   }
+}
+
+/**
+ * `punctual help job add` means `punctual job add --help`: commander's help command only looks at its first
+ * operand and would show the help of `job`.
+ */
+function helpArgv(argv: readonly string[]): string[] {
+  const rest = argv.slice(1);
+  if (argv[0] === 'help' && rest.length >= 2 && rest.every((a) => !a.startsWith('-'))) return [...rest, '--help'];
+  return [...argv];
 }
 
 /** True when this file is the script node was asked to run (not when a test imports it). */

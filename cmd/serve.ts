@@ -120,7 +120,7 @@ export function resolveServeConfig(opts: ServeOptions, env: Env): NodeConfig {
     throw usageError(`--listen and --peer-listen must differ, both are ${listenP.value}`);
   }
   const peersP = pick('--peers', opts.peers, env);
-  const peers = peersP === null ? [] : parsePeers(peersP.value, nodeId);
+  const peers = peersP === null ? [] : parsePeers(peersP.source, peersP.value, nodeId);
   const shardsP = valueOf('--shards', opts.shards, String(serveDefaults.shards));
   const dataP = valueOf('--data', opts.data, serveDefaults.data);
   const fsyncP = valueOf('--fsync', opts.fsync, serveDefaults.fsync);
@@ -210,7 +210,10 @@ async function serve(config: NodeConfig, io: CliIo): Promise<void> {
   try {
     handle = await startNode(config, { logger });
   } catch (err) {
-    logger.error('failed to start', { err });
+    // an operating failure (address in use, wrong data directory) wants its reason, not a stack: the stack is
+    // logged at debug level for the case it is a bug
+    logger.error('failed to start', startFailure(err));
+    logger.debug('failed to start: stack', { err });
     throw new CliError(exitCodes.runtime, '');
   }
   logger.info('ready', {
@@ -222,6 +225,14 @@ async function serve(config: NodeConfig, io: CliIo): Promise<void> {
     data: config.dataDir,
   });
   installShutdown(handle, logger, io);
+}
+
+/** The reason a node did not start, as log fields: the message and the system error code when there is one. */
+function startFailure(err: unknown): Record<string, unknown> {
+  const fields: Record<string, unknown> = { error: err instanceof Error ? err.message : String(err) };
+  const code = typeof err === 'object' && err !== null && 'code' in err ? (err as { code: unknown }).code : undefined;
+  if (typeof code === 'string') fields.code = code;
+  return fields;
 }
 
 /** First SIGTERM/SIGINT: close gracefully, then exit 0 (1 if close fails). A second one: exit 1 at once. */
