@@ -78,6 +78,40 @@ describe('jobs', () => {
     expect(specs.now!).toMatchObject({ maxRuns: 0, misfire: 'fire_once', overlap: 'allow', metadata: null, endAtMs: null });
   });
 
+  it('null is absent inside schedule too: every-field-null serializers work, {"at": null} is now', async () => {
+    const { app } = makeHarness();
+    const nulls = { at: null, delay_ms: null, cron: null, timezone: null, every_ms: null, start_at: null };
+    const delay = await call(app, 'POST', '/v1/jobs', { callback: cb, schedule: { ...nulls, delay_ms: 250 } });
+    expect([delay.status, delay.json.schedule]).toEqual([201, { at: '2026-12-01T09:00:00.250Z' }]);
+    const cron = await call(app, 'POST', '/v1/jobs', { callback: cb, schedule: { ...nulls, cron: '0 9 * * *' } });
+    expect([cron.status, cron.json.schedule]).toEqual([201, { cron: '0 9 * * *', timezone: 'UTC' }]);
+    const every = await call(app, 'POST', '/v1/jobs', { callback: cb, schedule: { ...nulls, every_ms: 1000 } });
+    expect(every.json.schedule).toEqual({ every_ms: 1000, start_at: '2026-12-01T09:00:00.000Z' });
+    for (const schedule of [nulls, { at: null }]) {
+      const res = await call(app, 'POST', '/v1/jobs', { callback: cb, schedule });
+      expect([res.status, res.json.schedule]).toEqual([201, { at: '2026-12-01T09:00:00.000Z' }]);
+    }
+    const bad = await call(app, 'POST', '/v1/jobs', { callback: cb, schedule: { ...nulls, at: 0, cron: '* * * * *' } });
+    expect([bad.status, bad.json.errors[0].field]).toEqual([400, 'schedule']);
+  });
+
+  it('the callback URL is stored as the URL that will be requested (normalized)', async () => {
+    const { app } = makeHarness();
+    const res = await call(app, 'PUT', '/v1/tasks/t', { url: 'HTTPS://Example.COM:443/a b?q=ü' });
+    expect([res.status, res.json.url]).toEqual([201, 'https://example.com/a%20b?q=%C3%BC']);
+    const job = await call(app, 'POST', '/v1/jobs', { callback: { url: 'http://127.0.0.1:9000' } });
+    expect(job.json.callback.url).toBe('http://127.0.0.1:9000/');
+  });
+
+  it('Location percent-encodes the dot-segment ids . and .. (a client would resolve them away)', async () => {
+    const { app } = makeHarness();
+    for (const [id, location] of [['..', '/v1/jobs/%2E%2E'], ['.', '/v1/jobs/%2E'], ['a.b:c', '/v1/jobs/a.b%3Ac']]) {
+      const res = await call(app, 'POST', '/v1/jobs', { id, callback: cb });
+      expect([res.status, res.headers.location]).toEqual([201, location]);
+      expect((await call(app, 'GET', res.headers.location!)).json.id).toBe(id);
+    }
+  });
+
   it('payload is sent as UTF-8 JSON text; payload_base64 as raw bytes', async () => {
     const { app, api } = makeHarness();
     await call(app, 'POST', '/v1/jobs', { id: 'j', callback: cb, payload: { to: 'ada', n: [1, 2] } });
@@ -119,6 +153,15 @@ describe('jobs', () => {
     const res = await call(app, 'POST', '/v1/jobs:batch', { jobs: [{ id: 'x', callback: cb, payload: 1 }, { id: 'y', callback: cb }] });
     expect(res.json.results[0]).toMatchObject({ id: 'x', status: 409, error: { code: 'conflict', status: 409 } });
     expect(res.json.results[1]).toEqual({ id: 'y', status: 201 });
+  });
+
+  it('batch: a node-side error names its field under jobs[i], like validation errors', async () => {
+    const { app } = makeHarness();
+    const res = await call(app, 'POST', '/v1/jobs:batch', { jobs: [{ callback: cb }, { id: 'z', task: 'missing' }, { task: 'a/b' }] });
+    expect(res.json.results[1]).toMatchObject({ id: 'z', status: 404, error: { code: 'not_found', errors: [{ field: 'jobs[1].task' }] } });
+    expect(res.json.results[2]).toMatchObject({ id: null, status: 400, error: { errors: [{ field: 'jobs[2].task' }] } });
+    const alone = await call(app, 'POST', '/v1/jobs', { task: 'missing' });
+    expect(alone.json.errors).toEqual([{ field: 'task', message: 'not found' }]);
   });
 
   it('get, list with filter and cursor, actions, DELETE = cancel, PATCH', async () => {
@@ -163,6 +206,15 @@ describe('jobs', () => {
     expect(cron.json.occurrences).toEqual(['2027-03-13T07:30:00.000Z', '2027-03-14T07:30:00.000Z']);
     const empty = await call(app, 'POST', '/v1/schedules:preview');
     expect(empty.json.occurrences).toEqual(['2026-12-01T09:00:00.000Z']);
+  });
+
+  it('preview ends at 9999-12-31: later times have no RFC 3339 form', async () => {
+    const { app } = makeHarness();
+    const from = '9999-12-31T23:58:00Z';
+    const cron = await call(app, 'POST', '/v1/schedules:preview', { schedule: { cron: '* * * * *' }, from, count: 5 });
+    expect(cron.json.occurrences).toEqual(['9999-12-31T23:58:00.000Z', '9999-12-31T23:59:00.000Z']);
+    const every = await call(app, 'POST', '/v1/schedules:preview', { schedule: { every_ms: 86_400_000 }, from, count: 3 });
+    expect(every.json.occurrences).toEqual(['9999-12-31T23:58:00.000Z']);
   });
 });
 

@@ -39,9 +39,11 @@ const scheduleKinds = ['at', 'delay_ms', 'cron', 'every_ms'] as const;
 /** `schedule`: exactly one of at / delay_ms / cron(+timezone) / every_ms(+start_at); absent, null or {} = now. */
 export function parseSchedule(value: unknown, field: string, nowMs: number, issues: Issues): Schedule | undefined {
   if (value === undefined || value === null) return { kind: 'once', atMs: nowMs };
-  const o = readObject(value, field, issues);
-  if (o === undefined) return undefined;
-  onlyKeys(o, scheduleKeys, field, issues);
+  const given = readObject(value, field, issues);
+  if (given === undefined) return undefined;
+  onlyKeys(given, scheduleKeys, field, issues);
+  // null is the same as absent here too (a serializer that writes every optional field as null must work).
+  const o: JsonObject = Object.fromEntries(Object.entries(given).filter(([, v]) => v !== null));
   const kinds = scheduleKinds.filter((k) => o[k] !== undefined);
   if (kinds.length > 1) return issues.add(field, `give exactly one of at, delay_ms, cron, every_ms (got ${kinds.join(', ')})`);
   const kind = kinds[0];
@@ -122,8 +124,12 @@ function parseUrl(value: unknown, field: string, issues: Issues): string | undef
     return issues.add(field, 'must be an absolute http or https URL');
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return issues.add(field, 'must be an absolute http or https URL');
+  if (!/^https?:\/\//i.test(text)) return issues.add(field, 'must be an absolute http or https URL (scheme://host/...)');
   if (url.username !== '' || url.password !== '') return issues.add(field, 'must not carry credentials (use headers)');
-  return text;
+  // Stored (and answered) as the URL the callback will really request: WHATWG-normalized (host lower case and
+  // punycode, path percent-encoded), so a GET of the task shows what the receiver will see.
+  if (url.href.length > limits.urlLengthMax) return issues.add(field, `must be at most ${limits.urlLengthMax} characters once normalized`);
+  return url.href;
 }
 
 function parseMethod(value: unknown, field: string, issues: Issues): string | undefined {

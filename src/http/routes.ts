@@ -3,7 +3,7 @@
  * node (SchedulerApi) and renders the result (views.ts). Errors are thrown as PunctualError and mapped once, in
  * app.ts.
  */
-import { PunctualError, invalid, toProblem } from '../core/errors.js';
+import { PunctualError, invalid, toProblem, type Problem } from '../core/errors.js';
 import { nodeIdPattern } from '../core/ids.js';
 import type { CreateJobResult } from '../node/api.js';
 import type { ApiRequest, ApiResponse, AppDeps } from './app.js';
@@ -20,7 +20,7 @@ import {
   parseTransfer,
   type BatchItem,
 } from './parse-job.js';
-import { renderTime } from './time.js';
+import { renderTime, timeMsMax } from './time.js';
 import { Issues, onlyKeys, readObject, readPattern, readString } from './validate.js';
 import { clusterView, executionView, jobView, taskView } from './views.js';
 
@@ -91,8 +91,26 @@ async function createJob({ req, deps }: RouteContext): Promise<ApiResponse> {
   const [result] = await deps.api.createJobs([spec]);
   if (result === undefined) throw new PunctualError('internal', 'createJobs returned no result');
   if (!result.ok) throw result.error;
-  const headers = { location: `/v1/jobs/${encodeURIComponent(result.job.id)}` };
+  const headers = { location: jobLocation(result.job.id) };
   return jsonResponse(result.created ? 201 : 200, jobView(result.job), headers);
+}
+
+/**
+ * `Location` of a job. encodeURIComponent leaves `.` alone, and the ids `.` and `..` (valid: [A-Za-z0-9._:-])
+ * would be resolved away as dot segments by any client following the header, so those are percent-encoded.
+ */
+export function jobLocation(id: string): string {
+  const segment = id === '.' || id === '..' ? id.replace(/\./g, '%2E') : encodeURIComponent(id);
+  return `/v1/jobs/${segment}`;
+}
+
+/** A node-side error of batch item i, its field paths rooted at `jobs[i]` like the item's validation errors. */
+function itemProblem(err: PunctualError, index: number): Problem {
+  const problem = toProblem(err);
+  if (problem.errors !== undefined) {
+    problem.errors = problem.errors.map((e) => ({ field: e.field.startsWith('jobs[') ? e.field : `jobs[${index}].${e.field}`, message: e.message }));
+  }
+  return problem;
 }
 
 /** Valid items go to the node in one call; results are merged back in input order. */
@@ -103,11 +121,11 @@ async function createBatch({ req, deps }: RouteContext): Promise<ApiResponse> {
   const created: CreateJobResult[] = specs.length === 0 ? [] : await deps.api.createJobs(specs);
   if (created.length !== specs.length) throw new PunctualError('internal', 'createJobs returned a wrong number of results');
   let next = 0;
-  const results = items.map((item) => {
+  const results = items.map((item, i) => {
     if (!item.ok) return { id: item.id, status: item.error.status, error: toProblem(item.error) };
     const r = created[next++]!;
     if (r.ok) return { id: r.job.id, status: r.created ? 201 : 200 };
-    return { id: r.id ?? item.spec.id, status: r.error.status, error: toProblem(r.error) };
+    return { id: r.id ?? item.spec.id, status: r.error.status, error: itemProblem(r.error, i) };
   });
   return jsonResponse(200, { results });
 }
@@ -137,7 +155,8 @@ async function listExecutions({ params, query, deps }: RouteContext): Promise<Ap
 
 async function preview({ req, deps }: RouteContext): Promise<ApiResponse> {
   const p = parsePreview(jsonBody(req, true), deps.api.nowMs());
-  const occurrences = deps.api.previewSchedule(p.schedule, p.fromMs, p.count);
+  // Times after 9999-12-31 cannot be written as RFC 3339 (and cannot be given as input): the preview ends there.
+  const occurrences = deps.api.previewSchedule(p.schedule, p.fromMs, p.count).filter((ms) => ms <= timeMsMax);
   return jsonResponse(200, { occurrences: occurrences.map(renderTime) });
 }
 

@@ -109,6 +109,35 @@ describe('startApiServer', () => {
     await after.body.dump();
   });
 
+  it('HTTP/1.1 Expect: 100-continue: an oversized declared body gets 413 instead of 100, a fitting one 100 then 201', async () => {
+    const { app } = makeHarness();
+    const server = await start(app);
+    const exchange = (head: string, body: string | null): Promise<string> =>
+      new Promise((resolve, reject) => {
+        const socket = net.connect(server.port, '127.0.0.1');
+        opened.push({ close: () => void socket.destroy() });
+        let text = '';
+        socket.setEncoding('latin1');
+        socket.on('data', (chunk: string) => {
+          text += chunk;
+          if (body !== null && text.startsWith('HTTP/1.1 100')) {
+            socket.write(body);
+            body = null;
+          }
+        });
+        socket.on('end', () => resolve(text));
+        socket.on('error', reject);
+        socket.write(head);
+      });
+    const tooBig = limits.requestBodyBytesMax + 1;
+    const refused = await exchange(`POST /v1/jobs HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: ${tooBig}\r\n\r\n`, 'x');
+    expect(refused.split('\r\n')[0]).toBe('HTTP/1.1 413 Payload Too Large');
+    expect(refused).toContain('"code":"payload_too_large"');
+    const head = `POST /v1/jobs HTTP/1.1\r\nHost: x\r\nConnection: close\r\nExpect: 100-continue\r\nContent-Length: ${Buffer.byteLength(jobBody)}\r\n\r\n`;
+    const accepted = await exchange(head, jobBody);
+    expect(accepted.startsWith('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\n')).toBe(true);
+  });
+
   it('HTTP/1.1: 413 on a streamed (chunked) body that grows past the limit', async () => {
     const { app } = makeHarness();
     const server = await start(app);

@@ -58,6 +58,18 @@ export async function startApiServer(app: App, host: string, port: number, optio
     { keepAliveTimeout: httpLimits.keepAliveTimeoutMs, headersTimeout: httpLimits.headersTimeoutMs, requestTimeout: httpLimits.requestTimeoutMs },
     (req, res) => onH1Request(state, req, res),
   );
+  // `Expect: 100-continue` with a declared body over the route's limit: answer 413 at once instead of inviting the
+  // client to upload it (node:http would send 100 Continue by itself). Otherwise continue as usual.
+  h1.on('checkContinue', (req, res) => {
+    const limit = app.bodyLimitFor(req.method ?? 'GET', req.url ?? '/');
+    if (Number(req.headers['content-length'] ?? 0) > limit) {
+      const response = problemResponse(new PunctualError('payload_too_large', `request body exceeds ${limit} bytes`));
+      response.headers.connection = 'close'; // the client may still send the body; do not parse it as a request
+      return send(state, res as AnyResponse, 'POST', response, false);
+    }
+    res.writeContinue();
+    onH1Request(state, req, res);
+  });
   // node:http enforces headersTimeout/requestTimeout from a checking interval it starts on 'listening'. This
   // server never listens itself (the sniffing TCP server hands it sockets), so start that interval by hand.
   h1.emit('listening');
