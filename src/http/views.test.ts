@@ -4,7 +4,7 @@ import type { JobView } from '../scheduler/types.js';
 import { canonicalJson, deriveJobId, requestDigest, sha256Hex } from './idempotency.js';
 import { parseJob } from './parse-job.js';
 import { parseRfc3339, renderTime } from './time.js';
-import { executionView, jobView, scheduleView, taskView } from './views.js';
+import { clusterView, executionView, jobView, scheduleView, taskView } from './views.js';
 
 const nowMs = Date.UTC(2026, 11, 1, 9, 0, 0);
 
@@ -90,6 +90,23 @@ describe('job view round-trips', () => {
 
   it('scheduleView renders a cron without start_at as {cron, timezone}', () => {
     expect(scheduleView({ kind: 'cron', cron: '@daily', timezone: 'UTC', startAtMs: null })).toEqual({ cron: '@daily', timezone: 'UTC' });
+  });
+});
+
+describe('cluster view', () => {
+  it('a member whose client address is not known yet shows api_addr null, not an empty string', () => {
+    const view = clusterView({
+      nodeId: 'n1',
+      nodes: [
+        { id: 'n1', peerAddr: '127.0.0.1:9001', apiAddr: '127.0.0.1:8001', reachable: true },
+        { id: 'n2', peerAddr: '127.0.0.1:9002', apiAddr: '', reachable: false },
+      ],
+      shards: [],
+    });
+    expect(view.nodes).toEqual([
+      { id: 'n1', peer_addr: '127.0.0.1:9001', api_addr: '127.0.0.1:8001', reachable: true },
+      { id: 'n2', peer_addr: '127.0.0.1:9002', api_addr: null, reachable: false },
+    ]);
   });
 });
 

@@ -94,7 +94,8 @@ export function jobView(j: JobView): Record<string, unknown> {
 export function clusterView(c: ClusterView): Record<string, unknown> {
   return {
     node_id: c.nodeId,
-    nodes: c.nodes.map((n) => ({ id: n.id, peer_addr: n.peerAddr, api_addr: n.apiAddr, reachable: n.reachable })),
+    // A member whose client address is not known yet (never reached) has `api_addr: null`, not "".
+    nodes: c.nodes.map((n) => ({ id: n.id, peer_addr: n.peerAddr, api_addr: n.apiAddr === '' ? null : n.apiAddr, reachable: n.reachable })),
     shards: c.shards.map((s) => ({
       id: s.id,
       leader: s.leader,
