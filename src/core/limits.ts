@@ -259,6 +259,13 @@ export const stallLimits = {
    * lateness p50 8-10 ms -> 1-2 ms, p99 ~320 -> ~200 ms, src/node/testing/measure.mjs, docs/performance.md).
    */
   engineItemsDelayMs: 10,
+  /**
+   * The fired item of a one-off job's first attempt waits up to this long for its outcome (then both become one
+   * record: src/node/proposer.ts, folding). A fired item only makes the RUNNING execution durable; without it a
+   * restart or a new leader fires the occurrence again anyway (same deduplication key), so holding it loses
+   * nothing. It saves a record per callback when the receiver is slower than engineItemsDelayMs (a hot instant).
+   */
+  firedHoldMs: 500,
   /** After a stall, a group this node does not lead counts at most this many of the missed Raft ticks. */
   followerCatchUpTicksMax: 2,
 } as const;

@@ -14,7 +14,9 @@
  * At fire time each due occurrence is checked against the store (job gone, cancelled or paused -> dropped;
  * execution already final -> dropped), then misfire (policy skip, later than limits.misfireThresholdMs ->
  * `skipped`) and overlap (skip -> `skipped`; buffer_one -> held until the job's `finished` effect). Then the
- * callback is sent at once and a `fired` item is queued for the next group commit (never delaying the send).
+ * callback is handed to the dispatcher at once; its `fired` item goes to the proposer when the dispatcher really
+ * starts it (past the task's concurrency queue: startedAtMs and lateness say when it was sent), never delaying
+ * the send, and the proposer may fold it into the attempt's outcome (proposer.ts).
  * Outcomes come back as `outcomes` items: final, or a retry at now + retryDelayMs(...).
  *
  * The loader keeps the wheel filled with occurrences due within limits.wheelHorizonMs (every
@@ -28,7 +30,7 @@ import { limits, nodeLimits, stallLimits } from '../core/limits.js';
 import { retryDelayMs } from '../dispatch/backoff.js';
 import type { AttemptOutcome, Delivery, Dispatcher } from '../dispatch/dispatcher.js';
 import type { NodeMetrics } from '../metrics/metrics.js';
-import type { Command, Effect, OutcomeItem } from '../scheduler/commands.js';
+import type { Command, Effect, FiredItem, OutcomeItem } from '../scheduler/commands.js';
 import type { CallbackSpec, JobRecord, JobState } from '../scheduler/types.js';
 import { TimerWheel } from '../timerwheel/wheel.js';
 import type { ShardStorage } from './group.js';
@@ -82,6 +84,11 @@ export class FiringEngine {
   /** Attempts handed to the network (past the dispatcher's concurrency queue): the RUNNING overlay. */
   private readonly started = new Set<string>();
   private readonly startedByJob = new Map<string, number>();
+  /**
+   * Fired items of attempts still in the dispatcher's concurrency queue (key -> item): proposed when the
+   * attempt starts (startedAtMs = when it was really sent) or, if it never starts, with its outcome.
+   */
+  private readonly firedPending = new Map<string, { shard: number; item: FiredItem; hold: boolean }>();
   /** Keys fired or skipped whose command is not applied yet (key -> shard): the loader must not arm them again. */
   private readonly awaitingApply = new Map<string, number>();
   /** The shards this node fires: shard -> the term it leads in (the fencing token). */
@@ -175,9 +182,15 @@ export class FiringEngine {
     return job.state;
   }
 
+  /** A callback of this job is being sent or waits in the dispatcher's queue (this node leads its shard). */
+  hasInFlight(jobId: string): boolean {
+    return this.inFlightByJob.has(jobId);
+  }
+
   /** The dispatcher's onStart: the attempt left its concurrency queue and is being sent. */
-  onDispatchStart(d: Delivery): void {
+  onDispatchStart(d: Delivery, startedAtMs: number = this.o.clock.nowMs()): void {
     const key = occurrenceKey(d.jobId, d.scheduledAtMs);
+    this.proposeFired(key, startedAtMs);
     if (!this.inFlight.has(key) || this.started.has(key)) return;
     this.started.add(key);
     this.startedByJob.set(d.jobId, (this.startedByJob.get(d.jobId) ?? 0) + 1);
@@ -331,7 +344,7 @@ export class FiringEngine {
     const regular = exec === null && job.nextFireAtMs === a.scheduledAtMs;
     if (exec === null && (this.awaitingApply.has(key) || (!regular && !a.fromEffect))) return;
     if (regular && a.attempt === 1 && job.schedule.kind !== 'once' && this.holdBack(a, job, nowMs)) return;
-    this.send(a, job, nowMs);
+    this.send(a, job, nowMs, regular && a.attempt === 1 && job.schedule.kind === 'once');
   }
 
   /** Misfire (skip) and overlap policies of a regular occurrence of a recurring job; true when not sent now. */
@@ -358,17 +371,19 @@ export class FiringEngine {
     return open.some((e) => e.scheduledAtMs !== a.scheduledAtMs);
   }
 
-  private send(a: Armed, job: JobRecord, nowMs: number): void {
+  /** `firstOfOnce`: the first attempt of a one-off job, whose fired item the proposer may hold for its outcome. */
+  private send(a: Armed, job: JobRecord, nowMs: number, firstOfOnce: boolean): void {
     const sh = this.o.shards[a.shard];
     const spec: CallbackSpec | null = job.callback ?? (job.task === null ? null : sh.store.getTask(job.task));
     const key = occurrenceKey(a.jobId, a.scheduledAtMs);
-    const fired = { jobId: a.jobId, scheduledAtMs: a.scheduledAtMs, attempt: a.attempt, startedAtMs: nowMs };
+    const fired: FiredItem = { jobId: a.jobId, scheduledAtMs: a.scheduledAtMs, attempt: a.attempt, startedAtMs: nowMs };
     this.awaitingApply.set(key, a.shard);
-    this.o.proposer.addFired(a.shard, fired);
     if (spec === null) {
+      this.o.proposer.addFired(a.shard, fired);
       this.o.proposer.addOutcome(a.shard, this.outcomeItem(a, 'failed', null, `task ${job.task} not found`, nowMs, null));
       return;
     }
+    this.firedPending.set(key, { shard: a.shard, item: fired, hold: firstOfOnce });
     const delivery: Delivery = {
       jobId: a.jobId,
       scheduledAtMs: a.scheduledAtMs,
@@ -376,6 +391,7 @@ export class FiringEngine {
       fencingToken: `${a.shard}.${this.firing.get(a.shard) ?? 0}`,
       spec,
       body: job.payload,
+      bodyEncoding: job.payloadEncoding,
       concurrencyKey: job.task ?? `job:${job.id}`,
     };
     this.inFlight.set(key, a.attempt);
@@ -387,8 +403,18 @@ export class FiringEngine {
     this.outcomesPending.add(p);
   }
 
+  /** Hands the attempt's fired item to the proposer (once: at its start, or with its outcome if it never started). */
+  private proposeFired(key: string, startedAtMs: number | null): void {
+    const f = this.firedPending.get(key);
+    if (f === undefined) return;
+    this.firedPending.delete(key);
+    if (startedAtMs !== null) f.item.startedAtMs = startedAtMs;
+    this.o.proposer.addFired(f.shard, f.item, f.hold);
+  }
+
   private onOutcome(a: Armed, spec: CallbackSpec, o: AttemptOutcome): void {
     const key = occurrenceKey(a.jobId, a.scheduledAtMs);
+    this.proposeFired(key, null);
     this.inFlight.delete(key);
     decrement(this.inFlightByJob, a.jobId);
     if (this.started.delete(key)) decrement(this.startedByJob, a.jobId);

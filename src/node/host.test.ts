@@ -210,17 +210,41 @@ describe('job commands', () => {
       expect(e.latenessMs).toBe(e.startedAtMs! - at);
       expect(e.finishedAtMs).toBeGreaterThanOrEqual(e.startedAtMs!);
     }
-    // A slow callback: its fired item is proposed alone, so the stored execution (what a new leader or a restart
-    // sees) is RUNNING while the receiver holds the request.
-    const folded = core.proposer.foldedTotal;
-    bed.rx.respond = () => ({ status: 200, delayMs: 400 });
+    // A receiver slower than the engine-item delay but within the hold of a one-off's fired item: still one record.
+    let folded = core.proposer.foldedTotal;
+    bed.rx.respond = () => ({ status: 200, delayMs: 100 });
+    await create(core, [jobSpec('medium', { kind: 'once', atMs: core.service.nowMs() })]);
+    await waitFor('medium done', async () => (await core.service.getJob('medium')).state === 'SUCCEEDED');
+    expect(core.proposer.foldedTotal).toBe(folded + 1);
+    expect(core.proposer.heldCount()).toBe(0);
+    // A slow callback: once the hold is over its fired item is proposed alone, so the stored execution (what a
+    // new leader or a restart sees) is RUNNING while the receiver holds the request.
+    folded = core.proposer.foldedTotal;
+    bed.rx.respond = () => ({ status: 200, delayMs: 1_500 });
     const at = core.service.nowMs();
     await create(core, [jobSpec('slow-2', { kind: 'once', atMs: at })]);
     await waitFor('in flight', () => bed.rx.of('slow-2').length === 1);
     const store = core.host.groups[shardOf('slow-2', 4)].store;
     await waitFor('RUNNING stored', () => store.getExecution('slow-2', at)?.state === 'RUNNING');
+    expect(bed.rx.of('slow-2')).toHaveLength(1);
     await waitFor('done', async () => (await core.service.getJob('slow-2')).state === 'SUCCEEDED');
     expect(core.proposer.foldedTotal).toBe(folded);
+  });
+
+  it('refuses to pause a one-off job whose callback is in flight, before and after its fired record is stored', async () => {
+    const core = await start();
+    bed.rx.respond = () => ({ status: 200, delayMs: 1_200 });
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/slow')));
+    const at = core.service.nowMs();
+    await create(core, [jobSpec('busy', { kind: 'once', atMs: at })]);
+    await waitFor('in flight', () => bed.rx.of('busy').length === 1);
+    const store = core.host.groups[shardOf('busy', 4)].store;
+    expect(store.getExecution('busy', at)).toBeNull(); // the fired item is held for its outcome
+    await expect(core.service.pauseJob('busy')).rejects.toMatchObject({ code: 'conflict', message: /RUNNING/ });
+    await waitFor('RUNNING stored', () => store.getExecution('busy', at)?.state === 'RUNNING');
+    await expect(core.service.pauseJob('busy')).rejects.toMatchObject({ code: 'conflict', message: /RUNNING/ });
+    await waitFor('done', async () => (await core.service.getJob('busy')).state === 'SUCCEEDED');
+    expect(bed.rx.of('busy')).toHaveLength(1);
   });
 
   it('shows QUEUED while waiting for a concurrency slot, RUNNING once sent', async () => {

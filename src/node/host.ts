@@ -169,7 +169,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     logger: logger.child({ component: 'dispatch' }),
     onStart: (d, startedAtMs) => {
       if (d.attempt === 1) metrics.fireLatenessMs.observe(startedAtMs - d.scheduledAtMs);
-      engine?.onDispatchStart(d);
+      engine?.onDispatchStart(d, startedAtMs);
     },
   });
   const metrics: NodeMetrics = new NodeMetrics({

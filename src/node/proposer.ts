@@ -13,6 +13,9 @@
  * within the engine-item delay, the common case), the fired item is taken out and folded into the outcome
  * (`startedAtMs` on the item): one record instead of two, applied exactly as the pair (src/scheduler/machine.ts).
  * A skipped item queued after a fired item ends its folding, so no item moves past a skip of the same shard.
+ * The fired item of a one-off job's first attempt (`hold`) waits longer, up to stallLimits.firedHoldMs, for its
+ * outcome: no skip or other item of a one-off job can follow it, and its only purpose is a durable RUNNING
+ * execution, which a restart or a new leader does without (it fires the PENDING occurrence again, same key).
  *
  * The host hands each applied command's effects to the firing engine BEFORE the proposer's promise resolves, so a
  * created job is already armed when the API answers.
@@ -66,6 +69,8 @@ interface EngineItems {
   foldable: Map<string, number>;
   skipped: SkippedItem[];
   outcomes: OutcomeItem[];
+  /** Held fired items (attemptKey -> item and when it is proposed without its outcome), in arrival order. */
+  held: Map<string, { item: FiredItem; untilMs: number }>;
 }
 
 function attemptKey(item: { jobId: string; scheduledAtMs: number; attempt: number }): string {
@@ -104,10 +109,15 @@ export class Proposer {
     });
   }
 
-  addFired(shard: number, item: FiredItem): void {
+  /** `hold`: a one-off job's first attempt, whose fired item may wait for its outcome (see the header). */
+  addFired(shard: number, item: FiredItem, hold = false): void {
     const it = this.itemsOf(shard);
-    it.foldable.set(attemptKey(item), it.fired.length);
-    it.fired.push(item);
+    if (hold && !this.closed) {
+      it.held.set(attemptKey(item), { item, untilMs: this.o.clock.nowMs() + stallLimits.firedHoldMs });
+    } else {
+      it.foldable.set(attemptKey(item), it.fired.length);
+      it.fired.push(item);
+    }
     this.schedule();
   }
 
@@ -122,8 +132,13 @@ export class Proposer {
   addOutcome(shard: number, item: OutcomeItem): void {
     const it = this.itemsOf(shard);
     const key = attemptKey(item);
+    const held = it.held.get(key);
     const at = it.foldable.get(key);
-    if (at !== undefined) {
+    if (held !== undefined) {
+      it.held.delete(key);
+      this.foldedTotal++;
+      it.outcomes.push({ ...item, startedAtMs: held.item.startedAtMs });
+    } else if (at !== undefined) {
       it.foldable.delete(key);
       const fired = it.fired[at]!;
       it.fired[at] = null;
@@ -138,6 +153,13 @@ export class Proposer {
   /** Commands and items waiting for the next flush. */
   pendingCount(): number {
     return this.queue.length + this.items.size;
+  }
+
+  /** Fired items held for their outcomes (a figure for tests). */
+  heldCount(): number {
+    let n = 0;
+    for (const it of this.items.values()) n += it.held.size;
+    return n;
   }
 
   /** Refuses new proposals, flushes everything pending and waits (at most waitMs) until it is applied. */
@@ -159,13 +181,13 @@ export class Proposer {
 
   /** Flush whatever is pending now (close, tests). */
   flushAll(): void {
-    while (this.queue.length > 0 || this.items.size > 0) this.flush();
+    while (this.queue.length > 0 || this.items.size > 0) this.flush(true);
   }
 
   private itemsOf(shard: number): EngineItems {
     let it = this.items.get(shard);
     if (it === undefined) {
-      it = { fired: [], foldable: new Map(), skipped: [], outcomes: [] };
+      it = { fired: [], foldable: new Map(), skipped: [], outcomes: [], held: new Map() };
       this.items.set(shard, it);
     }
     return it;
@@ -179,10 +201,22 @@ export class Proposer {
   private schedule(): void {
     if (this.scheduled !== null) return;
     if (this.queue.length === 0) {
-      if (this.itemsTimer === null) this.itemsTimer = setTimeout(() => this.runFlush(), stallLimits.engineItemsDelayMs);
+      if (this.itemsTimer === null) this.itemsTimer = setTimeout(() => this.runFlush(), this.itemsDelayMs());
       return;
     }
     this.scheduled = setImmediate(() => this.runFlush());
+  }
+
+  /** engineItemsDelayMs while items other than held fired items wait, else until the first hold ends. */
+  private itemsDelayMs(): number {
+    let heldUntilMs = Infinity;
+    for (const it of this.items.values()) {
+      if (it.fired.length > 0 || it.skipped.length > 0 || it.outcomes.length > 0) return stallLimits.engineItemsDelayMs;
+      const first = it.held.values().next();
+      if (!first.done) heldUntilMs = Math.min(heldUntilMs, first.value.untilMs);
+    }
+    const untilMs = heldUntilMs - this.o.clock.nowMs();
+    return Math.max(stallLimits.engineItemsDelayMs, Math.min(untilMs, stallLimits.firedHoldMs));
   }
 
   private runFlush(): void {
@@ -194,8 +228,8 @@ export class Proposer {
     if (this.queue.length > 0 || this.items.size > 0) this.schedule();
   }
 
-  /** One group commit: engine items first, then up to the batch limit of proposals. */
-  private flush(): void {
+  /** One group commit: engine items first, then up to the batch limit of proposals. `all`: held items too. */
+  private flush(all = false): void {
     const nowMs = this.o.clock.nowMs();
     const staged: Staged[] = [];
     for (const [shard, it] of this.items) {
@@ -205,11 +239,24 @@ export class Proposer {
       // Entries of bounded size, so one entry's apply stays within an apply slice (stallLimits); the order of
       // the chunks is the order of the items, and every fired chunk precedes the outcomes of the flush.
       const fired = it.fired.filter((f): f is FiredItem => f !== null);
+      // Held items expire in arrival order (one hold for all): the expired ones are at the front.
+      for (const [key, h] of it.held) {
+        if (!all && h.untilMs > nowMs) break;
+        it.held.delete(key);
+        fired.push(h.item);
+      }
       for (const items of chunks(fired)) push({ type: 'fired', nowMs, nodeId: this.o.nodeId, items });
       for (const items of chunks(it.skipped)) push({ type: 'skipped', nowMs, items });
       for (const items of chunks(it.outcomes)) push({ type: 'outcomes', nowMs, nodeId: this.o.nodeId, items });
+      if (it.held.size === 0) {
+        this.items.delete(shard);
+      } else {
+        it.fired = [];
+        it.foldable.clear();
+        it.skipped = [];
+        it.outcomes = [];
+      }
     }
-    this.items.clear();
     const take = Math.max(0, limits.commitBatchCommandsMax - staged.length);
     const creates = new Map<number, Staged>();
     for (const p of this.queue.splice(0, take)) {

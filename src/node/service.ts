@@ -214,7 +214,15 @@ export class NodeService implements SchedulerApi {
   }
 
   private async jobLocal(action: JobAction, id: string, patch: JobPatch | null): Promise<JobView> {
-    const shard = this.shardFor(id).shard;
+    const { shard, store } = this.shardFor(id);
+    if (action === 'pause') {
+      // A one-off job whose callback is on its way is RUNNING, even before the fired record is stored (the
+      // engine holds it for its outcome): pausing it is refused, as the state machine refuses a stored RUNNING.
+      const job = store.getJob(id);
+      if (job !== null && job.schedule.kind === 'once' && job.state === 'PENDING' && this.o.engine.hasInFlight(id)) {
+        throw new PunctualError('conflict', `cannot pause job ${JSON.stringify(id)} in state RUNNING`);
+      }
+    }
     const nowMs = this.nowMs();
     const type = commandOf[action];
     const command = (type === 'patch_job' ? { type, nowMs, id, patch: patch as JobPatch } : { type, nowMs, id }) as Command;
