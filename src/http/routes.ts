@@ -21,7 +21,7 @@ import {
   type BatchItem,
 } from './parse-job.js';
 import { renderTime, timeMsMax } from './time.js';
-import { Issues, onlyKeys, readObject, readPattern, readString } from './validate.js';
+import { Issues, jsonDepthMax, jsonDepthOver, onlyKeys, readObject, readPattern, readString } from './validate.js';
 import { clusterView, executionView, jobView, taskView } from './views.js';
 
 /** What add-node / remove-node answer (src/node/membership.ts MembershipResult). */
@@ -65,11 +65,14 @@ function jsonBody(req: ApiRequest, optional = false): unknown {
   } catch {
     throw invalid('body', 'must be UTF-8');
   }
+  let value: unknown;
   try {
-    return JSON.parse(text) as unknown;
+    value = JSON.parse(text) as unknown;
   } catch (err) {
     throw invalid('body', `malformed JSON: ${(err as Error).message}`);
   }
+  if (jsonDepthOver(value, jsonDepthMax)) throw invalid('body', `nested deeper than ${jsonDepthMax} levels of arrays and objects`);
+  return value;
 }
 
 function route(method: string, path: string, handler: Route['handler']): Route {

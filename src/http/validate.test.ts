@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { limits } from '../core/limits.js';
 import { call, makeHarness } from './testing/harness.js';
+import { jsonDepthMax } from './validate.js';
 
 const cb = { url: 'https://example.com/hook' };
 const job = (extra: Record<string, unknown>): Record<string, unknown> => ({ callback: cb, ...extra });
@@ -140,6 +141,21 @@ describe('POST /v1/jobs validation', () => {
     const res = await app.handle({ method: 'POST', path: '/v1/jobs', headers: {}, body: new Uint8Array([0x7b, 0xff, 0x7d]) });
     expect(res.status).toBe(400);
     expect(JSON.parse(res.body as string).errors[0].field).toBe('body');
+  });
+
+  it(`JSON nested deeper than ${jsonDepthMax} levels -> 400 on body (it was a stack overflow, 500)`, async () => {
+    const { app } = makeHarness();
+    const n = 100_000;
+    for (const field of ['payload', 'metadata']) {
+      const text = `{"callback":{"url":"https://example.com/"},"${field}":${'['.repeat(n)}${']'.repeat(n)}}`;
+      expectInvalid(await call(app, 'POST', '/v1/jobs', text), 'body');
+    }
+    const deep = (levels: number): unknown => (levels === 0 ? 1 : [deep(levels - 1)]);
+    // The body is level 1, so a payload may nest jsonDepthMax - 1 levels.
+    const ok = await call(app, 'POST', '/v1/jobs', { callback: cb, payload: deep(jsonDepthMax - 1) });
+    expect(ok.status).toBe(201);
+    expectInvalid(await call(app, 'POST', '/v1/jobs', { callback: cb, payload: deep(jsonDepthMax) }), 'body');
+    expectInvalid(await call(app, 'POST', '/v1/jobs:batch', { jobs: [{ callback: cb, payload: deep(jsonDepthMax) }] }), 'body');
   });
 
   it('Idempotency-Key too long -> 400 on Idempotency-Key', async () => {

@@ -97,6 +97,28 @@ export function readTime(value: unknown, field: string, issues: Issues): number 
   return typeof parsed === 'string' ? issues.add(field, parsed) : parsed;
 }
 
+/**
+ * Deepest nesting of arrays and objects a request body may have (the body itself is level 1). JSON.parse copes
+ * with any depth, but the recursive steps after it (JSON.stringify, the canonical digest, the store's encoder)
+ * overflow the stack on a 1 MiB body of `[[[[...`, which was a 500. Protobuf's JSON mapping stops at 100 too.
+ * (Kept here rather than in src/core/limits.ts, which has another helper's uncommitted work in progress.)
+ */
+export const jsonDepthMax = 100;
+
+/** The nesting depth of a parsed JSON value (scalars 0), counted without recursion; stops once over `max`. */
+export function jsonDepthOver(value: unknown, max: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (typeof v !== 'object' || v === null) continue;
+    if (depth + 1 > max) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) {
+      if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
+    }
+  }
+  return false;
+}
+
 export function utf8Length(text: string): number {
   return Buffer.byteLength(text, 'utf8');
 }
