@@ -110,9 +110,24 @@ function parsePayload(o: JsonObject, prefix: string, issues: Issues): PayloadPar
 function parseMetadata(value: unknown, field: string, issues: Issues): Record<string, unknown> | null | undefined {
   if (value === undefined || value === null) return null;
   if (!isObject(value)) return issues.add(field, 'must be a JSON object');
+  // The store's encoder (msgpackr) renames a `__proto__` key to `__proto_` on the way back (a prototype-pollution
+  // guard), so such metadata would silently read back changed: refuse it instead.
+  if (hasProtoKey(value)) return issues.add(field, 'must not contain a "__proto__" key');
   const bytes = utf8Length(JSON.stringify(value));
   if (bytes > limits.metadataBytesMax) return issues.add(field, `must be at most ${limits.metadataBytesMax} bytes as JSON (got ${bytes})`);
   return value;
+}
+
+/** True when an object at any depth of `value` has an own `__proto__` key (as JSON.parse creates it). */
+function hasProtoKey(value: unknown): boolean {
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v !== 'object' || v === null) continue;
+    if (!Array.isArray(v) && Object.hasOwn(v, '__proto__')) return true;
+    stack.push(...(Array.isArray(v) ? v : Object.values(v)));
+  }
+  return false;
 }
 
 function checkEnd(schedule: Schedule | undefined, endAtMs: number | null | undefined, field: string, issues: Issues): void {

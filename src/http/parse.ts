@@ -166,6 +166,7 @@ function parseHeaders(value: unknown, field: string, issues: Issues): Record<str
     const name = rawName.toLowerCase();
     const f = `${field}.${rawName}`;
     if (!headerNamePattern.test(rawName)) issues.add(f, 'is not a valid header name');
+    else if (name === '__proto__') issues.add(f, 'is not accepted as a header name'); // would be lost on an object
     else if (reservedHeaders.has(name) || name.startsWith('x-punctual-')) issues.add(f, 'is set by Punctual and may not be given');
     else if (Object.hasOwn(out, name)) issues.add(f, 'is given twice (header names are case-insensitive)');
     else if (typeof rawValue !== 'string') issues.add(f, 'must be a string');

@@ -108,6 +108,9 @@ const badJobs: Array<[string, unknown, string]> = [
   ['overlap unknown', job({ overlap: 'queue' }), 'overlap'],
   ['metadata an array', job({ metadata: [1] }), 'metadata'],
   ['metadata a string', job({ metadata: 'labels' }), 'metadata'],
+  ['metadata with a __proto__ key', JSON.stringify(job({ metadata: { labels: 'x' } })).replace('"labels"', '"__proto__"'), 'metadata'],
+  ['metadata with a nested __proto__ key', JSON.stringify(job({ metadata: { a: [{ labels: 1 }] } })).replace('"labels"', '"__proto__"'), 'metadata'],
+  ['header named __proto__', JSON.stringify(withCallback({ headers: { 'x-a': 'v' } })).replace('"x-a"', '"__proto__"'), 'callback.headers.__proto__'],
   ['metadata over 4 KiB', job({ metadata: { labels: 'x'.repeat(limits.metadataBytesMax) } }), 'metadata'],
 ];
 
