@@ -7,7 +7,9 @@ import { httpLimits, limits } from '../core/limits.js';
 import { jobIdPattern, nodeIdPattern, taskNamePattern } from '../core/ids.js';
 import type { JobListQuery, JobPatch, JobSpec, JobState, Schedule } from '../scheduler/types.js';
 import { jobStates } from '../scheduler/types.js';
+import { firstOccurrence } from '../scheduler/schedule.js';
 import { deriveJobId, requestDigest } from './idempotency.js';
+import { timeMsMax } from './time.js';
 import { misfirePolicies, overlapPolicies, parseCallback, parseSchedule } from './parse.js';
 import {
   Issues,
@@ -52,6 +54,7 @@ export function parseJob(body: unknown, prefix: string, ctx: JobContext): JobSpe
   const overlap = o.overlap == null ? 'allow' : readEnum(o.overlap, fieldAt(prefix, 'overlap'), overlapPolicies, issues);
   const metadata = parseMetadata(o.metadata, fieldAt(prefix, 'metadata'), issues);
   checkEnd(schedule, endAtMs, fieldAt(prefix, 'end_at'), issues);
+  checkRenderable(schedule, ctx.nowMs, fieldAt(prefix, 'schedule'), issues);
   if (!issues.ok) throw issues.toError();
   return {
     id: id as string,
@@ -118,6 +121,16 @@ function parseMetadata(value: unknown, field: string, issues: Issues): Record<st
   return value;
 }
 
+/**
+ * A recurring schedule whose first occurrence is after 9999-12-31 (a cron starting late in 9999) would
+ * show a `next_fire_at` that is not RFC 3339 (`+010000-...`) and never fire: refuse it.
+ */
+function checkRenderable(schedule: Schedule | undefined, nowMs: number, field: string, issues: Issues): void {
+  if (schedule === undefined || schedule.kind === 'once') return;
+  const first = firstOccurrence(schedule, nowMs);
+  if (first === null || first > timeMsMax) issues.add(field, 'has no occurrence before 9999-12-31T23:59:59.999Z');
+}
+
 /** True when an object at any depth of `value` has an own `__proto__` key (as JSON.parse creates it). */
 function hasProtoKey(value: unknown): boolean {
   const stack: unknown[] = [value];
@@ -166,6 +179,7 @@ export function parsePatch(body: unknown, nowMs: number): JobPatch {
   onlyKeys(o, ['schedule', 'payload', 'payload_base64', 'metadata'], '', issues);
   const patch: JobPatch = {};
   if (o.schedule !== undefined) patch.schedule = parseSchedule(o.schedule, 'schedule', nowMs, issues);
+  if (o.schedule !== undefined) checkRenderable(patch.schedule, nowMs, 'schedule', issues);
   if (o.payload !== undefined || o.payload_base64 != null) {
     const part = parsePayload(o, '', issues);
     if (part !== undefined) Object.assign(patch, part);

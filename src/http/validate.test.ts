@@ -108,6 +108,7 @@ const badJobs: Array<[string, unknown, string]> = [
   ['overlap unknown', job({ overlap: 'queue' }), 'overlap'],
   ['metadata an array', job({ metadata: [1] }), 'metadata'],
   ['metadata a string', job({ metadata: 'labels' }), 'metadata'],
+  ['cron first occurring after 9999', job({ schedule: { cron: '0 0 1 1 *', start_at: '9999-06-01T00:00:00Z' } }), 'schedule'],
   ['metadata with a __proto__ key', JSON.stringify(job({ metadata: { labels: 'x' } })).replace('"labels"', '"__proto__"'), 'metadata'],
   ['metadata with a nested __proto__ key', JSON.stringify(job({ metadata: { a: [{ labels: 1 }] } })).replace('"labels"', '"__proto__"'), 'metadata'],
   ['header named __proto__', JSON.stringify(withCallback({ headers: { 'x-a': 'v' } })).replace('"x-a"', '"__proto__"'), 'callback.headers.__proto__'],
@@ -218,6 +219,7 @@ describe('other bodies and queries', () => {
   const cases: Array<[string, string, string, unknown, string]> = [
     ['PATCH unknown field', 'PATCH', '/v1/jobs/j1', { state: 'PAUSED' }, 'state'],
     ['PATCH bad schedule', 'PATCH', '/v1/jobs/j1', { schedule: { at: 'x' } }, 'schedule.at'],
+    ['PATCH schedule first occurring after 9999', 'PATCH', '/v1/jobs/j1', { schedule: { cron: '0 0 1 1 *', start_at: '9999-06-01T00:00:00Z' } }, 'schedule'],
     ['PATCH metadata not an object', 'PATCH', '/v1/jobs/j1', { metadata: 3 }, 'metadata'],
     ['PATCH bad job id in path', 'PATCH', '/v1/jobs/a%20b', { metadata: null }, 'id'],
     ['preview count 0', 'POST', '/v1/schedules:preview', { count: 0 }, 'count'],
