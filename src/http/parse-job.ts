@@ -232,6 +232,13 @@ export function parseJobListQuery(params: URLSearchParams): JobListQuery {
   return { state: state as JobState | null, task: task as string | null, ...page };
 }
 
+/** GET /v1/tasks: a list route without parameters (every task); any parameter is refused by name. */
+export function parseNoQuery(params: URLSearchParams): void {
+  const issues = new Issues();
+  onlyParams(params, [], issues);
+  issues.throwIfAny();
+}
+
 /** GET /v1/jobs/{id}/executions?limit=&cursor=. */
 export function parsePageQuery(params: URLSearchParams): { limit: number; cursor: string | null } {
   const issues = new Issues();

@@ -14,6 +14,7 @@ import {
   parseIdempotencyKey,
   parseJob,
   parseJobListQuery,
+  parseNoQuery,
   parsePageQuery,
   parsePatch,
   parsePreview,
@@ -227,7 +228,10 @@ async function metrics({ deps }: RouteContext): Promise<ApiResponse> {
 }
 
 export const routes: readonly Route[] = [
-  route('GET', '/v1/tasks', async ({ deps }) => jsonResponse(200, { tasks: (await deps.api.listTasks()).map(taskView) })),
+  route('GET', '/v1/tasks', async ({ query, deps }) => {
+    parseNoQuery(query); // a list route: `?limit=` or a typo must not be silently ignored (there is no paging)
+    return jsonResponse(200, { tasks: (await deps.api.listTasks()).map(taskView) });
+  }),
   route('PUT', '/v1/tasks/:name', putTask),
   route('GET', '/v1/tasks/:name', async ({ params, deps }) => jsonResponse(200, taskView(await deps.api.getTask(parseTaskName(params.name!))))),
   route('DELETE', '/v1/tasks/:name', async ({ params, deps }) => {

@@ -243,6 +243,7 @@ describe('other bodies and queries', () => {
     ['list bad task', 'GET', '/v1/jobs?task=a%2Fb', undefined, 'task'],
     ['list unknown parameter', 'GET', '/v1/jobs?status=PENDING', undefined, 'status'],
     ['list cursor too long', 'GET', '/v1/jobs?cursor=' + 'c'.repeat(1025), undefined, 'cursor'],
+    ['tasks list with a parameter', 'GET', '/v1/tasks?limit=5', undefined, 'limit'],
     ['executions limit bad', 'GET', '/v1/jobs/j1/executions?limit=-1', undefined, 'limit'],
     ['executions unknown parameter', 'GET', '/v1/jobs/j1/executions?state=x', undefined, 'state'],
     ['malformed percent-encoding', 'GET', '/v1/jobs/%E0%A4%A', undefined, 'path'],
