@@ -173,6 +173,8 @@ describe('serve: flags and env', () => {
     ['peer bad address', ['--peers', 'n2=127.0.0.1'], {}, '--peers (n2): expected HOST:PORT'],
     ['peer port 0', ['--peers', 'n2=127.0.0.1:0'], {}, '--peers (n2): port must be in 1..65535'],
     ['peer empty entry', ['--peers', 'n2=127.0.0.1:9002,'], {}, '--peers: empty entry'],
+    ['peer from env names the env var', [], { PUNCTUAL_PEERS: 'n2=127.0.0.1' }, 'PUNCTUAL_PEERS (n2): expected HOST:PORT'],
+    ['self in env peers', [], { PUNCTUAL_PEERS: 'n1=127.0.0.1:9002' }, "PUNCTUAL_PEERS: lists this node's own id"],
     ['duplicate peer id', ['--peers', 'n2=127.0.0.1:9002,n2=127.0.0.1:9003'], {}, '--peers: duplicate node id "n2"'],
     ['duplicate peer address', ['--peers', 'n2=127.0.0.1:9002,n3=127.0.0.1:9002'], {}, '--peers: duplicate address'],
     ['self in peers', ['--node-id', 'n1', '--peers', 'n1=127.0.0.1:9002'], {}, "--peers: lists this node's own id"],
@@ -807,9 +809,131 @@ describe('the executable', () => {
       const p = start(['serve', '--listen', `127.0.0.1:${port}`, '--peer-listen', '127.0.0.1:0', '--data', join(tmp, 'serve-n2')]);
       const exit = await p.exited;
       expect(exit.code).toBe(1);
-      expect((await logLine(p, 'failed to start')).level).toBe('error');
+      const failed = await logLine(p, 'failed to start');
+      expect(failed.level).toBe('error');
+      // the reason, not a stack trace
+      expect(failed.error).toBe(`listen EADDRINUSE: address already in use 127.0.0.1:${port}`);
+      expect(failed.code).toBe('EADDRINUSE');
+      expect(p.stderr).not.toContain('stack');
     } finally {
       await new Promise<void>((ok) => taken.close(() => ok()));
     }
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------------
+// Found by the black-box audit of the CLI: each case runs against one real node started as a process.
+
+describe('the executable against a real node', () => {
+  let node: Proc;
+  let server = '';
+  const data = join(tmp, 'audit-n1');
+
+  beforeAll(async () => {
+    node = start(['serve', '--listen', '127.0.0.1:0', '--peer-listen', '127.0.0.1:0', '--data', data, '--shards', '2']);
+    server = `http://${String((await logLine(node, 'ready')).listen)}`;
+    // an unreachable callback URL is fine: these jobs are far in the future
+    expect((await cli(['task', 'put', 't1', '--url', 'http://127.0.0.1:9/hook', '--server', server])).code).toBe(0);
+  });
+
+  afterAll(async () => {
+    node.child.kill('SIGTERM');
+    expect(await node.exited).toEqual({ code: 0, signal: null });
+  });
+
+  it('a second serve on the same data directory fails to start (exit 1) and the first keeps running', async () => {
+    const second = start(['serve', '--listen', '127.0.0.1:0', '--peer-listen', '127.0.0.1:0', '--data', data, '--shards', '2']);
+    expect((await second.exited).code).toBe(1);
+    const failed = await logLine(second, 'failed to start');
+    expect(failed.error).toBe(`data directory ${data} is in use by another punctual serve`);
+    expect(second.stderr).not.toContain('"msg":"ready"');
+    expect((await cli(['task', 'get', 't1', '--server', server])).code).toBe(0);
+  });
+
+  it('job update changes schedule, payload and metadata; job delete cancels', async () => {
+    const add = ['job', 'add', '--task', 't1', '--id', 'up-1', '--at', '2031-01-01T00:00:00Z', '--metadata', '{"a":1}'];
+    expect((await cli([...add, '--server', server])).code).toBe(0);
+    const upd = await cli(['job', 'update', 'up-1', '--cron', '0 9 * * MON-FRI', '--timezone', 'Europe/Berlin',
+      '--payload', '{"v":2}', '--clear-metadata', '--json', '--server', server]); // prettier-ignore
+    expect(upd.code).toBe(0);
+    const job = JSON.parse(upd.stdout) as Record<string, unknown>;
+    expect(job.schedule).toEqual({ cron: '0 9 * * MON-FRI', timezone: 'Europe/Berlin' });
+    expect(job.payload).toEqual({ v: 2 });
+    expect(job.metadata).toBeNull();
+    const nothing = await cli(['job', 'update', 'up-1', '--server', server]);
+    expect(nothing.code).toBe(2);
+    const del = await cli(['job', 'delete', 'up-1', '--json', '--server', server]);
+    expect((JSON.parse(del.stdout) as Record<string, unknown>).state).toBe('CANCELLED');
+  });
+
+  it('job batch reports each item; a partly failed batch exits 1', async () => {
+    const jobs = [
+      { id: 'b-1', task: 't1', schedule: { at: '2031-01-01T00:00:00Z' } },
+      { task: 'no-such-task' },
+      { id: 'b-1', task: 't1', schedule: { at: '2031-01-01T00:00:00Z' } },
+    ];
+    const r = await cli(['job', 'batch', file('batch.json', JSON.stringify({ jobs })), '--server', server]);
+    expect(r.code).toBe(1);
+    const lines = r.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^#\s+ID\s+STATUS\s+ERROR$/);
+    expect(lines[1]).toMatch(/^0\s+b-1\s+201\s+-$/);
+    expect(lines[2]).toContain('404');
+    expect(lines[2]).toContain('not_found: task "no-such-task" not found');
+    expect(lines[3]).toMatch(/^2\s+b-1\s+200\s+-$/);
+    expect(lines[4]).toBe('1 created, 1 existing, 1 failed');
+    expect(r.stderr).toBe('punctual: 1 of 3 jobs failed\n');
+    const ok = await cli(['job', 'batch', file('array.json', JSON.stringify([jobs[0]])), '--server', server]);
+    expect(ok.code).toBe(0);
+    expect((await cli(['job', 'batch', file('empty.json', '[]'), '--server', server])).code).toBe(2);
+  });
+
+  it('job preview lists the fire times of a cron across the spring-forward day', async () => {
+    const r = await cli(['job', 'preview', '--cron', '30 2 * * *', '--timezone', 'America/New_York',
+      '--from', '2027-03-13T00:00:00Z', '--count', '3', '--server', server]); // prettier-ignore
+    expect(r).toEqual({
+      stdout: '2027-03-13T07:30:00.000Z\n2027-03-14T07:30:00.000Z\n2027-03-15T06:30:00.000Z\n',
+      stderr: '',
+      code: 0,
+    });
+  });
+
+  it('a server error whose field error repeats the detail prints one line', async () => {
+    const r = await cli(['job', 'add', '--task', 'no-such-task', '--server', server]);
+    expect(r).toEqual({ stdout: '', stderr: 'error: not_found: task "no-such-task" not found\n', code: 1 });
+  });
+
+  it('a reader that closes the pipe early (| head) ends the command quietly, exit 0', async () => {
+    const jobs = Array.from({ length: 2000 }, () => ({ task: 't1', schedule: { at: '2032-01-01T00:00:00Z' } }));
+    expect((await cli(['job', 'batch', file('many.json', JSON.stringify({ jobs })), '--server', server])).code).toBe(0);
+    // the table (~250 KB) is far larger than a pipe's buffer, so the CLI is still writing when the reader goes
+    const p = start(['job', 'list', '--all', '--server', server]);
+    let first = '';
+    p.child.stdout.once('data', (d: Buffer) => {
+      first = d.toString().slice(0, 2);
+      p.child.stdout.destroy(); // what `| head -c 1` does once it has its byte
+    });
+    expect(await p.exited).toEqual({ code: 0, signal: null });
+    expect(first).toBe('ID');
+    expect(p.stderr).toBe('');
+  });
+});
+
+describe('usage found by the audit', () => {
+  it('help GROUP COMMAND shows the help of the command', async () => {
+    const r = await cli(['help', 'job', 'add']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^Usage: punctual job add \[options\]/);
+  });
+
+  it('an impossible calendar date is bad usage, not a request', async () => {
+    const r = await cli(['job', 'add', '--task', 't1', '--at', '2030-02-30T00:00:00Z', '--server', 'http://127.0.0.1:9']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--at: expected an RFC 3339 time');
+  });
+
+  it('--server HOST:PORT suggests the URL', async () => {
+    const r = await cli(['job', 'list', '--server', 'localhost:8080']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('(did you mean http://localhost:8080?)');
   });
 });

@@ -99,7 +99,19 @@ function isMain(): boolean {
   }
 }
 
+/**
+ * `punctual job list --all | head` closes stdout early: a reader that has seen enough is not a failure, so end
+ * quietly (exit 0) instead of node's unhandled EPIPE stack.
+ */
+function quietOnClosedPipe(stream: NodeJS.WriteStream): void {
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(exitCodes.ok);
+    throw err;
+  });
+}
+
 if (isMain()) {
+  quietOnClosedPipe(process.stdout);
   const io: CliIo = {
     stdout: process.stdout,
     stderr: process.stderr,

@@ -7,6 +7,7 @@ import { resolve as resolvePath } from 'node:path';
 import { Command, Option } from 'commander';
 import type { NodeConfig } from '../src/node/api.js';
 import { startNode } from '../src/node/node.js';
+import { lockDataDir, type DataLock } from './data-lock.js';
 import { cliLimits } from '../src/core/limits.js';
 import { createLogger, type LogLevel, type Logger } from '../src/core/log.js';
 import { CliError, exitCodes, usageError, type CliIo } from './io.js';
@@ -207,9 +208,14 @@ async function serve(config: NodeConfig, io: CliIo): Promise<void> {
   });
   logger.debug('starting', { config: redactedConfig(config) });
   let handle: { nodeId: string; apiPort: number; close(): Promise<void> };
+  let lock: DataLock | null = null;
   try {
-    handle = await startNode(config, { logger });
+    lock = lockDataDir(config.dataDir);
+    const node = await startNode(config, { logger });
+    const held = lock;
+    handle = { nodeId: node.nodeId, apiPort: node.apiPort, close: () => node.close().then(() => held.release()) };
   } catch (err) {
+    lock?.release();
     // an operating failure (address in use, wrong data directory) wants its reason, not a stack: the stack is
     // logged at debug level for the case it is a bug
     logger.error('failed to start', startFailure(err));
