@@ -228,11 +228,12 @@ describe('a once job: fire, retry, outcome', () => {
 
     const r = outcome('a', at, 'retry', at + 100, 1, at + 1100);
     expect(r.effects).toEqual([arm('a', at, 2, at + 1100)]);
-    expect(store.getExecution('a', at)).toMatchObject({ state: 'QUEUED', attempt: 1, retryAtMs: at + 1100, statusCode: 503 });
+    expect(store.getExecution('a', at)).toMatchObject({ state: 'QUEUED', attempt: 1, retryAtMs: at + 1100, statusCode: 503, error: 'HTTP 503' });
     expect(job('a').state).toBe('RUNNING');
 
     fired('a', at, at + 1105, 2);
-    expect(store.getExecution('a', at)).toMatchObject({ state: 'RUNNING', attempt: 2, latenessMs: 7, startedAtMs: at + 1105 });
+    // The running attempt has no answer yet: attempt 1's status and error are not shown as its own.
+    expect(store.getExecution('a', at)).toMatchObject({ state: 'RUNNING', attempt: 2, latenessMs: 7, startedAtMs: at + 1105, statusCode: null, error: null });
     expect(job('a').runs).toBe(1);
     const done = outcome('a', at, 'succeeded', at + 1200, 2);
     expect(done.effects).toEqual([{ type: 'finished', jobId: 'a', scheduledAtMs: at }]);

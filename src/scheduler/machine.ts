@@ -380,8 +380,10 @@ function startAttempt(store: SchedulerStore, item: FiredItem, nodeId: string, no
     state: 'RUNNING',
     startedAtMs: item.startedAtMs,
     finishedAtMs: null,
-    statusCode: existing?.statusCode ?? null,
-    error: existing?.error ?? null,
+    // The attempt just started has no answer yet: the previous attempt's status and error (shown while the
+    // execution was QUEUED for its retry) would read as this attempt's.
+    statusCode: null,
+    error: null,
     latenessMs: existing?.latenessMs ?? item.startedAtMs - item.scheduledAtMs,
     nodeId,
     retryAtMs: null,
