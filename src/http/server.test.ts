@@ -138,6 +138,33 @@ describe('startApiServer', () => {
     expect(accepted.startsWith('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\n')).toBe(true);
   });
 
+  it('HTTP/1.1: a request node:http cannot parse gets a problem+json 400 (not a bare status line)', async () => {
+    const { app } = makeHarness();
+    const server = await start(app);
+    // Resolves on close with what arrived: the server may reset a connection whose request it did not read to
+    // the end (the 431 case), after its answer.
+    const raw = (request: string): Promise<string> =>
+      new Promise((resolve) => {
+        const socket = net.connect(server.port, '127.0.0.1');
+        opened.push({ close: () => void socket.destroy() });
+        let text = '';
+        socket.setEncoding('latin1');
+        socket.on('data', (chunk: string) => (text += chunk));
+        socket.on('close', () => resolve(text));
+        socket.on('error', () => {});
+        socket.write(request);
+      });
+    for (const request of ['POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n', 'GARBAGE\r\n\r\n']) {
+      const answer = await raw(request);
+      const [head, body] = answer.split('\r\n\r\n');
+      expect(head!.split('\r\n')[0]).toBe('HTTP/1.1 400 Bad Request');
+      expect(head).toContain('Content-Type: application/problem+json');
+      expect(JSON.parse(body!)).toMatchObject({ status: 400, code: 'invalid_argument', errors: [{ field: 'request' }] });
+    }
+    const overflow = await raw(`GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+    expect(overflow.split('\r\n')[0]).toBe('HTTP/1.1 431 Request Header Fields Too Large');
+  });
+
   it('HTTP/1.1: 413 on a streamed (chunked) body that grows past the limit', async () => {
     const { app } = makeHarness();
     const server = await start(app);

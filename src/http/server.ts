@@ -7,7 +7,7 @@
 import http from 'node:http';
 import http2 from 'node:http2';
 import net from 'node:net';
-import { PunctualError } from '../core/errors.js';
+import { PunctualError, toProblem } from '../core/errors.js';
 import { httpLimits } from '../core/limits.js';
 import { silentLogger, type Logger } from '../core/log.js';
 import { problemResponse, type ApiResponse, type App } from './app.js';
@@ -70,6 +70,7 @@ export async function startApiServer(app: App, host: string, port: number, optio
     res.writeContinue();
     onH1Request(state, req, res);
   });
+  h1.on('clientError', (err: NodeJS.ErrnoException, socket: net.Socket) => answerClientError(err, socket));
   // node:http enforces headersTimeout/requestTimeout from a checking interval it starts on 'listening'. This
   // server never listens itself (the sniffing TCP server hands it sockets), so start that interval by hand.
   h1.emit('listening');
@@ -91,6 +92,25 @@ export async function startApiServer(app: App, host: string, port: number, optio
   const address = tcp.address() as net.AddressInfo;
   const closeGraceMs = options.closeGraceMs ?? httpLimits.closeGraceMs;
   return { port: address.port, close: () => closeServers(state, tcp, h1, sessions, closeGraceMs) };
+}
+
+/**
+ * A request node:http could not parse. Its own answer is a bare status line; a malformed request gets a
+ * problem+json 400 like every other error of this API instead. Header overflow (431) and timeouts (408) keep
+ * node's answers (no error code of ours has those statuses).
+ */
+function answerClientError(err: NodeJS.ErrnoException, socket: net.Socket): void {
+  // As node's default handler: answer only when no response of this connection is half written.
+  const current = (socket as net.Socket & { _httpMessage?: { headersSent: boolean } | null })._httpMessage;
+  if (!socket.writable || (current != null && current.headersSent)) return void socket.destroy();
+  const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+  if (status !== 400) {
+    const reason = status === 431 ? 'Request Header Fields Too Large' : 'Request Timeout';
+    return void socket.end(`HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\n\r\n`);
+  }
+  const body = JSON.stringify(toProblem(new PunctualError('invalid_argument', 'malformed HTTP request', [{ field: 'request', message: 'not valid HTTP/1.1' }])));
+  const head = `HTTP/1.1 400 Bad Request\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n`;
+  socket.end(head + body);
 }
 
 /** Reads the first bytes of a connection, then hands the socket (and those bytes) to the right server. */
