@@ -71,6 +71,21 @@ describe('a three-node cluster in one process', () => {
     }
   });
 
+  it('a task written through one node is read back through every other at once', async () => {
+    const { cores } = await startCluster();
+    const writer = cores.find((c) => !c.host.isLeader(0))!;
+    for (let i = 0; i < 5; i++) {
+      await writer.service.putTask(`t${i}`, callbackSpec(bed.rx.url(`/t${i}`)));
+      for (const c of cores) {
+        expect((await c.service.getTask(`t${i}`)).url).toBe(bed.rx.url(`/t${i}`));
+        expect((await c.service.listTasks()).map((t) => t.name)).toContain(`t${i}`);
+      }
+    }
+    await expect(cores[1].service.getTask('nope')).rejects.toMatchObject({ code: 'not_found' });
+    await cores[0].service.deleteTask('t0');
+    for (const c of cores) await expect(c.service.getTask('t0')).rejects.toMatchObject({ code: 'not_found' });
+  });
+
   it('a cancel acknowledged through a follower is final', async () => {
     const { cores } = await startCluster();
     await cores[0].service.putTask('hook', callbackSpec(bed.rx.url('/hook')));

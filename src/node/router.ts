@@ -19,6 +19,8 @@ export type ForwardOp =
   | { op: 'list_executions'; id: string; limit: number; cursor: string | null }
   | { op: 'propose'; shard: number; command: unknown }
   | { op: 'transfer_leader'; shard: number; to: string }
+  | { op: 'get_task'; name: string }
+  | { op: 'list_tasks' }
   | { op: 'info' };
 
 /** The part of PeerTransport the router uses. */

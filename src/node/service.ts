@@ -111,6 +111,10 @@ export class NodeService implements SchedulerApi {
         return this.proposeLocal(op.shard, op.command as Command);
       case 'transfer_leader':
         return this.o.cluster.transferLeader(op.shard, op.to);
+      case 'get_task':
+        return this.getTaskLocal(op.name);
+      case 'list_tasks':
+        return this.listTasksLocal();
       case 'info':
         return this.o.cluster.info();
     }
@@ -126,18 +130,32 @@ export class NodeService implements SchedulerApi {
     return putTaskOf(results[0]);
   }
 
-  async getTask(name: string): Promise<TaskRecord> {
+  /**
+   * Task reads are linearizable like job reads: they run on shard 0's leader (every shard holds a copy, and a
+   * put answers once every shard applied it), so a task written through one node is read back through any other.
+   */
+  getTask(name: string): Promise<TaskRecord> {
+    return this.o.router.call(0, { op: 'get_task', name }, () => this.getTaskLocal(name));
+  }
+
+  private async getTaskLocal(name: string): Promise<TaskRecord> {
+    await this.o.host.readBarrier(0);
     const task = this.o.shards[0].store.getTask(name);
     if (task === null) throw notFound('task', name);
     return task;
   }
 
-  async listTasks(): Promise<TaskRecord[]> {
+  listTasks(): Promise<TaskRecord[]> {
+    return this.o.router.call(0, { op: 'list_tasks' }, () => this.listTasksLocal());
+  }
+
+  private async listTasksLocal(): Promise<TaskRecord[]> {
+    await this.o.host.readBarrier(0);
     return this.o.shards[0].store.listTasks();
   }
 
   async deleteTask(name: string): Promise<void> {
-    if (this.o.shards[0].store.getTask(name) === null) throw notFound('task', name);
+    await this.getTask(name); // not_found, read on shard 0's leader
     // Checked on every shard first so that a refused delete leaves every copy in place.
     const live = this.o.shards.reduce((n, sh) => n + sh.store.countLiveJobsOfTask(name), 0);
     if (live > 0) throw new PunctualError('conflict', `task ${JSON.stringify(name)} has ${live} live job(s)`);
