@@ -232,10 +232,10 @@ function createJob(
     updatedAtMs: nowMs,
   };
   const first = firstOccurrence(spec.schedule, nowMs);
-  if (first === null) return { id, ...fail('invalid_argument', 'schedule: no occurrence', 'schedule') };
+  if (first === null) return { id, ...fail('invalid_argument', 'the schedule has no occurrence', 'schedule') };
   job.nextFireAtMs = bound(job, first);
   if (job.nextFireAtMs === null) {
-    return { id, ...fail('invalid_argument', 'end_at: no occurrence before end_at', 'end_at') };
+    return { id, ...fail('invalid_argument', 'the schedule has no occurrence before end_at', 'end_at') };
   }
   store.putJob(job);
   armNext(job, effects);
@@ -334,9 +334,9 @@ function patchJob(
   let next: number | null = job.nextFireAtMs;
   if (patch.schedule !== undefined) {
     const first = firstOccurrence(patch.schedule, nowMs);
-    if (first === null) return fail('invalid_argument', 'schedule: no occurrence', 'schedule');
+    if (first === null) return fail('invalid_argument', 'the schedule has no occurrence', 'schedule');
     next = bound({ ...job, schedule: patch.schedule }, first);
-    if (next === null) return fail('invalid_argument', 'schedule: no occurrence before end_at or max_runs', 'schedule');
+    if (next === null) return fail('invalid_argument', 'the schedule has no occurrence before end_at or max_runs', 'schedule');
     job.schedule = patch.schedule;
   }
   if (patch.payload !== undefined) job.payload = patch.payload;

@@ -85,6 +85,15 @@ describe('cron', () => {
   });
   it('an expression that never matches has no occurrence', () => {
     expect(firstOccurrence(cron('0 0 30 2 *'), 0)).toBeNull();
+    expect(validateCron('0 0 30 2 *', 'UTC')).toEqual({ field: 'schedule.cron', message: 'never matches: no month has that day' });
+  });
+  it('a recurring schedule ends with year 9999 (the last time RFC 3339 writes)', () => {
+    const last = ms('9999-12-31T23:59:59.999Z');
+    const every: Schedule = { kind: 'every', everyMs: 60_000, startAtMs: ms('9999-12-31T23:58:00Z') };
+    expect(nextOccurrence(every, ms('9999-12-31T23:58:00Z'))).toBe(ms('9999-12-31T23:59:00Z'));
+    expect(nextOccurrence(every, ms('9999-12-31T23:59:00Z'))).toBeNull();
+    expect(firstOccurrence({ kind: 'every', everyMs: 1, startAtMs: last }, last)).toBe(last);
+    expect(firstOccurrence({ kind: 'every', everyMs: 1, startAtMs: last + 1 }, 0)).toBeNull();
   });
   it('memoized answers equal fresh ones whatever the order of questions', () => {
     const s = cron('*/7 3-9 * * *', 'America/New_York');

@@ -87,6 +87,15 @@ function cronBefore(cron: string, timezone: string, beforeMs: number): number | 
  * k*everyMs >= fromMs; cron: next match >= fromMs in the zone, and >= startAtMs when set), or null if none.
  */
 export function firstOccurrence(schedule: Schedule, fromMs: number): number | null {
+  const at = firstOccurrenceAny(schedule, fromMs);
+  // Times are RFC 3339 on output: a recurring schedule ends at the last millisecond of year 9999.
+  return at !== null && schedule.kind !== 'once' && at > lastMs ? null : at;
+}
+
+/** 9999-12-31T23:59:59.999Z: the last time RFC 3339 can write. */
+const lastMs = 253_402_300_799_999;
+
+function firstOccurrenceAny(schedule: Schedule, fromMs: number): number | null {
   switch (schedule.kind) {
     case 'once':
       return schedule.atMs;
@@ -207,6 +216,8 @@ export function validateCron(
     parsed.next(); // an expression that parses but never matches (0 0 31 4 *) fails here
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
+    // cron-parser says "Invalid explicit day of month definition" for a date that never exists (Feb 30).
+    if (/explicit day of month/i.test(message)) return { field: 'schedule.cron', message: 'never matches: no month has that day' };
     return { field: 'schedule.cron', message };
   }
   return null;
