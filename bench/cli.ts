@@ -26,6 +26,7 @@ interface BenchFlags {
   token?: string;
   out: string;
   receiverPort: number;
+  receiverInProcess?: boolean;
   json?: boolean;
 }
 
@@ -86,6 +87,7 @@ export function registerBenchCommand(program: Command): void {
     .option('--token <token>', 'bearer token (also passed to spawned nodes as --auth-token)')
     .option('--out <dir>', 'directory of the results files', 'bench/results')
     .option('--receiver-port <port>', 'port of the callback receiver on 127.0.0.1 (0 = any free port)', intArg(0, 65_535), 0)
+    .option('--receiver-in-process', "run the callback receiver on the bench's own event loop instead of its own thread (to compare with the old figures: arrivals then wait for the load generator)")
     .option('--json', 'print the result JSON instead of the table')
     .action(async function (this: Command, flags: BenchFlags) {
       const out = this.configureOutput();
@@ -108,6 +110,7 @@ export function registerBenchCommand(program: Command): void {
             nodes: flags.nodes,
             token: flags.token ?? null,
             receiverPort: flags.receiverPort,
+            receiverInProcess: flags.receiverInProcess ?? false,
             logger: createLogger({ format: 'pretty', level: 'info', write: (line) => writeErr(line + '\n') }),
           });
           const files = await writeResult(result, flags.out);

@@ -107,13 +107,27 @@ describe('bench command', () => {
     );
     const printed = JSON.parse(out.join('')) as BenchResult;
     expect(printed.scenario).toBe('submit-batch');
-    expect(printed.parameters).toMatchObject({ count: 40, batchSize: 10, leadMs: 300, nodes: 1 });
+    expect(printed.parameters).toMatchObject({ count: 40, batchSize: 10, leadMs: 300, nodes: 1, receiver: 'thread' });
     expect(printed.figures).toMatchObject({ accepted: 40, delivered: 40, lost: 0, early: 0 });
     expect(fixture.routes['POST /v1/jobs:batch']).toBe(4);
     const names = (await readdir(outDir)).sort();
     expect(names).toHaveLength(2);
     expect(names[0]).toBe('latest-submit-batch.json');
     expect(names[1]).toMatch(/^submit-batch-\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z\.json$/);
+  });
+
+  it('--receiver-in-process runs the receiver on the bench loop and says so in the result', async () => {
+    fixture = await startFixtureNode();
+    const outDir = await tempDir();
+    const { cmd, out } = program();
+    await cmd.parseAsync(
+      ['bench', '--scenario', 'submit-batch', '--server', fixture.url, '--count', '20', '--batch-size', '10',
+        '--lead-ms', '300', '--drain-timeout-s', '1', '--out', outDir, '--receiver-in-process', '--json'],
+      { from: 'user' },
+    );
+    const printed = JSON.parse(out.join('')) as BenchResult;
+    expect(printed.parameters).toMatchObject({ receiver: 'in-process' });
+    expect(printed.figures).toMatchObject({ accepted: 20, delivered: 20, lost: 0, early: 0 });
   });
 
   it('fails with exit code 1 and one line when the server cannot be reached', async () => {

@@ -18,9 +18,10 @@ function params(overrides: Partial<ScenarioParams>, scenario: 'submit' | 'steady
 }
 
 describe('runScenario against the fixture node', () => {
-  it('hot-instant: counts rejected, lost, duplicate and early deliveries exactly', async () => {
+  it.each([false, true])('hot-instant: counts rejected, lost, duplicate and early exactly (receiver in process: %s)', async (inProcess) => {
     fixture = await startFixtureNode({ rejectEvery: 30, loseEvery: 50, duplicateEvery: 60, earlyEvery: 70 });
     const result = await runScenario({
+      receiverInProcess: inProcess,
       scenario: 'hot-instant',
       params: params({ count: 300, batchSize: 50, concurrency: 2, leadMs: 1_000 }, 'hot-instant'),
       servers: [fixture.url],
@@ -48,6 +49,7 @@ describe('runScenario against the fixture node', () => {
     expect(f.deliveredWithinMs).not.toBeNull();
     expect(f.nodePeakRssBytes).toBeNull();
     expect(result.servers).toEqual({ mode: 'external', urls: [fixture.url] });
+    expect(result.parameters.receiver).toBe(inProcess ? 'in-process' : 'thread');
     const byFigure = Object.fromEntries(result.targets.map((t) => [t.figure, t.pass]));
     expect(byFigure).toEqual({ deliveredWithinMs: true, early: false, lost: false });
     expect(result.pass).toBe(false);

@@ -48,6 +48,8 @@ export interface RunOptions {
   nodes: number;
   token: string | null;
   receiverPort: number;
+  /** Run the callback receiver on the bench's own event loop (the old way) instead of its own thread. */
+  receiverInProcess?: boolean;
   logger?: Logger;
 }
 
@@ -159,12 +161,13 @@ async function drain(receiver: CallbackReceiver, run: LoadRun, params: ScenarioP
   const idleMs = params.drainTimeoutS * 1000;
   const capMs = Math.max(run.lastDueMs, run.outcome.endMs) + idleMs + drainCapMs;
   let outcome: DrainOutcome = 'all delivered';
-  await waitUntil(() => {
-    if (receiver.deliveredJobCount() >= expected) return true;
+  await waitUntil(async () => {
+    const progress = await receiver.progress();
+    if (progress.deliveredJobs >= expected) return true;
     const nowMs = nowPreciseMs();
     if (nowMs >= capMs) return (outcome = 'cap'), true;
     // Idle counts from the last arrival, the last due time or the end of the submit phase, whichever is latest.
-    const lastMs = Math.max(receiver.stats().lastArrivalMs ?? 0, run.lastDueMs, run.outcome.endMs);
+    const lastMs = Math.max(progress.lastArrivalMs ?? 0, run.lastDueMs, run.outcome.endMs);
     return nowMs - lastMs >= idleMs && ((outcome = 'idle'), true);
   }, capMs - nowPreciseMs() + 1_000);
   // A short grace so re-deliveries racing the last first-delivery are counted as duplicates.
@@ -172,14 +175,15 @@ async function drain(receiver: CallbackReceiver, run: LoadRun, params: ScenarioP
   return outcome;
 }
 
-function buildFigures(
+async function buildFigures(
   run: LoadRun,
   receiver: CallbackReceiver,
   drainOutcome: DrainOutcome,
   nodeRss: Array<number | null> | null,
-): Figures {
+): Promise<Figures> {
   const { outcome } = run;
-  const stats = receiver.stats();
+  const stats = await receiver.stats();
+  const lostIds = await receiver.missingIds(outcome.acked, 1000);
   const submitDurationMs = outcome.endMs - outcome.startMs;
   const spanMs = stats.firstArrivalMs !== null && stats.lastArrivalMs !== null ? stats.lastArrivalMs - stats.firstArrivalMs : 0;
   const delivered = stats.uniqueKeys;
@@ -197,8 +201,8 @@ function buildFigures(
     deliveredPerS: spanMs > 0 ? (stats.deliveries * 1000) / spanMs : null,
     lateness: summarize(stats.lateness),
     early: stats.early,
-    lost: receiver.countMissing(outcome.acked),
-    lostIds: receiver.missingIds(outcome.acked, 1000),
+    lost: await receiver.countMissing(outcome.acked),
+    lostIds,
     drainOutcome,
     duplicates: stats.duplicates,
     malformed: stats.malformed,
@@ -226,7 +230,12 @@ export async function runScenario(options: RunOptions): Promise<BenchResult> {
   const environment = environmentInfo();
   const idPrefix = runTag();
   const expected = scenario === 'steady' ? params.ratePerS * params.durationS : params.count;
-  const receiver = await startReceiver({ port: options.receiverPort, jobIdPrefix: idPrefix, expectedDeliveries: expected });
+  const receiver = await startReceiver({
+    port: options.receiverPort,
+    jobIdPrefix: idPrefix,
+    expectedDeliveries: expected,
+    inProcess: options.receiverInProcess ?? false,
+  });
   let local: LocalNodes | null = null;
   let servers: ServerSet | null = null;
   try {
@@ -239,12 +248,16 @@ export async function runScenario(options: RunOptions): Promise<BenchResult> {
     const run = await driveLoad(scenario, servers, params, idPrefix);
     log.info('bench: submitted, draining', { accepted: run.outcome.acked.length, rejected: run.outcome.failed });
     const drained = await drain(receiver, run, params);
-    const figures = buildFigures(run, receiver, drained, local ? local.peakRssBytes() : null);
+    const figures = await buildFigures(run, receiver, drained, local ? local.peakRssBytes() : null);
     const targets = evaluateTargets(figures, targetsFor(scenario));
     return {
       scenario,
       startedAt,
-      parameters: { ...params, nodes: options.servers === null ? options.nodes : options.servers.length },
+      parameters: {
+        ...params,
+        nodes: options.servers === null ? options.nodes : options.servers.length,
+        receiver: receiver.mode,
+      },
       servers: { mode: local ? 'spawned' : 'external', urls: started.urls },
       ...environment,
       figures,
