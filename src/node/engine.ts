@@ -187,6 +187,15 @@ export class FiringEngine {
     return this.inFlightByJob.has(jobId);
   }
 
+  /**
+   * An occurrence is due now or within the spin window (the host timer is spinning, or due): long work on the
+   * event loop (the applier's slices) should yield now. Cheap: it reads the timer state, not the wheel.
+   */
+  fireDue(): boolean {
+    if (this.spin !== null) return true;
+    return this.timerAtMs !== null && this.timerAtMs - nodeLimits.firingSpinMs <= this.o.clock.nowMs();
+  }
+
   /** The dispatcher's onStart: the attempt left its concurrency queue and is being sent. */
   onDispatchStart(d: Delivery, startedAtMs: number = this.o.clock.nowMs()): void {
     const key = occurrenceKey(d.jobId, d.scheduledAtMs);

@@ -197,6 +197,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     onLeaderStart: (shard, term) => engine?.startShard(shard, term),
     onLeaderStop: (shard) => engine?.stopShard(shard),
     onFatal,
+    fireDue: () => engine?.fireDue() ?? false,
     onConfChange: (shard, conf) => membership.onConfChange(shard, conf),
     compaction: options.compaction,
   });

@@ -70,6 +70,11 @@ export interface RaftHostOptions {
   /** This node no longer leads `shard` (or its term changed): stop firing it. */
   onLeaderStop(shard: number): void;
   onFatal(err: unknown): void;
+  /**
+   * True when the firing engine has an occurrence due now (or within its spin window): an apply slice ends
+   * early so the fire is not held behind it (firing precision before apply throughput).
+   */
+  fireDue?(): boolean;
   /** The membership of `shard` changed on this node (a conf change applied, or a snapshot installed). */
   onConfChange?(shard: number, conf: ConfState): void;
   /** Log compaction (default nodeLimits.logKeepEntries / logCompactEveryEntries); tests lower them. */
@@ -480,7 +485,7 @@ export class RaftHost {
         if (e.index <= g.applied) continue;
         this.applyEntry(g, e, out);
         touched.add(g);
-        if (performance.now() - start >= stallLimits.applySliceMs) break;
+        if (performance.now() - start >= stallLimits.applySliceMs || this.o.fireDue?.() === true) break;
       }
       for (const g of touched) this.appliedIndexes.write(g.shard, g.applied);
     })();
