@@ -201,6 +201,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     onConfChange: (shard, conf) => membership.onConfChange(shard, conf),
     compaction: options.compaction,
   });
+  let membershipStartTransport: () => Promise<PeerTransport> = () => Promise.reject(new Error('not wired yet'));
   const membership = new Membership({
     nodeId: config.nodeId,
     book,
@@ -208,6 +209,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     clock,
     logger: logger.child({ component: 'membership' }),
     limits: options.membershipLimits,
+    startTransport: () => membershipStartTransport(),
   });
   const proposer = new Proposer({
     nodeId: config.nodeId,
@@ -231,9 +233,8 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
   const cluster = new ClusterOps(config, host, logger.child({ component: 'cluster' }));
   cluster.setMembers(() => membership.peers());
   const service = new MemberNodeService({ config, shards: host.groups, proposer, engine, host, router, cluster, clock, metrics }, membership);
-  // The member book (seeded from --peers) decides: a node that ever had peers keeps its peer transport.
-  if (peerList.length > 0 || book.all().length > 0) {
-    transport = new PeerTransport({
+  const makeTransport = (): PeerTransport =>
+    new PeerTransport({
       nodeId: config.nodeId,
       listenHost: config.peerListenHost,
       listenPort: config.peerListenPort,
@@ -249,10 +250,22 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
       },
       onSnapshotStatus: (peerId, group, ok) => host.reportSnapshot(group, peerId, ok),
     });
-  }
-  const peers = transport;
-  router.setSender(peers);
-  cluster.setPeers(peers);
+  // The member book (seeded from --peers) decides: a node that ever had peers keeps its peer transport.
+  if (peerList.length > 0 || book.all().length > 0) transport = makeTransport();
+  router.setSender(transport);
+  cluster.setPeers(transport);
+  /** A single node adding its first member: open --peer-listen now and wire the transport everywhere. */
+  membershipStartTransport = async () => {
+    if (transport !== null) return transport;
+    const t = makeTransport();
+    cluster.peerPort = (await t.start()).port;
+    transport = t;
+    router.setSender(t);
+    cluster.setPeers(t);
+    host.setSender(t);
+    cluster.startRebalancer(options.rebalanceIntervalMs ?? clusterLimits.rebalanceIntervalMs);
+    return t;
+  };
   let closing: Promise<void> | null = null;
   const close = async (): Promise<void> => {
     membership.close();
@@ -262,7 +275,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     await firing.drain();
     await proposer.close(clusterLimits.leaderWaitMs);
     await host.close();
-    await peers?.close();
+    await transport?.close();
     if (p.walSync !== null) {
       await p.walSync.sync();
       await p.walSync.close();
@@ -281,8 +294,11 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     host,
     cluster,
     logger,
-    transport: peers,
+    get transport() {
+      return transport;
+    },
     async start() {
+      const peers = transport;
       if (peers !== null) cluster.peerPort = (await peers.start()).port;
       host.start(peers);
       membership.start(peers);

@@ -11,7 +11,7 @@ import { openNodeDb } from '../store/db.js';
 import type { NodeConfig } from './api.js';
 import type { NodeCore, NodeOptions } from './host.js';
 import { MemberBook, parsePeerAddr } from './membership.js';
-import { clusterConfigs } from './testing/cluster.js';
+import { clusterConfigs, freePorts } from './testing/cluster.js';
 import { callbackSpec, jobSpec, nodeConfig } from './testing/fixtures.js';
 import { useNodeBed } from './testing/bed.js';
 import { sleep, waitFor } from './testing/receiver.js';
@@ -104,10 +104,42 @@ describe('cluster add-node', () => {
     for (const s of done.shards) expect(s).toMatchObject({ voters: ['n1', 'n2', 'n3', 'n4'], learners: [] });
   });
 
-  it('a node without peers has no transport: membership changes are refused as unavailable', async () => {
-    const single = await startCore(nodeConfig(join(bed.dir, 'solo'), { nodeId: 'n1' }));
-    await expect(single.service.addNode('n2', '127.0.0.1:7947')).rejects.toMatchObject({ code: 'unavailable' });
-    await expect(single.service.removeNode('n1')).rejects.toMatchObject({ code: 'conflict', message: /only voter/ });
+  it('a single node (no --peers) grows into a cluster: its first add-node opens its peer listener', async () => {
+    const [p1, p2, p3] = await freePorts(3);
+    const at = (port: number) => ({ host: '127.0.0.1', port });
+    const solo = nodeConfig(join(bed.dir, 'n1'), { nodeId: 'n1', peerListenPort: p1, shards });
+    let n1 = await startCore(solo);
+    expect(n1.transport).toBeNull();
+    await expect(n1.service.removeNode('n1')).rejects.toMatchObject({ code: 'conflict', message: /only voter/ });
+    await n1.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
+    await n1.service.createJobs([jobSpec('from-solo', { kind: 'once', atMs: n1.service.nowMs() + 3_600_000 })]);
+
+    const n2 = await startCore(nodeConfig(join(bed.dir, 'n2'), { nodeId: 'n2', peerListenPort: p2, shards, peers: [{ id: 'n1', ...at(p1) }] }), { join: true });
+    const r2 = await n1.service.addNode('n2', `127.0.0.1:${p2}`);
+    for (const s of r2.shards) expect(s).toMatchObject({ voters: ['n1', 'n2'], learners: [] });
+    expect(n1.transport).not.toBeNull();
+    const n3 = await startCore(
+      nodeConfig(join(bed.dir, 'n3'), { nodeId: 'n3', peerListenPort: p3, shards, peers: [{ id: 'n1', ...at(p1) }, { id: 'n2', ...at(p2) }] }),
+      { join: true },
+    );
+    const r3 = await n2.service.addNode('n3', `127.0.0.1:${p3}`);
+    for (const s of r3.shards) expect(s).toMatchObject({ voters: ['n1', 'n2', 'n3'], learners: [] });
+    await waitFor('n3 ready', () => n3.service.readiness().ready, 10_000);
+    expect(n3.host.groups[shardOf('from-solo', shards)].store.getJob('from-solo')).not.toBeNull();
+
+    // Jobs submitted through the newest member fire from the shards' leaders, once each.
+    const ids = Array.from({ length: 12 }, (_, i) => `grown-${i}`);
+    const atMs = n3.service.nowMs() + 500;
+    for (const r of await n3.service.createJobs(ids.map((id) => jobSpec(id, { kind: 'once', atMs })))) expect(r).toMatchObject({ ok: true });
+    await waitFor('all fired', () => ids.every((id) => bed.rx.of(id).length >= 1), 10_000);
+    for (const id of ids) expect(Number(bed.rx.of(id)[0].headers['x-punctual-scheduled-at'])).toBe(atMs);
+
+    // Restarted with the same flags (still no --peers), n1 keeps its peer transport: its member book says so.
+    await stop(n1);
+    n1 = await startCore(solo);
+    expect(n1.transport).not.toBeNull();
+    await waitFor('n1 ready again', () => n1.service.readiness().ready, 10_000);
+    expect((await n1.service.cluster()).nodes.map((n) => n.id).sort()).toEqual(['n1', 'n2', 'n3']);
   });
 });
 

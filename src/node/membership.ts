@@ -192,6 +192,11 @@ export interface MembershipOptions {
   logger: Logger;
   /** Overrides of membershipLimits (tests). */
   limits?: Partial<{ -readonly [K in keyof typeof membershipLimits]: number }>;
+  /**
+   * Starts the peer transport of a node that runs without one (a single node started without --peers) when it
+   * adds its first member, so one node can grow into a cluster. Absent: such a node refuses (unavailable).
+   */
+  startTransport?: () => Promise<MemberTransport>;
 }
 
 export class Membership {
@@ -240,7 +245,7 @@ export class Membership {
   async addNode(idIn: string, peerAddr: string): Promise<MembershipResult> {
     const id = checkNodeId('id', idIn);
     const addr = parsePeerAddr('peer_addr', peerAddr);
-    this.requireTransport();
+    if (this.transport === null && this.o.startTransport === undefined) this.requireTransport();
     const confs = this.confs();
     if (id === this.o.nodeId || confs.every((c) => c.voters.includes(id as NodeId))) {
       throw new PunctualError('conflict', `${id} is already a member (a voter of every shard)`);
@@ -252,6 +257,7 @@ export class Membership {
     const clash = this.o.book.all().find((e) => !e.removed && e.id !== id && e.host === addr.host && e.port === addr.port);
     if (clash !== undefined) throw new PunctualError('conflict', `${peerAddr} is the peer address of ${clash.id}`);
     return this.exclusive(`add-node ${id}`, async () => {
+      if (this.transport === null) await this.growFromOne();
       const entry: MemberEntry = { id, ...addr, removed: false, version: this.nextVersion() };
       this.apply(this.o.book.merge([entry]));
       await this.pushAll();
@@ -287,6 +293,19 @@ export class Membership {
       this.o.logger.info('node removed from every shard', { node: id });
       return this.result(id);
     });
+  }
+
+  /** A single node adds its first member: it opens its peer listener (--peer-listen) now. */
+  private async growFromOne(): Promise<void> {
+    if (this.o.startTransport === undefined) return;
+    let transport: MemberTransport;
+    try {
+      transport = await this.o.startTransport();
+    } catch (err) {
+      throw new PunctualError('unavailable', `cannot open the peer listener (--peer-listen) to grow into a cluster: ${(err as Error).message}`);
+    }
+    this.start(transport);
+    this.o.logger.info('peer transport started: this single node is growing into a cluster');
   }
 
   private requireTransport(): MemberTransport {

@@ -147,6 +147,12 @@ export class RaftHost {
   }
 
   /** Starts ticking; a group whose only voter is this node campaigns at once (no election timeout). */
+  /** The peer transport opened after start (a single node that grows into a cluster). */
+  setSender(sender: MessageSender): void {
+    this.sender = sender;
+    this.schedule();
+  }
+
   start(sender: MessageSender | null): void {
     this.sender = sender;
     for (const g of this.groups) {
