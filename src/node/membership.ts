@@ -208,12 +208,17 @@ export class Membership {
   private readonly pushed = new Map<string, number>();
   private readonly pushing = new Set<string>();
   private syncTimer: NodeJS.Timeout | null = null;
+  /** Shards whose applied membership included this node when last seen (for the removal warning). */
+  private readonly memberOf = new Set<number>();
 
   constructor(private readonly o: MembershipOptions) {
     this.limits = { ...membershipLimits, ...o.limits };
   }
 
   start(transport: MemberTransport | null): void {
+    this.confs().forEach((c, shard) => {
+      if (isMember(c, this.o.nodeId)) this.memberOf.add(shard);
+    });
     this.transport = transport;
     if (transport === null) return;
     this.syncTimer = setInterval(() => this.sync(), this.limits.syncIntervalMs);
@@ -233,10 +238,13 @@ export class Membership {
   /** RaftHost.onConfChange: log what this node sees change. */
   onConfChange(shard: number, conf: ConfState): void {
     this.o.logger.info('shard membership changed', { shard, voters: conf.voters, learners: conf.learners });
-    const self = this.o.nodeId as NodeId;
-    if (!conf.voters.includes(self) && !conf.learners.includes(self) && conf.voters.length > 0) {
+    const member = isMember(conf, this.o.nodeId);
+    // A joining node first installs a snapshot taken before it was added: not a member YET, nothing to warn of.
+    if (!member && this.memberOf.has(shard) && conf.voters.length > 0) {
       this.o.logger.warn('this node is no longer a member of the shard', { shard });
     }
+    if (member) this.memberOf.add(shard);
+    else this.memberOf.delete(shard);
   }
 
   // --- coordinator --------------------------------------------------------------------------------------
