@@ -287,3 +287,17 @@ assert(
   membershipLimits.catchUpTimeoutMs + 2 * membershipLimits.confChangeTimeoutMs + membershipLimits.requestMarginMs < cliLimits.requestTimeoutMs,
   'an add-node must end (or fail) before the CLI gives up on its request',
 );
+
+// --- src/node (audit-cluster: the three-node cluster as a user meets it)
+export const clusterAuditLimits = {
+  /**
+   * Entry bytes of one Raft append message as the host configures its groups (clusterLimits.maxMsgBytes is the
+   * transport-level ceiling). Entries are small (a pause is ~45 bytes), so 4 MiB meant ~90,000 entries per
+   * message: a follower back after a minute was sent its whole tail again on every heartbeat answer while it
+   * probed, and the leader spent its loop (and gigabytes) reading and encoding those copies. 64 KiB is about
+   * 1,500 small entries; a lone bigger entry (a batch) still goes alone, and replicate state pipelines
+   * clusterLimits.maxInflightMsgs of them.
+   */
+  appendBytesMax: 64 * 1024,
+} as const;
+assert(clusterAuditLimits.appendBytesMax <= clusterLimits.maxMsgBytes, 'the host append limit exceeds the transport ceiling');

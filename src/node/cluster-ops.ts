@@ -125,6 +125,12 @@ export class ClusterOps {
     if (!voters.includes(to)) throw new PunctualError('invalid_argument', `${to} is not a voter of shard ${shard}`, [{ field: 'to', message: 'not a voter of this shard' }]);
     if (g.leader === to) return;
     if (g.leader === '') throw new PunctualError('unavailable', `shard ${shard} has no leader right now`);
+    // Raft voids the leader's lease when it sends TimeoutNow and keeps it void for the rest of its term: a
+    // transfer to a dead or frozen node would stop the shard firing until some other election (for good, if
+    // the target never comes back). Only a target this leader hears from is worth the risk.
+    if (g.role === 'leader' && !(this.peers?.reachable(to) ?? false)) {
+      throw new PunctualError('unavailable', `${to} is not reachable from ${this.config.nodeId}, the leader of shard ${shard}: leadership stays here`);
+    }
     g.raw.transferLeader(to as NodeId);
     this.host.schedule();
     this.logger.info('leadership transfer requested', { shard, from: g.leader, to });

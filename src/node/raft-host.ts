@@ -24,7 +24,7 @@
  * every shard after its first round.
  */
 import { PunctualError } from '../core/errors.js';
-import { clusterLimits, nodeLimits, stallLimits } from '../core/limits.js';
+import { clusterAuditLimits, clusterLimits, nodeLimits, stallLimits } from '../core/limits.js';
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
 import type { Rand } from '../core/prng.js';
@@ -136,7 +136,7 @@ export class RaftHost {
         checkQuorum: true,
         maxInflightMsgs: clusterLimits.maxInflightMsgs,
         maxInflightBytes: clusterLimits.maxInflightBytes,
-        maxMsgBytes: clusterLimits.maxMsgBytes,
+        maxMsgBytes: clusterAuditLimits.appendBytesMax,
         leaseTicks: clusterLimits.leaseTicks,
         rand: this.o.rand,
         applied: applied as LogIndex,

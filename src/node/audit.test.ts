@@ -1,0 +1,106 @@
+/**
+ * Regressions found by the black-box audit of a three-node cluster (real processes, curl, the CLI), replayed
+ * in one process over the real peer transport and real SQLite files:
+ * - a follower that comes back behind by thousands of small entries is caught up without the leader sending
+ *   its whole tail again on every heartbeat answer (the leader ran out of memory: 4 GiB, then died);
+ * - a leadership transfer to a node the leader cannot reach is refused, and the shard keeps firing (Raft voids
+ *   the leader's lease once it sends TimeoutNow, so the shard would have stopped firing for good).
+ */
+import { describe, expect, it } from 'vitest';
+import { clusterAuditLimits } from '../core/limits.js';
+import type { LogIndex, Message } from '../raft/index.js';
+import type { NodeConfig } from './api.js';
+import type { NodeCore, NodeOptions } from './host.js';
+import { clusterConfigs } from './testing/cluster.js';
+import { callbackSpec, jobSpec } from './testing/fixtures.js';
+import { useNodeBed } from './testing/bed.js';
+import { waitFor } from './testing/receiver.js';
+
+const bed = useNodeBed('punctual-audit-', { closeGraceMs: 1_000 });
+
+async function startCluster(shards: number, options: NodeOptions): Promise<{ configs: NodeConfig[]; cores: NodeCore[] }> {
+  const configs = await clusterConfigs(bed.dir, 3, { shards });
+  const cores = await Promise.all(configs.map((c) => bed.startCore(c, options)));
+  await waitFor('every shard has a leader everywhere', () => cores.every((c) => c.service.readiness().ready), 10_000);
+  return { configs, cores };
+}
+
+function leaderOf(cores: NodeCore[], shard: number): NodeCore {
+  const core = cores.find((c) => c.host.isLeader(shard));
+  if (core === undefined) throw new Error(`no leader for shard ${shard}`);
+  return core;
+}
+
+/** Watches the append messages the leader sends to `peer` (entries, and the largest message's entry bytes). */
+function watchAppends(leader: NodeCore, peer: string): { entries: number; messages: number; largestBytes: number } {
+  const transport = leader.transport!;
+  const seen = { entries: 0, messages: 0, largestBytes: 0 };
+  leader.host.setSender({
+    send(messages: readonly Message[]): void {
+      for (const m of messages) {
+        if (m.type !== 'append' || m.to !== peer) continue;
+        seen.entries += m.entries.length;
+        seen.messages++;
+        // A lone entry bigger than the limit (a big batch) goes alone: only multi-entry messages are bounded.
+        if (m.entries.length > 1) seen.largestBytes = Math.max(seen.largestBytes, m.entries.reduce((n, e) => n + e.data.length, 0));
+      }
+      transport.send(messages);
+    },
+    reachable: (id) => transport.reachable(id),
+  });
+  return seen;
+}
+
+describe('cluster audit regressions', () => {
+  it('a follower back behind by thousands of small entries gets them in bounded appends, and catches up', async () => {
+    // No compaction: the follower must be caught up from the log (entries), not by a snapshot.
+    const compaction = { keepEntries: 1_000_000, everyEntries: 1_000_000 };
+    const { configs, cores } = await startCluster(1, { compaction, rebalanceIntervalMs: 0 });
+    const leader = leaderOf(cores, 0);
+    const away = cores.find((c) => c !== leader)!;
+    const awayConfig = configs.find((c) => c.nodeId === away.service.nodeId)!;
+    await leader.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
+    const far = leader.service.nowMs() + 3_600_000;
+    const ids = Array.from({ length: 32 }, (_, i) => `churn-${i}`);
+    await leader.service.createJobs(ids.map((id) => jobSpec(id, { kind: 'once', atMs: far })));
+    await bed.stop(away);
+    // Thousands of small entries (a pause or a resume each) while the follower is away.
+    for (let round = 0; round < 90; round++) {
+      await Promise.all(ids.map((id) => (round % 2 === 0 ? leader.service.pauseJob(id) : leader.service.resumeJob(id))));
+    }
+    const from = away.host.groups[0].applied + 1;
+    const storage = leader.host.groups[0].storage;
+    const tail = storage.entries(from as LogIndex, (storage.lastIndex() + 1) as LogIndex, Infinity);
+    const gap = tail.length;
+    expect(gap).toBeGreaterThan(2_500);
+    const tailBytes = tail.reduce((n, e) => n + e.data.length, 0);
+    const sent = watchAppends(leader, awayConfig.nodeId);
+    const back = await bed.startCore(awayConfig, { compaction, rebalanceIntervalMs: 0 });
+    await waitFor('caught up', () => back.host.groups[0].applied >= leader.host.groups[0].applied, 15_000);
+    expect(back.host.groups[0].store.getJob('churn-0')?.state).toBe(leader.host.groups[0].store.getJob('churn-0')?.state);
+    // While the follower probes, each heartbeat answer makes the leader send it an append again (Raft's probe):
+    // each must be bounded, not the whole tail (before: the tail, up to 90,000 entries, read and encoded
+    // 10 times a second per shard). The tail here is > 2 x the bound, so an unbounded message fails this.
+    expect(tailBytes).toBeGreaterThan(2 * clusterAuditLimits.appendBytesMax);
+    expect(sent.messages).toBeGreaterThan(1);
+    expect(sent.entries).toBeGreaterThanOrEqual(gap);
+    expect(sent.largestBytes).toBeLessThanOrEqual(clusterAuditLimits.appendBytesMax);
+  });
+
+  it('refuses a leadership transfer to a node the leader cannot reach, and the shard keeps firing', async () => {
+    const { cores } = await startCluster(1, { rebalanceIntervalMs: 0 });
+    const leader = leaderOf(cores, 0);
+    const [down, other] = cores.filter((c) => c !== leader);
+    await bed.stop(down);
+    await waitFor('the leader no longer hears it', () => !leader.transport!.reachable(down.service.nodeId), 10_000);
+    await expect(other.service.transferLeader(0, down.service.nodeId)).rejects.toMatchObject({ code: 'unavailable' });
+    await expect(leader.service.transferLeader(0, 'n9')).rejects.toMatchObject({ code: 'invalid_argument' });
+    await leader.service.transferLeader(0, leader.service.nodeId); // to itself: nothing to do
+    expect(leader.host.isLeader(0)).toBe(true);
+    await leader.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
+    const atMs = leader.service.nowMs() + 300;
+    await other.service.createJobs([jobSpec('after-transfer', { kind: 'once', atMs })]);
+    await waitFor('fired', () => bed.rx.of('after-transfer').length >= 1, 10_000);
+    expect(bed.rx.of('after-transfer')[0].atMs).toBeGreaterThanOrEqual(atMs);
+  });
+});
