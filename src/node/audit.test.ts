@@ -8,6 +8,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { clusterAuditLimits } from '../core/limits.js';
+import { createLogger } from '../core/log.js';
 import type { LogIndex, Message } from '../raft/index.js';
 import type { NodeConfig } from './api.js';
 import type { NodeCore, NodeOptions } from './host.js';
@@ -102,5 +103,21 @@ describe('cluster audit regressions', () => {
     await other.service.createJobs([jobSpec('after-transfer', { kind: 'once', atMs })]);
     await waitFor('fired', () => bed.rx.of('after-transfer').length >= 1, 10_000);
     expect(bed.rx.of('after-transfer')[0].atMs).toBeGreaterThanOrEqual(atMs);
+  });
+
+  it('a node with the wrong cluster secret shows as unreachable on both sides, and each side says why', async () => {
+    const configs = await clusterConfigs(bed.dir, 3, { shards: 2, clusterSecret: 'right-secret' });
+    configs[2] = { ...configs[2], clusterSecret: 'wrong-secret' };
+    const lines: string[] = [];
+    const logger = createLogger({ level: 'warn', format: 'json', write: (line) => lines.push(line) });
+    const cores = [await bed.startCore(configs[0]), await bed.startCore(configs[1]), await bed.startCore(configs[2], { logger })];
+    await waitFor('n1 and n2 elect', () => cores[0].service.readiness().ready && cores[1].service.readiness().ready, 10_000);
+    await waitFor('n3 is refused (403) by both', () => lines.filter((l) => l.includes('refuses this node')).length >= 2, 10_000);
+    const reachable = async (core: NodeCore): Promise<Record<string, boolean>> =>
+      Object.fromEntries((await core.service.cluster()).nodes.map((n) => [n.id, n.reachable]));
+    // Before: every node answered the HTTP/2 handshake and 403s, so all showed reachable: true.
+    expect(await reachable(cores[0])).toEqual({ n1: true, n2: true, n3: false });
+    expect(await reachable(cores[2])).toEqual({ n3: true, n1: false, n2: false });
+    await expect(cores[0].service.transferLeader(0, 'n3')).rejects.toMatchObject({ code: 'unavailable' });
   });
 });

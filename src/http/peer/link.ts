@@ -29,6 +29,7 @@ export interface LinkStats {
   queued: number;
   queuedBytes: number;
   batches: number;
+  /** Failed batches and requests, and failed connection attempts. */
   rpcErrors: number;
   connects: number;
 }
@@ -66,6 +67,8 @@ export class PeerLink {
   private retryTimer: NodeJS.Timeout | null = null;
   private connectTimer: NodeJS.Timeout | null = null;
   private lastHeardMs = -Infinity;
+  /** The peer answered 403 to the last request that got an answer (see answered). */
+  private refused = false;
   private readonly streams = new Set<http2.ClientHttp2Stream>();
   private readonly counts = { sent: 0, dropped: 0, batches: 0, rpcErrors: 0, connects: 0 };
   private readonly headers: http2.OutgoingHttpHeaders;
@@ -101,8 +104,27 @@ export class PeerLink {
     this.lastHeardMs = performance.now();
   }
 
+  /**
+   * The peer answered a request with `status`. A 403 means it refuses this node (wrong or missing
+   * --cluster-secret, or this node is not a member in its book): the peer is alive but nothing gets through,
+   * so it is not reachable (GET /v1/cluster, the rebalancer, transfers) until it accepts a request again.
+   */
+  answered(status: number): void {
+    this.heard();
+    if (status === 403 && !this.refused) {
+      this.refused = true;
+      this.logger.warn('peer refuses this node (403): check that both use the same --cluster-secret and that this node is a member there', {
+        peer: this.peer.id,
+        address: `${this.peer.host}:${this.peer.port}`,
+      });
+    } else if (status >= 200 && status < 300 && this.refused) {
+      this.refused = false;
+      this.logger.info('peer accepts this node again', { peer: this.peer.id });
+    }
+  }
+
   reachable(): boolean {
-    return this.state === 'up' && performance.now() - this.lastHeardMs < this.limits.reachableMs;
+    return this.state === 'up' && !this.refused && performance.now() - this.lastHeardMs < this.limits.reachableMs;
   }
 
   stats(): LinkStats {
@@ -163,7 +185,7 @@ export class PeerLink {
     const timer = setTimeout(() => this.stuck(session), this.limits.batchTimeoutMs);
     let ok = false;
     req.on('response', (h) => {
-      this.heard();
+      this.answered(Number(h[':status']));
       ok = h[':status'] === 204;
       if (!ok) this.logger.debug('peer refused a batch', { peer: this.peer.id, status: h[':status'] });
     });
@@ -255,6 +277,8 @@ export class PeerLink {
     if (this.session === session) this.session = null;
     if (this.state === 'closed') return;
     const wasUp = this.state === 'up';
+    // A connection attempt that failed is a failed outgoing request too (else a dead peer shows 0 errors).
+    if (!wasUp) this.counts.rpcErrors++;
     this.state = 'down';
     // Logged once per state change: up -> down, or the first failure of a link that never came up.
     if (wasUp || !wasDown) this.logger.warn('peer link down', { peer: this.peer.id, error: err?.message ?? 'closed' });

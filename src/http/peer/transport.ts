@@ -173,7 +173,7 @@ export class PeerTransport {
       let status = 0;
       req.on('response', (h) => {
         status = Number(h[':status']);
-        link.heard();
+        link.answered(status);
       });
       req.on('close', () => {
         clearTimeout(timer);
@@ -218,7 +218,7 @@ export class PeerTransport {
       const timer = setTimeout(() => fail(new PeerTimeoutError(`request to ${link.peer.id} timed out after ${timeoutMs} ms`)), timeoutMs);
       req.on('response', (h) => {
         status = Number(h[':status']);
-        link.heard();
+        link.answered(status);
       });
       req.on('data', (c: Buffer) => {
         size += c.length;
