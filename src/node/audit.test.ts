@@ -120,4 +120,21 @@ describe('cluster audit regressions', () => {
     expect(await reachable(cores[2])).toEqual({ n3: true, n1: false, n2: false });
     await expect(cores[0].service.transferLeader(0, 'n3')).rejects.toMatchObject({ code: 'unavailable' });
   });
+
+  it('a node started with another --shards is refused by the others instead of splitting the job ids', async () => {
+    const configs = await clusterConfigs(bed.dir, 3, { shards: 8 });
+    configs[2] = { ...configs[2], shards: 4 };
+    const lines: string[] = [];
+    const logger = createLogger({ level: 'warn', format: 'json', write: (line) => lines.push(line) });
+    const cores = [await bed.startCore(configs[0]), await bed.startCore(configs[1]), await bed.startCore(configs[2], { logger })];
+    await waitFor('n1 and n2 elect', () => cores[0].service.readiness().ready && cores[1].service.readiness().ready, 10_000);
+    await waitFor('n3 is told why', () => lines.filter((l) => l.includes('refuses this node') && l.includes('shards_mismatch')).length >= 2, 10_000);
+    // Before: n3 joined shard groups 0-3 and led some; a job created through it (shardOf(id, 4)) was not found
+    // through n1 (shardOf(id, 8)), and the same id could be created twice.
+    expect(cores[2].service.readiness().ready).toBe(false);
+    expect(cores[2].host.groups.every((g) => g.role !== 'leader')).toBe(true);
+    const [r] = await cores[2].service.createJobs([jobSpec('split', { kind: 'once', atMs: Date.now() + 3_600_000 })]);
+    expect(r).toMatchObject({ ok: false, error: { code: 'unavailable' } });
+    expect((await cores[0].service.cluster()).nodes.find((n) => n.id === 'n3')?.reachable).toBe(false);
+  });
 });

@@ -240,6 +240,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
       listenPort: config.peerListenPort,
       peers: peerList,
       clusterSecret: config.clusterSecret,
+      shards: config.shards,
       logger: logger.child({ component: 'peer' }),
       onMessages: (_from, messages) => host.step(messages),
       onSnapshot: (_from, message) => host.installSnapshot(message),

@@ -9,7 +9,7 @@ import * as http2 from 'node:http2';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from '../../core/log.js';
 import type { Message } from '../../raft/index.js';
-import { nodeIdHeader, secretHeader } from './auth.js';
+import { nodeIdHeader, refusalHeader, refusalHints, secretHeader, shardsHeader, type Refusal } from './auth.js';
 import { encodeMessages, estimateBytes } from './frame.js';
 import type { PeerLimits } from './transport.js';
 
@@ -79,10 +79,12 @@ export class PeerLink {
     proof: string | null,
     private readonly limits: PeerLimits,
     private readonly logger: Logger,
+    shards: number | null = null,
   ) {
     this.backoffMs = limits.reconnectBackoffMsMin;
     this.headers = { [nodeIdHeader]: nodeId };
     if (proof !== null) this.headers[secretHeader] = proof;
+    if (shards !== null) this.headers[shardsHeader] = String(shards);
   }
 
   /** Queues a message; false (and counted as dropped) when the queue is full. */
@@ -109,13 +111,16 @@ export class PeerLink {
    * --cluster-secret, or this node is not a member in its book): the peer is alive but nothing gets through,
    * so it is not reachable (GET /v1/cluster, the rebalancer, transfers) until it accepts a request again.
    */
-  answered(status: number): void {
+  answered(status: number, refusal?: unknown): void {
     this.heard();
     if (status === 403 && !this.refused) {
       this.refused = true;
-      this.logger.warn('peer refuses this node (403): check that both use the same --cluster-secret and that this node is a member there', {
+      const reason = typeof refusal === 'string' && refusal in refusalHints ? (refusal as Refusal) : null;
+      this.logger.warn('peer refuses this node (403)', {
         peer: this.peer.id,
         address: `${this.peer.host}:${this.peer.port}`,
+        reason,
+        hint: reason === null ? 'check --cluster-secret, --shards and membership on both nodes' : refusalHints[reason],
       });
     } else if (status >= 200 && status < 300 && this.refused) {
       this.refused = false;
@@ -185,7 +190,7 @@ export class PeerLink {
     const timer = setTimeout(() => this.stuck(session), this.limits.batchTimeoutMs);
     let ok = false;
     req.on('response', (h) => {
-      this.answered(Number(h[':status']));
+      this.answered(Number(h[':status']), h[refusalHeader]);
       ok = h[':status'] === 204;
       if (!ok) this.logger.debug('peer refused a batch', { peer: this.peer.id, status: h[':status'] });
     });

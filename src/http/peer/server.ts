@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from '../../core/log.js';
 import type { Message } from '../../raft/index.js';
 import type { PeerAuth, RateLimitedLog } from './auth.js';
-import { nodeIdHeader, secretHeader } from './auth.js';
+import { nodeIdHeader, refusalHeader, secretHeader, shardsHeader } from './auth.js';
 import { decodeMessages, decodeSnapshotHeader, FrameError } from './frame.js';
 import type { PeerLimits } from './transport.js';
 
@@ -81,11 +81,12 @@ export class PeerServer {
     stream.on('error', () => {});
     const remote = stream.session?.socket?.remoteAddress ?? 'unknown';
     const from = headers[nodeIdHeader];
-    const refusal = this.d.auth.check(from, headers[secretHeader]);
+    const refusal = this.d.auth.check(from, headers[secretHeader], headers[shardsHeader]);
     if (refusal !== null) {
       this.counts.refused++;
-      this.d.refusals.warn(`${refusal}:${remote}`, 'peer request refused', { reason: refusal, remote, nodeId: from ?? null });
-      reply(stream, 403);
+      const shards = refusal === 'shards_mismatch' ? { shards: String(headers[shardsHeader]) } : {};
+      this.d.refusals.warn(`${refusal}:${remote}`, 'peer request refused', { reason: refusal, remote, nodeId: from ?? null, ...shards });
+      reply(stream, 403, undefined, { [refusalHeader]: refusal });
       return;
     }
     const sender = from as string;
@@ -251,11 +252,11 @@ function plain(b: Buffer): Uint8Array {
 }
 
 /** Answers a stream once, if it is still open; then stops reading what is left of the request. */
-function reply(stream: http2.ServerHttp2Stream, status: number, body?: Uint8Array): void {
+function reply(stream: http2.ServerHttp2Stream, status: number, body?: Uint8Array, extra: http2.OutgoingHttpHeaders = {}): void {
   if (stream.destroyed || stream.closed || stream.headersSent) return;
   try {
     if (body === undefined || body.length === 0) {
-      stream.respond({ ':status': status }, { endStream: true });
+      stream.respond({ ':status': status, ...extra }, { endStream: true });
     } else {
       stream.respond({ ':status': status, 'content-type': 'application/octet-stream' });
       stream.end(body);

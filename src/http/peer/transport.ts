@@ -8,7 +8,7 @@ import { assert } from '../../core/assert.js';
 import { peerLimits } from '../../core/limits.js';
 import type { Logger } from '../../core/log.js';
 import type { GroupId, Message, SnapshotMessage } from '../../raft/index.js';
-import { PeerAuth, RateLimitedLog, secretProof } from './auth.js';
+import { PeerAuth, RateLimitedLog, refusalHeader, secretProof } from './auth.js';
 import { encodeSnapshotHeader } from './frame.js';
 import type { LinkStats, PeerAddress } from './link.js';
 import { PeerLink, PeerRequestError, PeerUnavailableError } from './link.js';
@@ -24,6 +24,8 @@ export interface PeerTransportOptions {
   /** The other members (an entry for this node's own id is ignored). */
   peers: PeerAddress[];
   clusterSecret: string | null;
+  /** This node's --shards: sent on every request, and a peer stating another count is refused (403). */
+  shards?: number;
   logger: Logger;
   /** Raft messages arrived from a peer (already decoded, group on each). Must not throw. */
   onMessages(from: string, messages: Message[]): void;
@@ -81,7 +83,7 @@ export class PeerTransport {
     for (const p of opts.peers) if (p.id !== opts.nodeId) this.link(p);
     this.server = new PeerServer({
       nodeId: opts.nodeId,
-      auth: new PeerAuth(this.members, opts.clusterSecret),
+      auth: new PeerAuth(this.members, opts.clusterSecret, opts.shards ?? null),
       limits: this.limits,
       logger: opts.logger,
       refusals: new RateLimitedLog(opts.logger, this.limits.refusalLogIntervalMs),
@@ -99,7 +101,7 @@ export class PeerTransport {
   }
 
   private link(p: PeerAddress): void {
-    this.links.set(p.id, new PeerLink({ id: p.id, host: p.host, port: p.port }, this.opts.nodeId, this.proof, this.limits, this.opts.logger));
+    this.links.set(p.id, new PeerLink({ id: p.id, host: p.host, port: p.port }, this.opts.nodeId, this.proof, this.limits, this.opts.logger, this.opts.shards ?? null));
     this.members.add(p.id);
   }
 
@@ -173,7 +175,7 @@ export class PeerTransport {
       let status = 0;
       req.on('response', (h) => {
         status = Number(h[':status']);
-        link.answered(status);
+        link.answered(status, h[refusalHeader]);
       });
       req.on('close', () => {
         clearTimeout(timer);
@@ -218,7 +220,7 @@ export class PeerTransport {
       const timer = setTimeout(() => fail(new PeerTimeoutError(`request to ${link.peer.id} timed out after ${timeoutMs} ms`)), timeoutMs);
       req.on('response', (h) => {
         status = Number(h[':status']);
-        link.answered(status);
+        link.answered(status, h[refusalHeader]);
       });
       req.on('data', (c: Buffer) => {
         size += c.length;
