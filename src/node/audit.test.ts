@@ -137,4 +137,14 @@ describe('cluster audit regressions', () => {
     expect(r).toMatchObject({ ok: false, error: { code: 'unavailable' } });
     expect((await cores[0].service.cluster()).nodes.find((n) => n.id === 'n3')?.reachable).toBe(false);
   });
+
+  it('a removed node is not ready, and a call through it says the peers refuse it', async () => {
+    const { cores } = await startCluster(2, { rebalanceIntervalMs: 0 });
+    await cores[0].service.removeNode('n3');
+    await waitFor('n3 applied its removal', () => cores[2].host.groups.every((g) => !g.raw.confState().voters.includes('n3' as never)), 10_000);
+    // Before: 200 {"ready":true} from its last view, while every call through it failed.
+    expect(cores[2].service.readiness()).toMatchObject({ ready: false, reason: expect.stringMatching(/not a member of shard\(s\) 0, 1/) });
+    await expect(cores[2].service.getJob('nope')).rejects.toMatchObject({ message: expect.stringMatching(/refused \(stranger\)/) });
+    expect(cores[0].service.readiness().ready).toBe(true);
+  });
 });

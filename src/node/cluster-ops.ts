@@ -112,6 +112,11 @@ export class ClusterOps {
   readiness(): { ready: boolean; reason: string | null } {
     const leaderless = this.host.groups.filter((g) => g.leader === '').map((g) => g.shard);
     if (leaderless.length > 0) return { ready: false, reason: `no known leader for shard(s) ${leaderless.slice(0, 10).join(', ')}` };
+    // A removed node keeps its last view (leaders known, all applied) but every peer refuses it: not ready.
+    const outside = this.host.groups.filter((g) => !isMember(g, this.config.nodeId)).map((g) => g.shard);
+    if (outside.length > 0) {
+      return { ready: false, reason: `this node is not a member of shard(s) ${outside.slice(0, 10).join(', ')} (removed with cluster remove-node?)` };
+    }
     const behind = this.host.groups.filter((g) => g.applied < g.raw.status().commit).map((g) => g.shard);
     if (behind.length > 0) return { ready: false, reason: `catching up on shard(s) ${behind.slice(0, 10).join(', ')}` };
     return { ready: true, reason: null };
@@ -172,4 +177,9 @@ export class ClusterOps {
     const pr = s.progress.get(preferred as NodeId);
     return pr !== undefined && pr.match >= s.commit ? preferred : null;
   }
+}
+
+function isMember(g: ShardGroup, nodeId: string): boolean {
+  const c = g.raw.confState();
+  return (c.voters as readonly string[]).includes(nodeId) || (c.learners as readonly string[]).includes(nodeId);
 }

@@ -8,7 +8,7 @@ import { assert } from '../../core/assert.js';
 import { peerLimits } from '../../core/limits.js';
 import type { Logger } from '../../core/log.js';
 import type { GroupId, Message, SnapshotMessage } from '../../raft/index.js';
-import { PeerAuth, RateLimitedLog, refusalHeader, secretProof } from './auth.js';
+import { PeerAuth, RateLimitedLog, refusalHeader, refusalHints, secretProof, type Refusal } from './auth.js';
 import { encodeSnapshotHeader } from './frame.js';
 import type { LinkStats, PeerAddress } from './link.js';
 import { PeerLink, PeerRequestError, PeerUnavailableError } from './link.js';
@@ -208,6 +208,7 @@ export class PeerTransport {
     return new Promise((resolve, reject) => {
       let settled = false;
       let status = 0;
+      let refusal = '';
       const chunks: Buffer[] = [];
       let size = 0;
       const fail = (err: Error): void => {
@@ -221,6 +222,7 @@ export class PeerTransport {
       req.on('response', (h) => {
         status = Number(h[':status']);
         link.answered(status, h[refusalHeader]);
+        if (status === 403) refusal = refusalText(h[refusalHeader]);
       });
       req.on('data', (c: Buffer) => {
         size += c.length;
@@ -230,7 +232,7 @@ export class PeerTransport {
       req.on('end', () => {
         clearTimeout(timer);
         const bytes = Buffer.concat(chunks, size);
-        if (status !== 200) return fail(new PeerRequestError(`peer ${link.peer.id} answered ${status}: ${bytes.toString('utf8', 0, 200)}`, status));
+        if (status !== 200) return fail(new PeerRequestError(`peer ${link.peer.id} answered ${status}: ${refusal || bytes.toString('utf8', 0, 200)}`, status));
         settled = true;
         resolve(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
       });
@@ -296,4 +298,10 @@ function drained(req: http2.ClientHttp2Stream): Promise<void> {
     req.on('drain', done);
     req.on('close', done);
   });
+}
+
+/** A 403's reason as a sentence (`x-punctual-refusal`), for errors a client or an operator reads. */
+function refusalText(header: unknown): string {
+  const reason = typeof header === 'string' && header in refusalHints ? (header as Refusal) : null;
+  return reason === null ? 'refused' : `refused (${reason}): ${refusalHints[reason]}`;
 }
