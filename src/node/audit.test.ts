@@ -9,13 +9,13 @@
 import { describe, expect, it } from 'vitest';
 import { clusterAuditLimits } from '../core/limits.js';
 import { createLogger } from '../core/log.js';
-import type { LogIndex, Message } from '../raft/index.js';
+import type { LogIndex, Message, NodeId } from '../raft/index.js';
 import type { NodeConfig } from './api.js';
 import type { NodeCore, NodeOptions } from './host.js';
 import { clusterConfigs } from './testing/cluster.js';
 import { callbackSpec, jobSpec } from './testing/fixtures.js';
 import { useNodeBed } from './testing/bed.js';
-import { waitFor } from './testing/receiver.js';
+import { sleep, waitFor } from './testing/receiver.js';
 
 const bed = useNodeBed('punctual-audit-', { closeGraceMs: 1_000 });
 
@@ -146,5 +146,27 @@ describe('cluster audit regressions', () => {
     expect(cores[2].service.readiness()).toMatchObject({ ready: false, reason: expect.stringMatching(/not a member of shard\(s\) 0, 1/) });
     await expect(cores[2].service.getJob('nope')).rejects.toMatchObject({ message: expect.stringMatching(/refused \(stranger\)/) });
     expect(cores[0].service.readiness().ready).toBe(true);
+  });
+
+  it('a shard whose leader voided its lease for a transfer to a node that just died fires again', async () => {
+    const { cores } = await startCluster(1, { rebalanceIntervalMs: 0 });
+    const leader = leaderOf(cores, 0);
+    const [down] = cores.filter((c) => c !== leader);
+    await leader.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
+    // The node dies holding every entry, so Raft sends it TimeoutNow at once (and voids the leader's lease).
+    const g = leader.host.groups[0];
+    const matchOfDown = (): number | undefined => g.raw.status().progress.get(down.service.nodeId as NodeId)?.match;
+    await waitFor('the node to stop has every entry', () => matchOfDown() === g.raw.status().lastIndex, 5_000);
+    await bed.stop(down);
+    await sleep(300);
+    // The transfer the rebalancer (or an operator) decided while the node still looked reachable (reachableMs).
+    expect(matchOfDown()).toBe(g.raw.status().lastIndex);
+    g.raw.transferLeader(down.service.nodeId as NodeId);
+    leader.host.schedule();
+    const atMs = leader.service.nowMs() + 300;
+    await leader.service.createJobs([jobSpec('after-void', { kind: 'once', atMs })]);
+    // Before: the leader stayed leader with a void lease for the rest of its term and never fired it.
+    await waitFor('fired', () => bed.rx.of('after-void').length >= 1, 10_000);
+    expect(bed.rx.of('after-void')[0].atMs).toBeGreaterThanOrEqual(atMs);
   });
 });
