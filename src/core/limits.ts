@@ -305,5 +305,9 @@ export const clusterAuditLimits = {
    * hands leadership to a reachable voter, so the shard fires again after 1 to 2 s instead of never.
    */
   leaseWatchIntervalMs: 1_000,
+  /** /readyz: a shard with more committed entries than this not yet applied is "catching up". */
+  readyLagEntriesMax: 1_000,
+  /** /readyz: ... or one whose entries committed when the lag was first seen are still not applied after this. */
+  readyLagMs: 1_000,
 } as const;
 assert(clusterAuditLimits.appendBytesMax <= clusterLimits.maxMsgBytes, 'the host append limit exceeds the transport ceiling');

@@ -41,6 +41,8 @@ export class ClusterOps {
   private leaseWatch: NodeJS.Timeout | null = null;
   /** Shard -> the term in which the lease watch last saw this node lead it with a void lease. */
   private readonly leaseLapsed = new Map<number, number>();
+  /** Shard -> the commit index when readiness first saw it not applied, and when (monotonic ms). */
+  private readonly lagSince = new Map<number, { commit: number; atMs: number }>();
   /** The other members and their peer addresses (the member book; --peers until it is wired). */
   private members: () => Array<{ id: string; host: string; port: number }>;
   apiPort = 0;
@@ -120,9 +122,31 @@ export class ClusterOps {
     if (outside.length > 0) {
       return { ready: false, reason: `this node is not a member of shard(s) ${outside.slice(0, 10).join(', ')} (removed with cluster remove-node?)` };
     }
-    const behind = this.host.groups.filter((g) => g.applied < g.raw.status().commit).map((g) => g.shard);
+    const nowMs = performance.now();
+    const behind = this.host.groups.filter((g) => this.behind(g, nowMs)).map((g) => g.shard);
     if (behind.length > 0) return { ready: false, reason: `catching up on shard(s) ${behind.slice(0, 10).join(', ')}` };
     return { ready: true, reason: null };
+  }
+
+  /**
+   * Behind: more than readyLagEntriesMax committed entries not applied yet, or some not applied for longer than
+   * readyLagMs (what was committed when the lag was first seen is still not applied). Under load the applier
+   * always trails the commit index by a slice or two; counting any lag made /readyz answer 503 to about one
+   * probe in five on a healthy node, so a load balancer would drop it at random.
+   */
+  private behind(g: ShardGroup, nowMs: number): boolean {
+    const commit = g.raw.status().commit;
+    if (g.applied >= commit) {
+      this.lagSince.delete(g.shard);
+      return false;
+    }
+    if (commit - g.applied > clusterAuditLimits.readyLagEntriesMax) return true;
+    const seen = this.lagSince.get(g.shard);
+    if (seen === undefined || g.applied >= seen.commit) {
+      this.lagSince.set(g.shard, { commit, atMs: nowMs });
+      return false;
+    }
+    return nowMs - seen.atMs > clusterAuditLimits.readyLagMs;
   }
 
   /** Asks the shard's leader (this node, or forwarded by Raft itself) to hand leadership to `to`. */
