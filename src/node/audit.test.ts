@@ -141,10 +141,12 @@ describe('cluster audit regressions', () => {
   it('a removed node is not ready, and a call through it says the peers refuse it', async () => {
     const { cores } = await startCluster(2, { rebalanceIntervalMs: 0 });
     await cores[0].service.removeNode('n3');
-    await waitFor('n3 applied its removal', () => cores[2].host.groups.every((g) => !g.raw.confState().voters.includes('n3' as never)), 10_000);
-    // Before: 200 {"ready":true} from its last view, while every call through it failed.
-    expect(cores[2].service.readiness()).toMatchObject({ ready: false, reason: expect.stringMatching(/not a member of shard\(s\) 0, 1/) });
-    await expect(cores[2].service.getJob('nope')).rejects.toMatchObject({ message: expect.stringMatching(/refused \(stranger\)/) });
+    // Before: 200 {"ready":true} from its last view, while every call through it failed. A removed node learns
+    // its removal only if the commit of that entry reached it before the leader let go of it (Raft does not
+    // promise it): then it says so; otherwise it stops hearing from any leader and says that.
+    await waitFor('n3 not ready', () => !cores[2].service.readiness().ready, 10_000);
+    expect(cores[2].service.readiness().reason).toMatch(/not a member of shard\(s\)|no known leader/);
+    await expect(cores[2].service.getJob('nope')).rejects.toMatchObject({ code: 'unavailable' });
     expect(cores[0].service.readiness().ready).toBe(true);
   });
 

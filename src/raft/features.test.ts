@@ -205,6 +205,24 @@ describe('leadership transfer', () => {
     expect(c.leader()).toBe(leader);
     expect(c.propose('after', leader).ok).toBe(true);
   });
+
+  it('a transfer whose timeout_now was lost: the leader steps down, and the next leader holds a lease', () => {
+    const { c, leader } = three();
+    c.propose('z');
+    c.stabilize(); // the transferee is caught up: timeout_now goes out at once
+    c.dropWhere((m) => m.to === 'n3' || m.from === 'n3');
+    const t0 = term(c, leader);
+    c.node(leader).raw.transferLeader('n3' as NodeId);
+    expect(c.node(leader).raw.leaseValid()).toBe(false);
+    c.tickAll(11); // abandoned after an election timeout: its lease would stay void for the whole term
+    expect(role(c, leader)).not.toBe('leader');
+    c.tickAll(60);
+    const next = c.leader();
+    expect(next === null || next === 'n3').toBe(false);
+    expect(term(c, next as NodeId)).toBeGreaterThan(t0);
+    expect(c.node(next as NodeId).raw.leaseValid()).toBe(true);
+    expect(c.propose('after', next as NodeId).ok).toBe(true);
+  });
 });
 
 describe('learners', () => {

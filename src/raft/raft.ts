@@ -271,6 +271,14 @@ export class Raft {
         this.becomeFollower(this.term, noNode);
         return;
       }
+      if (this.leadTransferee !== noNode && this.leaseVoid) {
+        // An abandoned transfer whose timeout_now went out: the transferee may still act on it (its campaign
+        // bypasses the voters' lease checks), so this leader's lease stays void for the term and it could never
+        // fire or serve lease reads again. Step down: the next election (which it may win) starts a term with
+        // a lease.
+        this.becomeFollower(this.term, noNode);
+        return;
+      }
       this.leadTransferee = noNode; // a transfer not done within an election timeout is abandoned
     }
     if (this.heartbeatElapsed >= this.config.heartbeatTicks) {
