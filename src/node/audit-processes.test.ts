@@ -3,29 +3,14 @@
  * a healthy three-node cluster under write load. Found by the black-box audit: about one probe in five answered
  * 503 "catching up" because the applier trails the commit index by a slice while writes flow.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { clusterConfigs } from './testing/cluster.js';
-import { assertBuilt, call, kill9, spawnNode, type Child } from './testing/processes.js';
-import { startReceiver, waitFor, type Receiver } from './testing/receiver.js';
+import { useProcessBed } from './testing/bed.js';
+import { call, spawnNode, type Child } from './testing/processes.js';
+import { waitFor } from './testing/receiver.js';
 
-let dir: string;
-let rx: Receiver;
-let children: Child[] = [];
-
-beforeAll(async () => {
-  assertBuilt();
-  dir = mkdtempSync(join(tmpdir(), 'punctual-audit-'));
-  rx = await startReceiver();
-});
-
-afterAll(async () => {
-  for (const c of children) await kill9(c);
-  await rx?.close();
-  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
-});
+const bed = useProcessBed('punctual-audit-');
 
 async function readyz(c: Child): Promise<{ status: number; detail: string }> {
   const r = await call(c, 'GET', '/readyz');
@@ -34,11 +19,11 @@ async function readyz(c: Child): Promise<{ status: number; detail: string }> {
 
 describe('/readyz under load, real processes', () => {
   it('a healthy node under write load is never "catching up"', async () => {
-    const configs = await clusterConfigs(join(dir, 'ready'), 3, { shards: 4, logLevel: 'warn' });
-    children = await Promise.all(configs.map((c) => spawnNode(c)));
+    const configs = await clusterConfigs(join(bed.dir, 'ready'), 3, { shards: 4, logLevel: 'warn' });
+    const children = bed.track(await Promise.all(configs.map((c) => spawnNode(c))));
     await waitFor('cluster ready', async () => (await Promise.all(children.map(readyz))).every((r) => r.status === 200), 15_000);
     const [n1] = children;
-    expect((await call(n1, 'PUT', '/v1/tasks/hook', { url: rx.url('/hook') })).status).toBe(201);
+    expect((await call(n1, 'PUT', '/v1/tasks/hook', { url: bed.rx.url('/hook') })).status).toBe(201);
     const ids = Array.from({ length: 48 }, (_, i) => `load-${i}`);
     const far = Date.now() + 3_600_000;
     const batch = await call(n1, 'POST', '/v1/jobs:batch', { jobs: ids.map((id) => ({ id, task: 'hook', schedule: { at: far } })) });

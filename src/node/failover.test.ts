@@ -6,30 +6,15 @@
  * - three `punctual serve` processes started with flags, a job submitted through a follower fires once, and a
  *   fourth-party node with the wrong --cluster-secret is refused and logged.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { shardOf } from '../core/ids.js';
 import { clusterConfigs, freePorts } from './testing/cluster.js';
-import { assertBuilt, call, kill9, spawnNode, spawnServe, type Child } from './testing/processes.js';
-import { startReceiver, waitFor, type Receiver } from './testing/receiver.js';
+import { useProcessBed } from './testing/bed.js';
+import { call, kill9, spawnNode, spawnServe, type Child } from './testing/processes.js';
+import { waitFor } from './testing/receiver.js';
 
-let dir: string;
-let rx: Receiver;
-let children: Child[] = [];
-
-beforeAll(async () => {
-  assertBuilt();
-  dir = mkdtempSync(join(tmpdir(), 'punctual-failover-'));
-  rx = await startReceiver();
-});
-
-afterAll(async () => {
-  for (const c of children) await kill9(c);
-  await rx?.close();
-  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
-});
+const bed = useProcessBed('punctual-failover-');
 
 async function ready(c: Child): Promise<boolean> {
   try {
@@ -42,17 +27,16 @@ async function ready(c: Child): Promise<boolean> {
 describe('failover with real processes', () => {
   it('kill -9 of the leader of every shard while 1,000 jobs fall due: each fires at least once, none early', async () => {
     const shards = 4;
-    const configs = await clusterConfigs(join(dir, 'kill'), 3, { shards, logLevel: 'warn' });
+    const configs = await clusterConfigs(join(bed.dir, 'kill'), 3, { shards, logLevel: 'warn' });
     // Leaders are placed by hand below, so no rebalancing moves them back.
-    children = await Promise.all(configs.map((c) => spawnNode(c, { rebalanceIntervalMs: 0 })));
-    const [n1, n2, n3] = children;
+    const [n1, n2, n3] = bed.track(await Promise.all(configs.map((c) => spawnNode(c, { rebalanceIntervalMs: 0 }))));
     await waitFor('cluster ready', async () => (await ready(n1)) && (await ready(n2)) && (await ready(n3)), 15_000);
     for (let s = 0; s < shards; s++) {
       const r = await call(n2, 'POST', `/v1/cluster/shards/${s}/transfer-leader`, { to: 'n1' });
       expect(r.status).toBe(202);
     }
     await waitFor('n1 leads every shard', async () => (await call(n2, 'GET', '/v1/cluster')).json.shards.every((s: { leader: string }) => s.leader === 'n1'), 10_000);
-    expect((await call(n3, 'PUT', '/v1/tasks/hook', { url: rx.url('/hook') })).status).toBe(201);
+    expect((await call(n3, 'PUT', '/v1/tasks/hook', { url: bed.rx.url('/hook') })).status).toBe(201);
 
     const count = 1_000;
     const t0 = Date.now();
@@ -63,25 +47,25 @@ describe('failover with real processes', () => {
     const termsBefore = new Map((await call(n2, 'GET', '/v1/cluster')).json.shards.map((s: { id: number; term: number }) => [s.id, s.term]));
 
     // Kill the leader of every shard once firing has started.
-    await waitFor('first fires', () => rx.received.length > 0, 5_000);
+    await waitFor('first fires', () => bed.rx.received.length > 0, 5_000);
     await kill9(n1);
     const killedAtMs = Date.now();
 
-    await waitFor('every job fired at least once', () => jobs.every((j) => rx.of(j.id).length >= 1), 20_000);
+    await waitFor('every job fired at least once', () => jobs.every((j) => bed.rx.of(j.id).length >= 1), 20_000);
     let worstMs = 0;
-    for (const r of rx.received) {
+    for (const r of bed.rx.received) {
       const at = Number(r.headers['x-punctual-scheduled-at']);
       expect(r.atMs).toBeGreaterThanOrEqual(at);
       worstMs = Math.max(worstMs, r.atMs - at);
     }
-    const after = rx.received.filter((r) => r.atMs > killedAtMs + 50);
+    const after = bed.rx.received.filter((r) => r.atMs > killedAtMs + 50);
     expect(after.length).toBeGreaterThan(0);
     for (const r of after) {
       const [shard, term] = String(r.headers['x-punctual-fencing-token']).split('.').map(Number);
       expect(term).toBeGreaterThan(termsBefore.get(shard) as number);
     }
     const firstAfterMs = Math.min(...after.map((r) => r.atMs)) - killedAtMs;
-    const duplicates = rx.received.length - count;
+    const duplicates = bed.rx.received.length - count;
     console.info(`failover: worst lateness ${worstMs} ms, first fire ${firstAfterMs} ms after kill -9, ${duplicates} duplicate deliveries`);
   }, 60_000);
 
@@ -90,19 +74,19 @@ describe('failover with real processes', () => {
     const peers = [`n1=127.0.0.1:${p1}`, `n2=127.0.0.1:${p2}`, `n3=127.0.0.1:${p3}`];
     const serve = (id: string, api: number, peer: number, secret: string): Promise<Child> =>
       spawnServe(
-        ['--node-id', id, '--listen', `127.0.0.1:${api}`, '--peer-listen', `127.0.0.1:${peer}`, '--data', join(dir, 'serve', id),
+        ['--node-id', id, '--listen', `127.0.0.1:${api}`, '--peer-listen', `127.0.0.1:${peer}`, '--data', join(bed.dir, 'serve', id),
           '--peers', peers.filter((p) => !p.startsWith(`${id}=`)).join(','), '--shards', '4', '--cluster-secret', secret, '--log-level', 'info'],
         api,
       );
     const s1 = await serve('n1', a1, p1, 'right');
     const s2 = await serve('n2', a2, p2, 'right');
     const s3 = await serve('n3', a3, p3, 'wrong');
-    children.push(s1, s2, s3);
+    bed.track([s1, s2, s3]);
     await waitFor('n1 and n2 ready', async () => (await ready(s1)) && (await ready(s2)), 15_000);
     expect(await ready(s3)).toBe(false);
     await waitFor('refusal logged', () => /peer request refused.*wrong_secret|wrong_secret.*peer request refused/.test(s1.stderr() + s2.stderr()), 5_000);
 
-    expect((await call(s2, 'PUT', '/v1/tasks/hook', { url: rx.url('/serve') })).status).toBe(201);
+    expect((await call(s2, 'PUT', '/v1/tasks/hook', { url: bed.rx.url('/serve') })).status).toBe(201);
     const cluster = (await call(s1, 'GET', '/v1/cluster')).json;
     // Submit every job through a node that does not lead its shard.
     const atMs = Date.now() + 500;
@@ -114,9 +98,9 @@ describe('failover with real processes', () => {
       const view = (await call(s2, 'GET', `/v1/jobs/${id}`)).json;
       expect(view.id).toBe(id);
     }
-    await waitFor('fired', () => Array.from({ length: 8 }, (_, i) => rx.of(`s-${i}`).length).every((n) => n >= 1), 10_000);
+    await waitFor('fired', () => Array.from({ length: 8 }, (_, i) => bed.rx.of(`s-${i}`).length).every((n) => n >= 1), 10_000);
     await new Promise((r) => setTimeout(r, 300));
-    for (let i = 0; i < 8; i++) expect(rx.of(`s-${i}`)).toHaveLength(1);
+    for (let i = 0; i < 8; i++) expect(bed.rx.of(`s-${i}`)).toHaveLength(1);
     const stopped = new Promise<number | null>((resolve) => s2.proc.once('exit', (code) => resolve(code)));
     s2.proc.kill('SIGTERM');
     expect(await stopped).toBe(0);

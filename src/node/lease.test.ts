@@ -8,35 +8,17 @@
  * old leader sent while it was frozen (and more right after it wakes) is never stale (a 200 shows CANCELLED).
  * This is jepsen-lite seed 20261130 (test/jepsen-lite/README.md, Findings) reduced to one shard and one pause.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { shardOf } from '../core/ids.js';
 import { freePorts } from './testing/cluster.js';
-import { assertBuilt, call, kill9, spawnServe, type Child } from './testing/processes.js';
-import { sleep, startReceiver, waitFor, type Receiver } from './testing/receiver.js';
+import { useProcessBed } from './testing/bed.js';
+import { call, spawnServe, type Child } from './testing/processes.js';
+import { sleep, waitFor } from './testing/receiver.js';
 
 const shards = 2;
 const shard = 0;
-let dir: string;
-let rx: Receiver;
-const children: Child[] = [];
-
-beforeAll(async () => {
-  assertBuilt();
-  dir = mkdtempSync(join(tmpdir(), 'punctual-lease-'));
-  rx = await startReceiver();
-});
-
-afterAll(async () => {
-  for (const c of children) {
-    if (c.proc.pid !== undefined && c.proc.exitCode === null) c.proc.kill('SIGCONT');
-    await kill9(c);
-  }
-  await rx?.close();
-  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
-});
+const bed = useProcessBed('punctual-lease-');
 
 async function ready(c: Child): Promise<boolean> {
   try {
@@ -64,11 +46,11 @@ async function startCluster(): Promise<Map<string, Child>> {
   const peers = ids.map((id, i) => `${id}=127.0.0.1:${ports[3 + i]}`);
   const started = await Promise.all(ids.map((id, i) => spawnServe(
     ['--node-id', id, '--listen', `127.0.0.1:${ports[i]}`, '--peer-listen', `127.0.0.1:${ports[3 + i]}`,
-      '--data', join(dir, id), '--peers', peers.filter((_, k) => k !== i).join(','), '--shards', String(shards),
+      '--data', join(bed.dir, id), '--peers', peers.filter((_, k) => k !== i).join(','), '--shards', String(shards),
       '--log-level', 'info'],
     ports[i],
   )));
-  children.push(...started);
+  bed.track(started);
   return new Map(ids.map((id, i) => [id, started[i]]));
 }
 
@@ -104,7 +86,7 @@ describe('a leader frozen by SIGSTOP (real serve processes)', () => {
     const nodes = await startCluster();
     await waitFor('cluster ready', async () => (await Promise.all([...nodes.values()].map(ready))).every(Boolean), 20_000);
     const n1 = nodes.get('n1')!;
-    expect((await call(n1, 'PUT', '/v1/tasks/hook', { url: rx.url('/lease') })).status).toBe(201);
+    expect((await call(n1, 'PUT', '/v1/tasks/hook', { url: bed.rx.url('/lease') })).status).toBe(201);
     // The rebalancer hands shard 0 to its preferred leader n1 (voters sorted, shard % 3): wait for it, so the
     // leadership does not move on its own during the test.
     await waitFor('n1 leads the shard on every node', async () =>
@@ -157,10 +139,10 @@ describe('a leader frozen by SIGSTOP (real serve processes)', () => {
 
     // Every job that was not cancelled fires (the new leader), none early.
     const kept = ids.filter((id) => !cancelled.includes(id));
-    await waitFor('every job not cancelled fired', () => kept.every((id) => rx.of(id).length >= 1), 15_000);
+    await waitFor('every job not cancelled fired', () => kept.every((id) => bed.rx.of(id).length >= 1), 15_000);
     await sleep(3_000);
-    for (const id of cancelled) expect(rx.of(id), `cancelled ${id} fired`).toEqual([]);
-    const ours = rx.received.filter((r) => ids.includes(String(r.headers['x-punctual-job-id'])));
+    for (const id of cancelled) expect(bed.rx.of(id), `cancelled ${id} fired`).toEqual([]);
+    const ours = bed.rx.received.filter((r) => ids.includes(String(r.headers['x-punctual-job-id'])));
     for (const r of ours) expect(r.atMs).toBeGreaterThanOrEqual(Number(r.headers['x-punctual-scheduled-at']));
     const staleAfterWake = ours.filter((r) => r.atMs >= wokeAtMs && String(r.headers['x-punctual-fencing-token']) === `${shard}.${oldTerm}`);
     expect(staleAfterWake.map((r) => r.headers['x-deduplication-key']), 'old-term callbacks after SIGCONT').toEqual([]);
