@@ -12,27 +12,9 @@ import type { NodeConfig } from '../src/node/api.js';
 import { startNode, type NodeHandle } from '../src/node/node.js';
 import { clusterConfigs } from '../src/node/testing/cluster.js';
 import { waitFor } from '../src/node/testing/receiver.js';
-import { run, type CliIo } from './punctual.js';
+import { runCli, type CliResult } from './cli-fixture.js';
 
-interface Result {
-  stdout: string;
-  stderr: string;
-  code: number;
-}
-
-async function cli(argv: string[]): Promise<Result> {
-  let stdout = '';
-  let stderr = '';
-  const exits: number[] = [];
-  const io: CliIo = {
-    stdout: { write: (s: string) => (stdout += s) },
-    stderr: { write: (s: string) => (stderr += s) },
-    env: {},
-    exit: (code) => void exits.push(code),
-  };
-  await run(argv, io);
-  return { stdout, stderr, code: exits[0] ?? 0 };
-}
+const cli = (argv: string[]): Promise<CliResult> => runCli(argv);
 
 let root: string;
 let configs: NodeConfig[];

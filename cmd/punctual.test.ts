@@ -11,29 +11,10 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { run, type CliIo } from './punctual.js';
+import { runCli, type CliResult } from './cli-fixture.js';
 import { resolveServeConfig } from './serve.js';
 
-interface Result {
-  stdout: string;
-  stderr: string;
-  code: number;
-}
-
-async function cli(argv: string[], env: Record<string, string> = {}): Promise<Result> {
-  let stdout = '';
-  let stderr = '';
-  const exits: number[] = [];
-  const io: CliIo = {
-    stdout: { write: (s: string) => (stdout += s) },
-    stderr: { write: (s: string) => (stderr += s) },
-    env,
-    exit: (code) => void exits.push(code),
-  };
-  await run(argv, io);
-  expect(exits.length).toBeLessThanOrEqual(1);
-  return { stdout, stderr, code: exits[0] ?? 0 };
-}
+const cli = (argv: string[], env: Record<string, string> = {}): Promise<CliResult> => runCli(argv, env);
 
 const tmp = mkdtempSync(join(tmpdir(), 'punctual-cli-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -334,7 +315,7 @@ afterEach(() => {
 });
 
 /** Runs a client command against the fixture server. */
-function client(argv: string[], env: Record<string, string> = {}): Promise<Result> {
+function client(argv: string[], env: Record<string, string> = {}): Promise<CliResult> {
   return cli([...argv, '--server', base], env);
 }
 
@@ -703,7 +684,7 @@ function start(args: string[], env: Record<string, string> = {}): Proc {
   return proc;
 }
 
-async function runBin(args: string[], env: Record<string, string> = {}): Promise<Result> {
+async function runBin(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
   const p = start(args, env);
   const { code } = await p.exited;
   return { stdout: p.stdout, stderr: p.stderr, code: code ?? -1 };
