@@ -299,12 +299,6 @@ export const clusterAuditLimits = {
    * clusterLimits.maxInflightMsgs of them.
    */
   appendBytesMax: 64 * 1024,
-  /**
-   * How often a node checks the leases of the shards it leads (src/node/cluster-ops.ts, rescueLapsedLeases): a
-   * leader whose lease is void at two checks in a row in one term (a transfer to a node that had just died)
-   * hands leadership to a reachable voter, so the shard fires again after 1 to 2 s instead of never.
-   */
-  leaseWatchIntervalMs: 1_000,
   /** /readyz: a shard with more committed entries than this not yet applied is "catching up". */
   readyLagEntriesMax: 1_000,
   /** /readyz: ... or one whose entries committed when the lag was first seen are still not applied after this. */

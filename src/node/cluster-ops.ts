@@ -9,7 +9,7 @@
 import { PunctualError } from '../core/errors.js';
 import { clusterAuditLimits, clusterLimits } from '../core/limits.js';
 import type { Logger } from '../core/log.js';
-import type { NodeId, Status } from '../raft/index.js';
+import type { NodeId } from '../raft/index.js';
 import type { ClusterView, NodeConfig } from './api.js';
 import type { ShardGroup } from './group.js';
 import type { RaftHost } from './raft-host.js';
@@ -38,9 +38,6 @@ export class ClusterOps {
   /** Peer id -> its API address, as it last told us, and when. */
   private readonly infos = new Map<string, { apiAddr: string; atMs: number }>();
   private rebalancer: NodeJS.Timeout | null = null;
-  private leaseWatch: NodeJS.Timeout | null = null;
-  /** Shard -> the term in which the lease watch last saw this node lead it with a void lease. */
-  private readonly leaseLapsed = new Map<number, number>();
   /** Shard -> the commit index when readiness first saw it not applied, and when (monotonic ms). */
   private readonly lagSince = new Map<number, { commit: number; atMs: number }>();
   /** The other members and their peer addresses (the member book; --peers until it is wired). */
@@ -158,8 +155,8 @@ export class ClusterOps {
     if (g.leader === to) return;
     if (g.leader === '') throw new PunctualError('unavailable', `shard ${shard} has no leader right now`);
     // Raft voids the leader's lease when it sends TimeoutNow and keeps it void for the rest of its term: a
-    // transfer to a dead or frozen node would stop the shard firing until some other election (for good, if
-    // the target never comes back). Only a target this leader hears from is worth the risk.
+    // transfer to a dead or frozen node would stop the shard firing until the leader gives up on it and steps
+    // down (an election timeout) and a new election ends. Only a target this leader hears from is worth it.
     if (g.role === 'leader' && !(this.peers?.reachable(to) ?? false)) {
       throw new PunctualError('unavailable', `${to} is not reachable from ${this.config.nodeId}, the leader of shard ${shard}: leadership stays here`);
     }
@@ -168,14 +165,9 @@ export class ClusterOps {
     this.logger.info('leadership transfer requested', { shard, from: g.leader, to });
   }
 
-  /** Starts the rebalancer (not when intervalMs <= 0) and, in a cluster, always the lease watch. */
+  /** Starts the rebalancer (not without peers, not when intervalMs <= 0, not twice). */
   startRebalancer(intervalMs: number): void {
-    if (this.peers === null) return;
-    if (this.leaseWatch === null) {
-      this.leaseWatch = setInterval(() => this.rescueLapsedLeases(), clusterAuditLimits.leaseWatchIntervalMs);
-      this.leaseWatch.unref();
-    }
-    if (intervalMs <= 0 || this.rebalancer !== null) return;
+    if (this.peers === null || intervalMs <= 0 || this.rebalancer !== null) return;
     this.rebalancer = setInterval(() => this.rebalance(), intervalMs);
     this.rebalancer.unref();
   }
@@ -183,53 +175,6 @@ export class ClusterOps {
   stopRebalancer(): void {
     if (this.rebalancer !== null) clearInterval(this.rebalancer);
     this.rebalancer = null;
-    if (this.leaseWatch !== null) clearInterval(this.leaseWatch);
-    this.leaseWatch = null;
-  }
-
-  /**
-   * Raft voids a leader's lease when it sends TimeoutNow (a transfer) and keeps it void for the rest of its
-   * term; if the target was dead or frozen (it died within reachableMs of the transfer, or the rebalancer
-   * picked it just before it died) the transfer is abandoned, the node stays leader, and the shard never fires
-   * again. A leader whose lease was void at two checks in the same term hands leadership to its most caught-up
-   * reachable voter, whose new term brings a new lease. (A leader that lost its quorum is deposed by CheckQuorum
-   * well within one check.)
-   */
-  rescueLapsedLeases(): number {
-    let moved = 0;
-    for (const g of this.host.groups) {
-      const s = g.raw.status();
-      if (g.role !== 'leader' || !g.firing || s.leaseValid) {
-        this.leaseLapsed.delete(g.shard);
-        continue;
-      }
-      if (this.leaseLapsed.get(g.shard) !== s.term) {
-        this.leaseLapsed.set(g.shard, s.term);
-        continue;
-      }
-      const to = this.mostCaughtUpReachable(s);
-      if (to === null) continue;
-      g.raw.transferLeader(to);
-      this.leaseLapsed.delete(g.shard);
-      moved++;
-      this.logger.warn('leader lease void for a whole check: leadership handed over so the shard fires again', { shard: g.shard, term: s.term, to });
-    }
-    if (moved > 0) this.host.schedule();
-    return moved;
-  }
-
-  private mostCaughtUpReachable(s: Status): NodeId | null {
-    let best: NodeId | null = null;
-    let bestMatch = -1;
-    for (const id of s.confState.voters) {
-      if (id === this.config.nodeId || !(this.peers?.reachable(id) ?? false)) continue;
-      const match = s.progress.get(id)?.match ?? -1;
-      if (match > bestMatch) {
-        best = id;
-        bestMatch = match;
-      }
-    }
-    return best;
   }
 
   /** One round: hand at most rebalanceTransfersMax led shards to their reachable, caught-up preferred leaders. */

@@ -146,13 +146,13 @@ export class RaftHost {
     return new ShardGroup(shard, new SqliteShardStore(db, shard), storage, raw, applied);
   }
 
-  /** Starts ticking; a group whose only voter is this node campaigns at once (no election timeout). */
   /** The peer transport opened after start (a single node that grows into a cluster). */
   setSender(sender: MessageSender): void {
     this.sender = sender;
     this.schedule();
   }
 
+  /** Starts ticking; a group whose only voter is this node campaigns at once (no election timeout). */
   start(sender: MessageSender | null): void {
     this.sender = sender;
     for (const g of this.groups) {
