@@ -201,7 +201,6 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     onConfChange: (shard, conf) => membership.onConfChange(shard, conf),
     compaction: options.compaction,
   });
-  let membershipStartTransport: () => Promise<PeerTransport> = () => Promise.reject(new Error('not wired yet'));
   const membership = new Membership({
     nodeId: config.nodeId,
     book,
@@ -209,7 +208,8 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     clock,
     logger: logger.child({ component: 'membership' }),
     limits: options.membershipLimits,
-    startTransport: () => membershipStartTransport(),
+    // Called only on an add-node, long after assembly: growTransport is defined below by then.
+    startTransport: () => growTransport(),
   });
   const proposer = new Proposer({
     nodeId: config.nodeId,
@@ -256,7 +256,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
   router.setSender(transport);
   cluster.setPeers(transport);
   /** A single node adding its first member: open --peer-listen now and wire the transport everywhere. */
-  membershipStartTransport = async () => {
+  const growTransport = async (): Promise<PeerTransport> => {
     if (transport !== null) return transport;
     const t = makeTransport();
     cluster.peerPort = (await t.start()).port;
