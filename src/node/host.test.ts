@@ -231,6 +231,22 @@ describe('job commands', () => {
     expect(core.proposer.foldedTotal).toBe(folded);
   });
 
+  it('a held fired item does not hold back the other items: a quick outcome is recorded while it still waits', async () => {
+    const core = await start();
+    bed.rx.respond = (r) => (r.path === '/slow' ? { status: 200, delayMs: 1_200 } : { status: 200 });
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/slow')));
+    await core.service.putTask('quick', callbackSpec(bed.rx.url('/quick')));
+    const at = core.service.nowMs();
+    await create(core, [jobSpec('held', { kind: 'once', atMs: at })]);
+    await waitFor('slow in flight', () => bed.rx.of('held').length === 1);
+    const heldStore = core.host.groups[shardOf('held', 4)].store;
+    await create(core, [{ ...jobSpec('quick-1', { kind: 'once', atMs: core.service.nowMs() }), task: 'quick' }]);
+    await waitFor('quick recorded', async () => (await core.service.getJob('quick-1')).state === 'SUCCEEDED');
+    // The quick outcome went out with the next engine-item flush, not with the held item's (up to 500 ms later).
+    expect(heldStore.getExecution('held', at)).toBeNull();
+    await waitFor('held done', async () => (await core.service.getJob('held')).state === 'SUCCEEDED');
+  });
+
   it('refuses to pause a one-off job whose callback is in flight, before and after its fired record is stored', async () => {
     const core = await start();
     bed.rx.respond = () => ({ status: 200, delayMs: 1_200 });

@@ -92,6 +92,8 @@ export class Proposer {
   private items = new Map<number, EngineItems>();
   private scheduled: NodeJS.Immediate | null = null;
   private itemsTimer: NodeJS.Timeout | null = null;
+  /** When itemsTimer fires (clock ms): a held-only wait is cut short when other items arrive. */
+  private itemsTimerAtMs = 0;
   private closed = false;
   /** Staged commands handed to the host and not answered yet. */
   private outstanding = 0;
@@ -132,20 +134,12 @@ export class Proposer {
   addOutcome(shard: number, item: OutcomeItem): void {
     const it = this.itemsOf(shard);
     const key = attemptKey(item);
-    const held = it.held.get(key);
-    const at = it.foldable.get(key);
-    if (held !== undefined) {
-      it.held.delete(key);
-      this.foldedTotal++;
-      it.outcomes.push({ ...item, startedAtMs: held.item.startedAtMs });
-    } else if (at !== undefined) {
-      it.foldable.delete(key);
-      const fired = it.fired[at]!;
-      it.fired[at] = null;
+    const fired = takeUnproposed(it, key);
+    if (fired === null) {
+      it.outcomes.push(item);
+    } else {
       this.foldedTotal++;
       it.outcomes.push({ ...item, startedAtMs: fired.startedAtMs });
-    } else {
-      it.outcomes.push(item);
     }
     this.schedule();
   }
@@ -201,7 +195,15 @@ export class Proposer {
   private schedule(): void {
     if (this.scheduled !== null) return;
     if (this.queue.length === 0) {
-      if (this.itemsTimer === null) this.itemsTimer = setTimeout(() => this.runFlush(), this.itemsDelayMs());
+      // Armed within the shortest wait already: nothing to shorten (the common case, no scan of the shards).
+      if (this.itemsTimer !== null && this.itemsTimerAtMs <= this.o.clock.nowMs() + stallLimits.engineItemsDelayMs) return;
+      const delayMs = this.itemsDelayMs();
+      const atMs = this.o.clock.nowMs() + delayMs;
+      if (this.itemsTimer !== null && this.itemsTimerAtMs <= atMs) return;
+      // None armed, or one armed for held items only while now something else waits: wait the shorter time.
+      if (this.itemsTimer !== null) clearTimeout(this.itemsTimer);
+      this.itemsTimerAtMs = atMs;
+      this.itemsTimer = setTimeout(() => this.runFlush(), delayMs);
       return;
     }
     this.scheduled = setImmediate(() => this.runFlush());
@@ -337,6 +339,21 @@ export class Proposer {
       this.o.logger.error('effect handling failed', { shard: s.shard, type: s.command.type, err: e });
     }
   }
+}
+
+/** The attempt's fired item if it was not proposed yet (held, or foldable in this flush), taken out. */
+function takeUnproposed(it: EngineItems, key: string): FiredItem | null {
+  const held = it.held.get(key);
+  if (held !== undefined) {
+    it.held.delete(key);
+    return held.item;
+  }
+  const at = it.foldable.get(key);
+  if (at === undefined) return null;
+  it.foldable.delete(key);
+  const fired = it.fired[at]!;
+  it.fired[at] = null;
+  return fired;
 }
 
 function chunks<T>(items: T[]): T[][] {
