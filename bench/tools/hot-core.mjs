@@ -1,10 +1,11 @@
 // Measurement script (not a test, not product code): a hot instant on the node core (no client API): N one-off
 // jobs due at the same ms, a receiver in a child process. Prints time to the first / last arrival, duplicates,
-// the node's CPU us per callback (fire + dispatch + record) and the longest event-loop stall.
+// the node's CPU us per callback (fire + dispatch + record) and the longest event-loop stall, and writes them to
+// bench/results/hot-core-<time>.json.
 //   npm run build && node bench/tools/hot-core.mjs [dist=dist] [jobs=20000]
 import { fork } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -55,5 +56,10 @@ if (process.argv[2] === '--receiver') {
   const { lat, dups } = await new Promise((r) => receiver.once('message', r));
   rmSync(dir, { recursive: true, force: true });
   lat.sort((a, b) => a - b);
-  console.log(`N=${N}: first ${lat[0].toFixed(0)} ms, last ${lat[lat.length - 1].toFixed(0)} ms, p50 ${lat[lat.length >> 1].toFixed(0)} ms, dups ${dups}, node CPU ${((c.user + c.system) / N).toFixed(1)} us/callback, max loop stall ${(h.max / 1e6).toFixed(0)} ms, fired items folded ${folded}`);
+  const figures = { jobs: N, firstMs: lat[0], lastMs: lat[lat.length - 1], p50Ms: lat[lat.length >> 1], duplicates: dups,
+    nodeCpuUsPerCallback: (c.user + c.system) / N, maxLoopStallMs: h.max / 1e6, firedFolded: folded };
+  const startedAt = new Date().toISOString();
+  const out = join(fileURLToPath(new URL('../results/', import.meta.url)), `hot-core-${startedAt.replace(/[:.]/g, '-')}.json`);
+  writeFileSync(out, JSON.stringify({ scenario: 'hot-core', startedAt, dist, loadAverage: loadavg(), figures }, null, 2) + '\n');
+  console.log(`N=${N}: first ${lat[0].toFixed(0)} ms, last ${lat[lat.length - 1].toFixed(0)} ms, p50 ${lat[lat.length >> 1].toFixed(0)} ms, dups ${dups}, node CPU ${((c.user + c.system) / N).toFixed(1)} us/callback, max loop stall ${(h.max / 1e6).toFixed(0)} ms, fired items folded ${folded}; written ${out}`);
 }
