@@ -16,6 +16,7 @@ export const errorCatalog = {
   internal: { status: 500, title: 'Internal error' },
   unavailable: { status: 503, title: 'Service unavailable' },
   timeout: { status: 504, title: 'Timed out' },
+  insufficient_storage: { status: 507, title: 'Insufficient storage' },
 } as const;
 
 export type ErrorCode = keyof typeof errorCatalog;
