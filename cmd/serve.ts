@@ -9,6 +9,7 @@ import type { NodeConfig } from '../src/node/api.js';
 import { startNode } from '../src/node/node.js';
 import { lockDataDir, type DataLock } from './data-lock.js';
 import { cliLimits } from '../src/core/limits.js';
+import { parseCidrList } from '../src/dispatch/target-policy.js';
 import { createLogger, type LogLevel, type Logger } from '../src/core/log.js';
 import { CliError, exitCodes, usageError, type CliIo } from './io.js';
 import {
@@ -41,6 +42,8 @@ export interface ServeOptions {
   join?: boolean;
   clockOffsetMs?: string;
   checkConfig?: boolean;
+  callbackAllow?: string;
+  callbackDeny?: string;
 }
 
 type Env = Record<string, string | undefined>;
@@ -136,6 +139,7 @@ export function resolveServeConfig(opts: ServeOptions, env: Env): NodeConfig {
     throw usageError('--metrics-auth needs an auth token (--auth-token or --auth-token-file)');
   }
   const offsetP = valueOf('--clock-offset-ms', opts.clockOffsetMs, '0');
+  const callbackPolicy = resolveCallbackPolicy(opts, env);
   return {
     listenHost: listen.host,
     listenPort: listen.port,
@@ -153,7 +157,22 @@ export function resolveServeConfig(opts: ServeOptions, env: Env): NodeConfig {
     metricsAuth,
     clockOffsetMs: parseIntIn(offsetP.source, offsetP.value, -clockOffsetMsMax, clockOffsetMsMax),
     join,
+    ...callbackPolicy,
   };
+}
+
+/** `--callback-allow` / `--callback-deny`: CIDR lists, kept in the config only when given. */
+function resolveCallbackPolicy(opts: ServeOptions, env: Env): Pick<NodeConfig, 'callbackAllow' | 'callbackDeny'> {
+  const out: Pick<NodeConfig, 'callbackAllow' | 'callbackDeny'> = {};
+  const allowP = pick('--callback-allow', opts.callbackAllow, env);
+  const denyP = pick('--callback-deny', opts.callbackDeny, env);
+  for (const [picked, key] of [[allowP, 'callbackAllow'], [denyP, 'callbackDeny']] as const) {
+    if (picked === null) continue;
+    const cidrs = parseCidrList(picked.value);
+    if (typeof cidrs === 'string') throw usageError(`${picked.source}: ${cidrs}`);
+    out[key] = cidrs.map((c) => c.text);
+  }
+  return out;
 }
 
 /** A boolean flag: present = true, else its env var (true/false/1/0...), else false. */
@@ -188,6 +207,8 @@ export function registerServeCommand(program: Command, io: CliIo): void {
     .option('--log-format <format>', `json|pretty (default ${serveDefaults.logFormat})`)
     .option('--metrics-auth', 'require the auth token on /metrics too')
     .option('--join', 'join a running cluster (the members named by --peers) instead of bootstrapping; then run `punctual cluster add-node` against it')
+    .option('--callback-allow <cidrs>', 'callbacks may target these ranges (CIDR,...), even link-local ones; never this node\'s own ports')
+    .option('--callback-deny <cidrs>', 'callbacks may not target these ranges (CIDR,...); the longest matching range decides')
     .option('--check-config', 'validate the configuration, print it as JSON (secrets redacted) and exit')
     .addOption(new Option('--clock-offset-ms <ms>', 'test only: skew this node clock').hideHelp());
   cmd.action(async (opts: ServeOptions) => {

@@ -22,6 +22,8 @@ export const limits = {
   callbackHeaderBytesMax: 8 * 1024,
   urlLengthMax: 2048,
   signingSecretBytesMax: 1024,
+  /** A shorter signing secret is refused (a whsec_ secret counts its decoded bytes). */
+  signingSecretBytesMin: 16,
   /** Results of GET /v1/jobs and GET /v1/jobs/{id}/executions per page. */
   listLimitDefault: 100,
   listLimitMax: 1000,
@@ -75,6 +77,10 @@ export const limits = {
   dispatchConnectionsPerOriginMax: 128,
   /** Parsed callback URLs kept by the dispatcher (the cache is cleared when it fills). */
   dispatchUrlCacheMax: 10_000,
+  /** Ranges in one --callback-allow or --callback-deny list. */
+  callbackTargetRulesMax: 256,
+  /** Distinct callback ports with their own checking connector (the map is cleared when it fills). */
+  dispatchConnectorPortsMax: 1_024,
   /** How long Dispatcher.close() lets in-flight callbacks finish before aborting them. */
   dispatchCloseGraceMsDefault: 5_000,
 } as const;

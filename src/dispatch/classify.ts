@@ -40,6 +40,8 @@ export function parseRetryAfterMs(value: string | string[] | undefined, nowMs: n
 const permanentErrorCodes = new Set(['UND_ERR_INVALID_ARG', 'UND_ERR_NOT_SUPPORTED', 'ERR_INVALID_URL']);
 
 const errorTextLengthMax = 200;
+/** TargetRefusedError's code (target-policy.ts). */
+export const targetRefusedCode = 'PUNCTUAL_TARGET_REFUSED';
 /** errno-style codes (ECONNRESET, EAI_AGAIN), not Node's ERR_* codes. */
 const systemErrorPattern = /^E(?!RR_)[A-Z0-9_]+$/;
 
@@ -57,6 +59,8 @@ export interface ErrorVerdict {
 export function classifyError(err: unknown): ErrorVerdict {
   const code = errorCode(err);
   const message = err instanceof Error ? err.message : String(err);
+  // The SSRF guard refused the address: no retry can change that, and the message says why.
+  if (code === targetRefusedCode) return { kind: 'permanent', error: truncate(message) };
   if (code !== null && systemErrorPattern.test(code)) {
     return { kind: 'retryable', error: code };
   }

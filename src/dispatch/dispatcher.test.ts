@@ -11,7 +11,8 @@ import { limits } from '../core/limits.js';
 import { silentLogger } from '../core/log.js';
 import type { CallbackSpec } from '../scheduler/types.js';
 import { Dispatcher, type AttemptOutcome, type Delivery, type DispatcherOptions } from './dispatcher.js';
-import { verifySignature } from './signature.js';
+import { verifySignature, verifySignatureV2, verifyStandardWebhook } from './signature.js';
+import { TargetPolicy, parseCidr, type Cidr } from './target-policy.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -135,12 +136,12 @@ describe('headers and signature', () => {
     expect(Buffer.compare(got.body, Buffer.from(body))).toBe(0);
 
     const signature = got.headers['x-punctual-signature'] as string;
-    expect(signature).toMatch(/^t=1700000123456,v1=[0-9a-f]{64}$/);
+    expect(signature).toMatch(/^t=1700000123456,v1=[0-9a-f]{64},v2=[0-9a-f]{64}$/);
     expect(verifySignature(secret, signature, got.body, 5_000, 1_700_000_124_000)).toBe(true);
     const independent = createHmac('sha256', secret)
       .update(Buffer.concat([Buffer.from('1700000123456.'), got.body]))
       .digest('hex');
-    expect(signature).toBe(`t=1700000123456,v1=${independent}`);
+    expect(signature.split(',v2=')[0]).toBe(`t=1700000123456,v1=${independent}`);
     expect(verifySignature('other-secret', signature, got.body, 5_000, 1_700_000_124_000)).toBe(false);
   });
 
@@ -559,3 +560,138 @@ async function waitFor(condition: () => boolean, timeoutMs = 5_000): Promise<voi
     await new Promise((r) => setTimeout(r, 5));
   }
 }
+
+describe('signing v2 and Standard Webhooks, with two secrets', () => {
+  it('signs every family with both secrets; each verifies on its own, and a third secret fails', async () => {
+    const seen: Array<{ headers: IncomingMessage['headers']; body: Buffer }> = [];
+    const { url } = await httpReceiver(async (req, res) => {
+      seen.push({ headers: req.headers, body: await readBody(req) });
+      res.end();
+    });
+    const clock = new ManualClock(1_700_000_123_456);
+    const current = 'current-secret-0123456789';
+    const next = 'whsec_' + Buffer.from('next-key-bytes-0123456789abcdef').toString('base64');
+    const s = spec(`${url}/hook?a=1#frag`, { method: 'PUT', signingSecret: current, signingSecretNext: next });
+    const body = new TextEncoder().encode('{"x":1}');
+    const outcome = await dispatcher({ clock }).send(delivery(s, { jobId: 'j-7', scheduledAtMs: 1_700_000_000_000, body }));
+    expect(outcome.kind).toBe('succeeded');
+    const { headers, body: got } = seen[0];
+    expect(headers['webhook-id']).toBe('j-7:1700000000000');
+    expect(headers['webhook-id']).toBe(headers['x-deduplication-key']);
+    expect(headers['webhook-timestamp']).toBe('1700000123');
+    const entries = (headers['webhook-signature'] as string).split(' ');
+    expect(entries).toHaveLength(2);
+    // Independently: HMAC-SHA256(key, id.timestamp.body) in base64, key = UTF-8 bytes or the whsec_ bytes.
+    const std = (key: Buffer): string =>
+      'v1,' + createHmac('sha256', key).update(Buffer.concat([Buffer.from('j-7:1700000000000.1700000123.'), got])).digest('base64');
+    expect(entries).toEqual([std(Buffer.from(current)), std(Buffer.from('next-key-bytes-0123456789abcdef'))]);
+    const std3 = { id: headers['webhook-id'] as string, timestamp: headers['webhook-timestamp'] as string, signature: headers['webhook-signature'] as string };
+    const nowMs = 1_700_000_124_000;
+    expect(verifyStandardWebhook(current, std3, got, 300, nowMs)).toBe(true);
+    expect(verifyStandardWebhook(next, std3, got, 300, nowMs)).toBe(true);
+    expect(verifyStandardWebhook('a-third-secret-0123456789', std3, got, 300, nowMs)).toBe(false);
+
+    const punctual = headers['x-punctual-signature'] as string;
+    expect(punctual).toMatch(/^t=1700000123456,v1=[0-9a-f]{64},v1=[0-9a-f]{64},v2=[0-9a-f]{64},v2=[0-9a-f]{64}$/);
+    // v2 binds the method, the URL as requested (no fragment), the deduplication key, t and the body.
+    const canonical = Buffer.concat([Buffer.from(`PUT\n${url}/hook?a=1\nj-7:1700000000000\n1700000123456\n`), got]);
+    const v2 = (key: Buffer): string => createHmac('sha256', key).update(canonical).digest('hex');
+    expect(punctual).toContain(`v2=${v2(Buffer.from(current))},v2=${v2(Buffer.from('next-key-bytes-0123456789abcdef'))}`);
+    const request = { method: 'PUT', url: `${url}/hook?a=1`, dedupKey: 'j-7:1700000000000', body: got };
+    for (const secret of [current, next]) {
+      expect(verifySignatureV2(secret, punctual, request, 5_000, nowMs)).toBe(true);
+      expect(verifySignature(secret, punctual, got, 5_000, nowMs)).toBe(true);
+    }
+    expect(verifySignatureV2(current, punctual, { ...request, method: 'POST' }, 5_000, nowMs)).toBe(false);
+    expect(verifySignatureV2(current, punctual, { ...request, url: `${url}/other?a=1` }, 5_000, nowMs)).toBe(false);
+    expect(verifySignatureV2(current, punctual, { ...request, dedupKey: 'j-7:1' }, 5_000, nowMs)).toBe(false);
+    expect(verifySignatureV2('a-third-secret-0123456789', punctual, request, 5_000, nowMs)).toBe(false);
+  });
+
+  it('a user header named like a Standard Webhooks header is never sent', async () => {
+    const seen: Array<IncomingMessage['headers']> = [];
+    const { url } = await httpReceiver((req, res) => {
+      seen.push(req.headers);
+      res.end();
+    });
+    const s = spec(url, { headers: { 'webhook-id': 'forged', 'webhook-signature': 'v1,forged' } });
+    expect((await dispatcher().send(delivery(s))).kind).toBe('succeeded');
+    expect(seen[0]['webhook-id']).toBeUndefined();
+    expect(seen[0]['webhook-signature']).toBeUndefined();
+  });
+});
+
+describe('target policy (SSRF guard) at connect time', () => {
+  const cidr = (text: string): Cidr => parseCidr(text) as Cidr;
+
+  it('refuses a name that resolves to a denied address, permanently, without sending anything', async () => {
+    let requests = 0;
+    const { url } = await httpReceiver((_req, res) => {
+      requests++;
+      res.end();
+    });
+    const port = new URL(url).port;
+    // localhost resolves through the system resolver: the URL names no address, only the lookup sees 127.0.0.1.
+    const d = dispatcher({ targetPolicy: new TargetPolicy({ deny: [cidr('127.0.0.0/8'), cidr('::1')] }) });
+    const outcome = await d.send(delivery(spec(`http://localhost:${port}/x`)));
+    expect(outcome.kind).toBe('permanent');
+    expect(outcome.statusCode).toBeNull();
+    expect(outcome.error).toMatch(/^callback target (127\.0\.0\.1|::1) refused by policy \(--callback-deny (127\.0\.0\.0\/8|::1)\) \(resolved from localhost\)$/);
+    expect(requests).toBe(0);
+    // The same receiver by name without the deny: delivered.
+    expect((await dispatcher().send(delivery(spec(`http://127.0.0.1:${port}/x`)))).kind).toBe('succeeded');
+    expect(requests).toBe(1);
+  });
+
+  it('refuses a literal address at connect time: link-local, unspecified, mapped, and own listeners by name', async () => {
+    let requests = 0;
+    const { url } = await httpReceiver((_req, res) => {
+      requests++;
+      res.end();
+    });
+    const port = Number(new URL(url).port);
+    const policy = new TargetPolicy();
+    policy.addListener('127.0.0.1', port, 'API listener');
+    const d = dispatcher({ targetPolicy: policy });
+    const cases: Array<[string, RegExp]> = [
+      ['http://169.254.169.254/latest/meta-data/', /^callback target 169\.254\.169\.254 refused by policy \(link-local 169\.254\.0\.0\/16\)$/],
+      ['http://0.0.0.0:1/', /^callback target 0\.0\.0\.0 refused by policy \(unspecified 0\.0\.0\.0\/8\)$/],
+      ['http://[::]:1/', /^callback target :: refused by policy \(unspecified ::\/128\)$/],
+      ['http://[::ffff:169.254.169.254]/', /^callback target 169\.254\.169\.254 refused by policy \(link-local/],
+      ['http://[fe80::1]:1/', /^callback target fe80::1 refused by policy \(link-local fe80::\/10\)$/],
+      [`http://127.0.0.1:${port}/v1/tasks`, /^callback target 127\.0\.0\.1:\d+ refused by policy \(this node's API listener\)$/],
+      [`http://localhost:${port}/v1/tasks`, /refused by policy \(this node's API listener\) \(resolved from localhost\)$/],
+    ];
+    for (const [target, error] of cases) {
+      const outcome = await d.send(delivery(spec(target)));
+      expect({ target, error: outcome.error }).toEqual({ target, error: expect.stringMatching(error) });
+      expect(outcome.kind).toBe('permanent');
+    }
+    expect(requests).toBe(0);
+  });
+
+  it('an explicit allow lifts a built-in deny, but never opens the node\'s own listener', async () => {
+    const { url } = await httpReceiver((_req, res) => res.end());
+    const port = Number(new URL(url).port);
+    const policy = new TargetPolicy({ allow: [cidr('0.0.0.0/0')] });
+    expect(policy.refusal('169.254.169.254', 80)).toBeNull();
+    policy.addListener('0.0.0.0', port, 'peer listener');
+    const outcome = await dispatcher({ targetPolicy: policy }).send(delivery(spec(url)));
+    expect(outcome).toMatchObject({ kind: 'permanent', error: `callback target 127.0.0.1:${port} refused by policy (this node's peer listener)` });
+  });
+});
+
+describe('redirects', () => {
+  it('never shows a Location query string, fragment or credentials in the error', async () => {
+    const { url } = await httpReceiver((req, res) => {
+      res.statusCode = 302;
+      res.setHeader('location', req.url === '/abs' ? 'https://user:pw@internal.example:8443/cb?token=SECRET#frag' : '/next?token=SECRET#x');
+      res.end();
+    });
+    const d = dispatcher();
+    const abs = await d.send(delivery(spec(`${url}/abs`)));
+    expect(abs).toMatchObject({ kind: 'permanent', statusCode: 302, error: 'HTTP 302 (redirect to https://internal.example:8443/cb not followed)' });
+    const rel = await d.send(delivery(spec(`${url}/rel`)));
+    expect(rel.error).toBe('HTTP 302 (redirect to /next not followed)');
+  });
+});

@@ -14,7 +14,8 @@ import { limits } from '../core/limits.js';
 import type { CallbackSpec } from '../scheduler/types.js';
 import { classifyError, classifyStatus, parseRetryAfterMs, type OutcomeKind } from './classify.js';
 import { ConcurrencyLimiter, type LimiterEntry } from './limiter.js';
-import { signBody } from './signature.js';
+import { signatureHeaders } from './signature.js';
+import { TargetPolicy } from './target-policy.js';
 
 export interface Delivery {
   jobId: string;
@@ -57,6 +58,8 @@ export interface DispatcherOptions {
   logger: Logger;
   inFlightMax?: number;
   onStart?: (d: Delivery, startedAtMs: number) => void;
+  /** Which addresses callbacks may connect to (checked at connect time). Default: the built-in denies only. */
+  targetPolicy?: TargetPolicy;
 }
 
 export class Dispatcher {
@@ -95,6 +98,9 @@ const reservedHeaderNames = new Set([
   'x-punctual-attempt',
   'x-punctual-fencing-token',
   'x-punctual-signature',
+  'webhook-id',
+  'webhook-timestamp',
+  'webhook-signature',
   // The URL names the target: a user Host header must not send the request to another virtual host.
   'host',
   // undici computes or rejects these (or they are hop-by-hop): sending a user's copy would fail every attempt.
@@ -112,6 +118,8 @@ const reservedHeaderNames = new Set([
 interface Target {
   origin: string;
   path: string;
+  /** origin + path: the URL as requested (no fragment), which the v2 signature binds. */
+  url: string;
 }
 
 interface PreparedHeaders {
@@ -241,7 +249,8 @@ class Engine {
     this.limiter = new ConcurrencyLimiter<Attempt>(options.inFlightMax ?? limits.dispatchInFlightMax, (a) =>
       this.start(a),
     );
-    this.agent = new Agent({ connections: limits.dispatchConnectionsPerOriginMax, pipelining: 1 });
+    const policy = options.targetPolicy ?? new TargetPolicy();
+    this.agent = new Agent({ connections: limits.dispatchConnectionsPerOriginMax, pipelining: 1, connect: policy.connector() });
   }
 
   send(delivery: Delivery): Promise<AttemptOutcome> {
@@ -277,7 +286,7 @@ class Engine {
       origin: attempt.target.origin,
       path: attempt.target.path,
       method: d.spec.method as UndiciDispatcher.HttpMethod,
-      headers: this.headers(d, startedAtMs),
+      headers: this.headers(d, attempt.target, startedAtMs),
       body: d.body.length > 0 ? d.body : null,
       // Our timer covers connect + headers + body as one budget; undici's own timers would only race it.
       headersTimeout: 0,
@@ -388,7 +397,7 @@ class Engine {
     return parsed;
   }
 
-  private headers(d: Delivery, nowMs: number): string[] {
+  private headers(d: Delivery, target: Target, nowMs: number): string[] {
     const spec = d.spec;
     let prepared = this.preparedHeaders.get(spec);
     if (prepared === undefined) {
@@ -396,9 +405,10 @@ class Engine {
       this.preparedHeaders.set(spec, prepared);
     }
     const headers = prepared.user.slice();
+    const dedupKey = `${d.jobId}:${d.scheduledAtMs}`;
     headers.push(
       'X-Deduplication-Key',
-      `${d.jobId}:${d.scheduledAtMs}`,
+      dedupKey,
       'X-Punctual-Job-Id',
       d.jobId,
       'X-Punctual-Scheduled-At',
@@ -409,7 +419,18 @@ class Engine {
       d.fencingToken,
     );
     if (spec.signingSecret !== null && spec.signingSecret.length > 0) {
-      headers.push('X-Punctual-Signature', signBody(spec.signingSecret, nowMs, d.body));
+      const secrets = spec.signingSecretNext ? [spec.signingSecret, spec.signingSecretNext] : [spec.signingSecret];
+      const signed = signatureHeaders(secrets, { method: spec.method, url: target.url, dedupKey, unixMs: nowMs, body: d.body });
+      headers.push(
+        'webhook-id',
+        dedupKey,
+        'webhook-timestamp',
+        signed.webhookTimestamp,
+        'webhook-signature',
+        signed.webhookSignature,
+        'X-Punctual-Signature',
+        signed.punctualSignature,
+      );
     }
     if (!prepared.hasContentType && d.body.length > 0) {
       headers.push('content-type', d.bodyEncoding === 'base64' ? 'application/octet-stream' : 'application/json');
@@ -420,12 +441,27 @@ class Engine {
 
 const locationTextMax = 200;
 
-/** `HTTP 503`; a 3xx names where it pointed, since it is not followed (the URL is probably out of date). */
+/**
+ * `HTTP 503`; a 3xx names where it pointed, since it is not followed (the URL is probably out of date), but
+ * without its query string, fragment or credentials: whoever reads executions must not learn tokens that an
+ * internal service put in a Location.
+ */
 function statusError(statusCode: number, location: string | null): string {
   if (statusCode < 300 || statusCode > 399) return `HTTP ${statusCode}`;
   if (location === null || location.length === 0) return `HTTP ${statusCode} (redirect not followed)`;
-  const shown = location.length <= locationTextMax ? location : location.slice(0, locationTextMax - 3) + '...';
+  const bare = redirectShown(location);
+  const shown = bare.length <= locationTextMax ? bare : bare.slice(0, locationTextMax - 3) + '...';
   return `HTTP ${statusCode} (redirect to ${shown} not followed)`;
+}
+
+/** A Location as scheme://host/path (an absolute one) or its path (a relative one): no query, fragment or userinfo. */
+function redirectShown(location: string): string {
+  if (URL.canParse(location)) {
+    const u = new URL(location);
+    return u.host === '' ? `${u.protocol}${u.pathname}` : `${u.protocol}//${u.host}${u.pathname}`;
+  }
+  const cut = location.search(/[?#]/);
+  return cut < 0 ? location : location.slice(0, cut);
 }
 
 /** Specs are treated as immutable: the filtered headers are cached per spec object. */
@@ -451,5 +487,6 @@ function parseTarget(url: string): Target | string {
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
     return `unsupported url scheme ${parsed.protocol}`;
   }
-  return { origin: parsed.origin, path: parsed.pathname + parsed.search };
+  const path = parsed.pathname + parsed.search;
+  return { origin: parsed.origin, path, url: parsed.origin + path };
 }

@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { signBody, verifySignature } from './signature.js';
+import { signBody, signatureHeaders, signingKey, standardSignature, verifySignature, verifySignatureV2, verifyStandardWebhook } from './signature.js';
 
 const body = new TextEncoder().encode('{"job":"a","n":1}');
 const secret = 'topsecret';
@@ -43,5 +43,52 @@ describe('signBody / verifySignature', () => {
     const expected = createHmac('sha256', secret).update(`${t}.`).digest('hex');
     expect(signBody(secret, t, empty)).toBe(`t=${t},v1=${expected}`);
     expect(verifySignature(secret, signBody(secret, t, empty), empty, 0, t)).toBe(true);
+  });
+});
+
+describe('Standard Webhooks and v2', () => {
+  it('reproduces the Standard Webhooks specification test vector (whsec_ key = decoded bytes)', () => {
+    const key = signingKey('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw');
+    const payload = new TextEncoder().encode('{"test": 2432232314}');
+    expect(standardSignature(key, 'msg_p5jXN8AQM9LWM0D4loKWxJek', 1614265330, payload)).toBe(
+      'v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=',
+    );
+    const headers = { id: 'msg_p5jXN8AQM9LWM0D4loKWxJek', timestamp: '1614265330', signature: 'v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=' };
+    expect(verifyStandardWebhook('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', headers, payload, 300, 1614265330_000)).toBe(true);
+    expect(verifyStandardWebhook('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', headers, payload, 300, 1614265631_000)).toBe(false);
+  });
+
+  it('signatureHeaders: fixed vectors for one and two secrets', () => {
+    const r = { method: 'POST', url: 'https://example.com/hooks?x=1', dedupKey: 'job-1:1700000000000', unixMs: 1_700_000_001_234, body };
+    const one = signatureHeaders(['0123456789abcdef'], r);
+    const hex = (key: string | Buffer, text: string): string => createHmac('sha256', key).update(text).digest('hex');
+    const canonical = 'POST\nhttps://example.com/hooks?x=1\njob-1:1700000000000\n1700000001234\n{"job":"a","n":1}';
+    expect(one).toEqual({
+      webhookTimestamp: '1700000001',
+      webhookSignature: 'v1,' + createHmac('sha256', '0123456789abcdef').update('job-1:1700000000000.1700000001.{"job":"a","n":1}').digest('base64'),
+      punctualSignature: `t=1700000001234,v1=${hex('0123456789abcdef', '1700000001234.{"job":"a","n":1}')},v2=${hex('0123456789abcdef', canonical)}`,
+    });
+    const two = signatureHeaders(['0123456789abcdef', 'fedcba9876543210'], r);
+    expect(two.webhookSignature.split(' ')).toHaveLength(2);
+    expect(two.punctualSignature.split(',').map((p) => p.split('=')[0])).toEqual(['t', 'v1', 'v1', 'v2', 'v2']);
+    // v1 keeps keying by the secret string, whatever its form (receivers of the old scheme keep verifying).
+    const whsec = 'whsec_' + Buffer.from('k'.repeat(24)).toString('base64');
+    const withWhsec = signatureHeaders([whsec], r);
+    expect(withWhsec.punctualSignature).toContain(`v1=${hex(whsec, '1700000001234.{"job":"a","n":1}')}`);
+    expect(withWhsec.punctualSignature).toContain(`v2=${hex(Buffer.from('k'.repeat(24)), canonical)}`);
+  });
+
+  it('verifySignatureV2 refuses a changed method, URL, key, body or timestamp, and a stale t', () => {
+    const r = { method: 'POST', url: 'https://e.com/a', dedupKey: 'j:1', body };
+    const header = signatureHeaders(['0123456789abcdef'], { ...r, unixMs: t }).punctualSignature;
+    expect(verifySignatureV2('0123456789abcdef', header, r, 1000, t)).toBe(true);
+    expect(verifySignatureV2('0123456789abcdef', header, { ...r, method: 'GET' }, 1000, t)).toBe(false);
+    expect(verifySignatureV2('0123456789abcdef', header, { ...r, url: 'https://e.com/b' }, 1000, t)).toBe(false);
+    expect(verifySignatureV2('0123456789abcdef', header, { ...r, dedupKey: 'j:2' }, 1000, t)).toBe(false);
+    expect(verifySignatureV2('0123456789abcdef', header, { ...r, body: new Uint8Array(0) }, 1000, t)).toBe(false);
+    expect(verifySignatureV2('0123456789abcdef', header.replace(`t=${t}`, `t=${t + 1}`), r, 1000, t)).toBe(false);
+    expect(verifySignatureV2('0123456789abcdef', header, r, 1000, t + 1001)).toBe(false);
+    // Old receivers: the v1 entry is still there and still verifies.
+    expect(verifySignature('0123456789abcdef', header, body, 1000, t)).toBe(true);
   });
 });

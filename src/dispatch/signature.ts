@@ -1,22 +1,133 @@
 /**
- * Callback signatures (API.md section 3): `X-Punctual-Signature: t={unixMs},v1={hex HMAC-SHA256(secret,
- * t + "." + body)}`. The timestamp is inside the MAC so a receiver can refuse replays older than its tolerance.
+ * Callback signatures. Every signed callback carries three families at once (docs/security.md, "Signing
+ * callbacks"):
+ *
+ * - Standard Webhooks 1.0: `webhook-id` (the X-Deduplication-Key), `webhook-timestamp` (Unix seconds),
+ *   `webhook-signature: v1,<base64 HMAC-SHA256(key, id + "." + timestamp + "." + body)>`, one space-separated
+ *   entry per active secret. A `whsec_<base64>` secret's key is the decoded bytes; any other secret's key is its
+ *   UTF-8 bytes.
+ * - Punctual v2, which also binds the method and URL: `v2=<hex HMAC-SHA256(key, canonicalV2)>` inside
+ *   X-Punctual-Signature, where canonicalV2 = method "\n" url "\n" dedupKey "\n" t "\n" body (same key).
+ * - Punctual v1 (deprecated, kept one release): `v1=<hex HMAC-SHA256(secret as UTF-8, t + "." + body)>`.
+ *
+ * `X-Punctual-Signature: t=<unix ms>,v1=<hex>[,v1=<hex>],v2=<hex>[,v2=<hex>]`: every entry of the current
+ * secret first, then those of the next one while both are set. The timestamp is inside every MAC so a receiver
+ * can refuse replays older than its tolerance.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
 const hexDigestChars = 64;
+/** The Standard Webhooks secret prefix: the rest is the key in base64. */
+export const whsecPrefix = 'whsec_';
 
-function macHex(secret: string, unixMs: number, body: Uint8Array): string {
+/** What the v2 and Standard Webhooks signatures bind, besides the secret. */
+export interface SignedRequest {
+  /** Upper case, as sent. */
+  method: string;
+  /** As requested: scheme://host[:port]/path?query, no fragment. */
+  url: string;
+  /** X-Deduplication-Key, also webhook-id. */
+  dedupKey: string;
+  /** The sending node's clock, epoch ms: `t` of X-Punctual-Signature; webhook-timestamp is it in seconds. */
+  unixMs: number;
+  body: Uint8Array;
+}
+
+export interface SignatureHeaders {
+  webhookTimestamp: string;
+  webhookSignature: string;
+  punctualSignature: string;
+}
+
+/** The HMAC key of v2 and Standard Webhooks: a whsec_ secret's decoded bytes, else the secret's UTF-8 bytes. */
+export function signingKey(secret: string): Buffer {
+  return secret.startsWith(whsecPrefix) ? Buffer.from(secret.slice(whsecPrefix.length), 'base64') : Buffer.from(secret, 'utf8');
+}
+
+function v1Hex(secret: string, unixMs: number, body: Uint8Array): string {
   return createHmac('sha256', secret).update(`${unixMs}.`).update(body).digest('hex');
 }
 
-/** `t={unixMs},v1={hex HMAC-SHA256(secret, t + "." + body)}` */
+/** The bytes v2 signs, before the body: method, url, dedupKey and t, each followed by a line feed. */
+export function canonicalV2Head(r: Omit<SignedRequest, 'body'>): string {
+  return `${r.method}\n${r.url}\n${r.dedupKey}\n${r.unixMs}\n`;
+}
+
+function v2Hex(key: Buffer, r: SignedRequest): string {
+  return createHmac('sha256', key).update(canonicalV2Head(r)).update(r.body).digest('hex');
+}
+
+/** One Standard Webhooks entry: `v1,<base64>`. */
+export function standardSignature(key: Buffer, id: string, timestampSeconds: number, body: Uint8Array): string {
+  return 'v1,' + createHmac('sha256', key).update(`${id}.${timestampSeconds}.`).update(body).digest('base64');
+}
+
+/** Every signature header of one attempt, for the active secrets (current first, then next). */
+export function signatureHeaders(secrets: readonly string[], r: SignedRequest): SignatureHeaders {
+  const seconds = Math.floor(r.unixMs / 1000);
+  const standard: string[] = [];
+  const v1: string[] = [];
+  const v2: string[] = [];
+  for (const secret of secrets) {
+    const key = signingKey(secret);
+    standard.push(standardSignature(key, r.dedupKey, seconds, r.body));
+    v1.push(`v1=${v1Hex(secret, r.unixMs, r.body)}`);
+    v2.push(`v2=${v2Hex(key, r)}`);
+  }
+  return {
+    webhookTimestamp: String(seconds),
+    webhookSignature: standard.join(' '),
+    punctualSignature: [`t=${r.unixMs}`, ...v1, ...v2].join(','),
+  };
+}
+
+/** `t={unixMs},v1={hex HMAC-SHA256(secret, t + "." + body)}`: the v1 scheme alone. */
 export function signBody(secret: string, unixMs: number, body: Uint8Array): string {
-  return `t=${unixMs},v1=${macHex(secret, unixMs, body)}`;
+  return `t=${unixMs},v1=${v1Hex(secret, unixMs, body)}`;
+}
+
+interface ParsedHeader {
+  unixMs: number;
+  v1: string[];
+  v2: string[];
+}
+
+/** `t=...,v1=...,v2=...`; unknown names are skipped (a later version may add some); null when malformed. */
+function parsePunctualHeader(header: string): ParsedHeader | null {
+  let unixMs: number | null = null;
+  const out: ParsedHeader = { unixMs: 0, v1: [], v2: [] };
+  for (const part of header.split(',')) {
+    const eq = part.indexOf('=');
+    if (eq < 0) return null;
+    const name = part.slice(0, eq).trim();
+    const value = part.slice(eq + 1).trim();
+    if (name === 't') {
+      if (unixMs !== null || !/^\d{1,16}$/.test(value)) return null;
+      unixMs = Number(value);
+    } else if (name === 'v1') {
+      out.v1.push(value);
+    } else if (name === 'v2') {
+      out.v2.push(value);
+    }
+  }
+  if (unixMs === null) return null;
+  out.unixMs = unixMs;
+  return out;
+}
+
+/** Constant time per candidate and no early exit, so timing does not tell which candidate matched. */
+function anyHexMatches(expectedHex: string, candidates: readonly string[]): boolean {
+  const expected = Buffer.from(expectedHex, 'hex');
+  let ok = false;
+  for (const candidate of candidates) {
+    if (candidate.length !== hexDigestChars || !/^[0-9a-f]+$/.test(candidate)) continue;
+    if (timingSafeEqual(expected, Buffer.from(candidate, 'hex'))) ok = true;
+  }
+  return ok;
 }
 
 /**
- * True when the header carries a timestamp within toleranceMs of nowMs (either side: clocks drift) and a v1
+ * v1: true when the header carries a timestamp within toleranceMs of nowMs (either side: clocks drift) and a v1
  * MAC that matches. Several v1 entries are accepted (a receiver rotating secrets may see more than one).
  */
 export function verifySignature(
@@ -26,28 +137,43 @@ export function verifySignature(
   toleranceMs: number,
   nowMs: number,
 ): boolean {
-  let unixMs: number | null = null;
-  const candidates: string[] = [];
-  for (const part of header.split(',')) {
-    const eq = part.indexOf('=');
-    if (eq < 0) return false;
-    const name = part.slice(0, eq).trim();
-    const value = part.slice(eq + 1).trim();
-    if (name === 't') {
-      if (unixMs !== null || !/^\d{1,16}$/.test(value)) return false;
-      unixMs = Number(value);
-    } else if (name === 'v1') {
-      candidates.push(value);
-    }
-  }
-  if (unixMs === null || candidates.length === 0) return false;
-  if (Math.abs(nowMs - unixMs) > toleranceMs) return false;
-  const expected = Buffer.from(macHex(secret, unixMs, body), 'hex');
+  const parsed = parsePunctualHeader(header);
+  if (parsed === null || parsed.v1.length === 0) return false;
+  if (Math.abs(nowMs - parsed.unixMs) > toleranceMs) return false;
+  return anyHexMatches(v1Hex(secret, parsed.unixMs, body), parsed.v1);
+}
+
+/** v2: as verifySignature, over the method, URL and deduplication key as well. */
+export function verifySignatureV2(
+  secret: string,
+  header: string,
+  r: Omit<SignedRequest, 'unixMs'>,
+  toleranceMs: number,
+  nowMs: number,
+): boolean {
+  const parsed = parsePunctualHeader(header);
+  if (parsed === null || parsed.v2.length === 0) return false;
+  if (Math.abs(nowMs - parsed.unixMs) > toleranceMs) return false;
+  return anyHexMatches(v2Hex(signingKey(secret), { ...r, unixMs: parsed.unixMs }), parsed.v2);
+}
+
+/** Standard Webhooks: the timestamp within toleranceSeconds of nowMs and one `v1,` entry that matches. */
+export function verifyStandardWebhook(
+  secret: string,
+  headers: { id: string; timestamp: string; signature: string },
+  body: Uint8Array,
+  toleranceSeconds: number,
+  nowMs: number,
+): boolean {
+  if (!/^\d{1,13}$/.test(headers.timestamp)) return false;
+  const seconds = Number(headers.timestamp);
+  if (Math.abs(nowMs / 1000 - seconds) > toleranceSeconds) return false;
+  const expected = Buffer.from(standardSignature(signingKey(secret), headers.id, seconds, body).slice(3), 'base64');
   let ok = false;
-  for (const candidate of candidates) {
-    if (candidate.length !== hexDigestChars || !/^[0-9a-f]+$/.test(candidate)) continue;
-    // Constant time per candidate, and no early exit, so timing does not say which one matched.
-    if (timingSafeEqual(expected, Buffer.from(candidate, 'hex'))) ok = true;
+  for (const entry of headers.signature.split(' ')) {
+    if (!entry.startsWith('v1,')) continue;
+    const given = Buffer.from(entry.slice(3), 'base64');
+    if (given.length === expected.length && timingSafeEqual(given, expected)) ok = true;
   }
   return ok;
 }

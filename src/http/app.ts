@@ -8,6 +8,7 @@ import { PunctualError, invalid, toProblem } from '../core/errors.js';
 import { clusterLimits, limits } from '../core/limits.js';
 import type { Logger } from '../core/log.js';
 import type { SchedulerApi } from '../node/api.js';
+import type { CallbackUrlCheck } from './parse.js';
 import { routes, type Route } from './routes.js';
 
 export interface ApiRequest {
@@ -37,6 +38,8 @@ export interface AppDeps {
   metricsAuth: boolean;
   metrics: () => Promise<{ contentType: string; body: string }>;
   logger: Logger;
+  /** The SSRF guard at submit: a callback URL with a refused literal address is a 400 on its url field. */
+  callbackUrlCheck?: CallbackUrlCheck;
 }
 
 export interface App {

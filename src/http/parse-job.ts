@@ -10,7 +10,7 @@ import { jobStates } from '../scheduler/types.js';
 import { firstOccurrence } from '../scheduler/schedule.js';
 import { deriveJobId, requestDigest } from './idempotency.js';
 import { timeMsMax } from './time.js';
-import { misfirePolicies, overlapPolicies, parseCallback, parseSchedule } from './parse.js';
+import { misfirePolicies, overlapPolicies, parseCallback, parseSchedule, type CallbackUrlCheck } from './parse.js';
 import {
   Issues,
   fieldAt,
@@ -36,6 +36,8 @@ export interface JobContext {
   idempotencyKey: string | null;
   /** The item's index in a batch, null for POST /v1/jobs. */
   batchIndex: number | null;
+  /** The SSRF guard's check of an inline callback's literal address (none: not checked here). */
+  urlCheck?: CallbackUrlCheck;
 }
 
 /** One job body -> JobSpec; throws invalid_argument naming every bad field (prefixed, e.g. `jobs[3].schedule`). */
@@ -45,7 +47,7 @@ export function parseJob(body: unknown, prefix: string, ctx: JobContext): JobSpe
   if (o === undefined) throw issues.toError();
   onlyKeys(o, jobKeys, prefix, issues);
   const id = o.id == null ? deriveJobId(ctx.idempotencyKey, ctx.batchIndex) : readPattern(o.id, fieldAt(prefix, 'id'), jobIdPattern, '[A-Za-z0-9._:-]{1,128}', issues);
-  const target = parseTarget(o, prefix, issues);
+  const target = parseTarget(o, prefix, issues, ctx.urlCheck);
   const payload = parsePayload(o, prefix, issues);
   const schedule = parseSchedule(o.schedule, fieldAt(prefix, 'schedule'), ctx.nowMs, issues);
   const endAtMs = o.end_at == null ? null : readTime(o.end_at, fieldAt(prefix, 'end_at'), issues);
@@ -73,7 +75,7 @@ export function parseJob(body: unknown, prefix: string, ctx: JobContext): JobSpe
   };
 }
 
-function parseTarget(o: JsonObject, prefix: string, issues: Issues): Pick<JobSpec, 'task' | 'callback'> | undefined {
+function parseTarget(o: JsonObject, prefix: string, issues: Issues, urlCheck?: CallbackUrlCheck): Pick<JobSpec, 'task' | 'callback'> | undefined {
   const hasTask = o.task != null;
   const hasCallback = o.callback != null;
   if (hasTask === hasCallback) return issues.add(fieldAt(prefix, 'task'), 'give exactly one of task or callback');
@@ -81,7 +83,7 @@ function parseTarget(o: JsonObject, prefix: string, issues: Issues): Pick<JobSpe
     const task = readPattern(o.task, fieldAt(prefix, 'task'), taskNamePattern, '[A-Za-z0-9._-]{1,128}', issues);
     return task === undefined ? undefined : { task, callback: null };
   }
-  const callback = parseCallback(o.callback, fieldAt(prefix, 'callback'), issues);
+  const callback = parseCallback(o.callback, fieldAt(prefix, 'callback'), issues, urlCheck);
   return callback === undefined ? undefined : { task: null, callback };
 }
 
@@ -152,7 +154,7 @@ function checkEnd(schedule: Schedule | undefined, endAtMs: number | null | undef
 export type BatchItem = { ok: true; spec: JobSpec } | { ok: false; id: string | null; error: PunctualError };
 
 /** POST /v1/jobs:batch: `{"jobs": [...]}`; each item is parsed on its own so one bad item never fails the others. */
-export function parseBatch(body: unknown, nowMs: number, idempotencyKey: string | null): BatchItem[] {
+export function parseBatch(body: unknown, nowMs: number, idempotencyKey: string | null, urlCheck?: CallbackUrlCheck): BatchItem[] {
   const issues = new Issues();
   const o = readObject(body, '', issues);
   if (o === undefined) throw issues.toError();
@@ -162,7 +164,7 @@ export function parseBatch(body: unknown, nowMs: number, idempotencyKey: string 
   issues.throwIfAny();
   return (o.jobs as unknown[]).map((item, i): BatchItem => {
     try {
-      return { ok: true, spec: parseJob(item, `jobs[${i}]`, { nowMs, idempotencyKey, batchIndex: i }) };
+      return { ok: true, spec: parseJob(item, `jobs[${i}]`, { nowMs, idempotencyKey, batchIndex: i, urlCheck }) };
     } catch (err) {
       const id = isObject(item) && typeof item.id === 'string' && jobIdPattern.test(item.id) ? item.id : null;
       if (err instanceof PunctualError) return { ok: false, id, error: err };

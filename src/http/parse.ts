@@ -88,14 +88,22 @@ function parseCron(o: JsonObject, field: string, issues: Issues): Schedule | und
   return { kind: 'cron', cron, timezone, startAtMs };
 }
 
-const callbackKeys = ['url', 'method', 'headers', 'timeout_ms', 'retry', 'signing_secret', 'max_concurrency'] as const;
+const callbackKeys = [
+  'url', 'method', 'headers', 'timeout_ms', 'retry', 'signing_secret', 'signing_secret_next', 'max_concurrency',
+] as const;
+
+/**
+ * Why the node refuses a callback URL whose host is a literal address (the SSRF guard, src/dispatch/
+ * target-policy.ts), or null. Names are only checked when connecting: what they resolve to may change.
+ */
+export type CallbackUrlCheck = (url: string) => string | null;
 
 /** A task body (PUT /v1/tasks/{name}) or a job's inline `callback`. */
-export function parseCallback(value: unknown, prefix: string, issues: Issues): CallbackSpec | undefined {
+export function parseCallback(value: unknown, prefix: string, issues: Issues, urlCheck?: CallbackUrlCheck): CallbackSpec | undefined {
   const o = readObject(value, prefix, issues);
   if (o === undefined) return undefined;
   onlyKeys(o, callbackKeys, prefix, issues);
-  const url = parseUrl(o.url, fieldAt(prefix, 'url'), issues);
+  const url = parseUrl(o.url, fieldAt(prefix, 'url'), issues, urlCheck);
   const method = parseMethod(o.method, fieldAt(prefix, 'method'), issues);
   const headers = o.headers == null ? {} : parseHeaders(o.headers, fieldAt(prefix, 'headers'), issues);
   const timeoutMs =
@@ -104,16 +112,26 @@ export function parseCallback(value: unknown, prefix: string, issues: Issues): C
       : readInt(o.timeout_ms, fieldAt(prefix, 'timeout_ms'), 1, limits.callbackTimeoutMsMax, issues);
   const retry = parseRetry(o.retry, fieldAt(prefix, 'retry'), issues);
   const signingSecret = parseSecret(o.signing_secret, fieldAt(prefix, 'signing_secret'), issues);
+  const signingSecretNext = parseSecret(o.signing_secret_next, fieldAt(prefix, 'signing_secret_next'), issues);
+  if (signingSecretNext != null && o.signing_secret == null) {
+    issues.add(fieldAt(prefix, 'signing_secret_next'), 'needs signing_secret (the current secret) as well');
+  } else if (signingSecretNext != null && signingSecretNext === signingSecret) {
+    issues.add(fieldAt(prefix, 'signing_secret_next'), 'must differ from signing_secret');
+  }
   const maxConcurrency =
     o.max_concurrency == null
       ? limits.maxConcurrencyDefault
       : readInt(o.max_concurrency, fieldAt(prefix, 'max_concurrency'), 1, limits.maxConcurrencyMax, issues);
   if (url === undefined || method === undefined || headers === undefined || timeoutMs === undefined) return undefined;
   if (retry === undefined || signingSecret === undefined || maxConcurrency === undefined) return undefined;
-  return { url, method, headers, timeoutMs, retry, signingSecret, maxConcurrency };
+  if (signingSecretNext === undefined) return undefined;
+  const spec: CallbackSpec = { url, method, headers, timeoutMs, retry, signingSecret, maxConcurrency };
+  // Only when set: a spec without rotation stays byte for byte what it was before the field existed.
+  if (signingSecretNext !== null) spec.signingSecretNext = signingSecretNext;
+  return spec;
 }
 
-function parseUrl(value: unknown, field: string, issues: Issues): string | undefined {
+function parseUrl(value: unknown, field: string, issues: Issues, urlCheck?: CallbackUrlCheck): string | undefined {
   if (value === undefined || value === null) return issues.add(field, 'is required');
   const text = readString(value, field, limits.urlLengthMax, issues);
   if (text === undefined) return undefined;
@@ -129,6 +147,8 @@ function parseUrl(value: unknown, field: string, issues: Issues): string | undef
   // Stored (and answered) as the URL the callback will really request: WHATWG-normalized (host lower case and
   // punycode, path percent-encoded), so a GET of the task shows what the receiver will see.
   if (url.href.length > limits.urlLengthMax) return issues.add(field, `must be at most ${limits.urlLengthMax} characters once normalized`);
+  const refused = urlCheck?.(url.href) ?? null;
+  if (refused !== null) return issues.add(field, refused);
   return url.href;
 }
 
@@ -152,6 +172,10 @@ const reservedHeaders = new Set([
   'host',
   'content-length',
   'x-deduplication-key',
+  // Standard Webhooks signature headers (src/dispatch/signature.ts).
+  'webhook-id',
+  'webhook-timestamp',
+  'webhook-signature',
 ]);
 const headerNamePattern = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const headerValuePattern = /^[\t\x20-\x7e\x80-\xff]*$/;
@@ -208,19 +232,33 @@ function orDefault<T>(value: unknown, fallback: T, read: (v: unknown) => T | und
   return value === undefined || value === null ? fallback : read(value);
 }
 
-/** null = no secret; undefined = invalid. */
+const whsecPattern = /^whsec_([A-Za-z0-9+/]+={0,2})$/;
+
+/**
+ * null = no secret; undefined = invalid. A `whsec_<base64>` secret (Standard Webhooks) is measured by its
+ * decoded key; any other by its UTF-8 bytes.
+ */
 function parseSecret(value: unknown, field: string, issues: Issues): string | null | undefined {
   if (value === undefined || value === null) return null;
   if (typeof value !== 'string' || value.length === 0) return issues.add(field, 'must be a non-empty string');
   if (utf8Length(value) > limits.signingSecretBytesMax) return issues.add(field, `must be at most ${limits.signingSecretBytesMax} bytes`);
   if (value === redactedSecret) return issues.add(field, 'is the redacted placeholder "***"; give the real secret or omit it');
+  const min = limits.signingSecretBytesMin;
+  if (value.startsWith('whsec_')) {
+    const m = whsecPattern.exec(value);
+    if (m === null || m[1]!.length % 4 === 1) return issues.add(field, 'a whsec_ secret must be whsec_ followed by base64');
+    const keyBytes = Buffer.from(m[1]!, 'base64').length;
+    if (keyBytes < min) return issues.add(field, `must decode to at least ${min} bytes (got ${keyBytes})`);
+    return value;
+  }
+  if (utf8Length(value) < min) return issues.add(field, `must be at least ${min} bytes`);
   return value;
 }
 
 /** PUT /v1/tasks/{name}: the callback fields only (name comes from the path; created_at/updated_at are read-only). */
-export function parseTaskBody(body: unknown): CallbackSpec {
+export function parseTaskBody(body: unknown, urlCheck?: CallbackUrlCheck): CallbackSpec {
   const issues = new Issues();
-  const spec = parseCallback(body, '', issues);
+  const spec = parseCallback(body, '', issues, urlCheck);
   if (spec === undefined || !issues.ok) throw issues.toError();
   return spec;
 }

@@ -84,14 +84,14 @@ const noContent: ApiResponse = { status: 204, headers: {}, body: '' };
 
 async function putTask({ req, params, deps }: RouteContext): Promise<ApiResponse> {
   const name = parseTaskName(params.name!);
-  const spec = parseTaskBody(jsonBody(req));
+  const spec = parseTaskBody(jsonBody(req), deps.callbackUrlCheck);
   const { task, created } = await deps.api.putTask(name, spec);
   return jsonResponse(created ? 201 : 200, taskView(task));
 }
 
 async function createJob({ req, deps }: RouteContext): Promise<ApiResponse> {
   const idempotencyKey = parseIdempotencyKey(req.headers['idempotency-key']);
-  const spec = parseJob(jsonBody(req), '', { nowMs: deps.api.nowMs(), idempotencyKey, batchIndex: null });
+  const spec = parseJob(jsonBody(req), '', { nowMs: deps.api.nowMs(), idempotencyKey, batchIndex: null, urlCheck: deps.callbackUrlCheck });
   const [result] = await deps.api.createJobs([spec]);
   if (result === undefined) throw new PunctualError('internal', 'createJobs returned no result');
   if (!result.ok) throw result.error;
@@ -120,7 +120,7 @@ function itemProblem(err: PunctualError, index: number): Problem {
 /** Valid items go to the node in one call; results are merged back in input order. */
 async function createBatch({ req, deps }: RouteContext): Promise<ApiResponse> {
   const idempotencyKey = parseIdempotencyKey(req.headers['idempotency-key']);
-  const items: BatchItem[] = parseBatch(jsonBody(req), deps.api.nowMs(), idempotencyKey);
+  const items: BatchItem[] = parseBatch(jsonBody(req), deps.api.nowMs(), idempotencyKey, deps.callbackUrlCheck);
   const specs = items.flatMap((item) => (item.ok ? [item.spec] : []));
   const created: CreateJobResult[] = specs.length === 0 ? [] : await deps.api.createJobs(specs);
   if (created.length !== specs.length) throw new PunctualError('internal', 'createJobs returned a wrong number of results');

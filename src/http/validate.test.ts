@@ -90,6 +90,14 @@ const badJobs: Array<[string, unknown, string]> = [
   ['signing_secret empty', withCallback({ signing_secret: '' }), 'callback.signing_secret'],
   ['signing_secret is the redaction', withCallback({ signing_secret: '***' }), 'callback.signing_secret'],
   ['signing_secret too long', withCallback({ signing_secret: 's'.repeat(limits.signingSecretBytesMax + 1) }), 'callback.signing_secret'],
+  ['signing_secret shorter than 16 bytes', withCallback({ signing_secret: 'a'.repeat(limits.signingSecretBytesMin - 1) }), 'callback.signing_secret'],
+  ['signing_secret whsec_ not base64', withCallback({ signing_secret: 'whsec_not*base64-at-all!!' }), 'callback.signing_secret'],
+  ['signing_secret whsec_ under 16 decoded bytes', withCallback({ signing_secret: 'whsec_' + Buffer.alloc(15, 1).toString('base64') }), 'callback.signing_secret'],
+  ['signing_secret_next shorter than 16 bytes', withCallback({ signing_secret: 'a'.repeat(16), signing_secret_next: 'short' }), 'callback.signing_secret_next'],
+  ['signing_secret_next without signing_secret', withCallback({ signing_secret_next: 'b'.repeat(16) }), 'callback.signing_secret_next'],
+  ['signing_secret_next equal to signing_secret', withCallback({ signing_secret: 'a'.repeat(16), signing_secret_next: 'a'.repeat(16) }), 'callback.signing_secret_next'],
+  ['signing_secret_next is the redaction', withCallback({ signing_secret: 'a'.repeat(16), signing_secret_next: '***' }), 'callback.signing_secret_next'],
+  ['header webhook-signature', withCallback({ headers: { 'Webhook-Signature': 'v1,x' } }), 'callback.headers.Webhook-Signature'],
   ['max_concurrency zero', withCallback({ max_concurrency: 0 }), 'callback.max_concurrency'],
   ['max_concurrency too high', withCallback({ max_concurrency: limits.maxConcurrencyMax + 1 }), 'callback.max_concurrency'],
   ['payload and payload_base64', job({ payload: 1, payload_base64: 'AA==' }), 'payload'],
@@ -173,6 +181,39 @@ describe('POST /v1/jobs validation', () => {
     const res = await call(app, 'POST', '/v1/jobs', { callback: { url: 'nope' }, schedule: { delay_ms: -1 }, misfire: 'x' });
     expect(res.json.errors.map((e: { field: string }) => e.field).sort()).toEqual(['callback.url', 'misfire', 'schedule.delay_ms']);
     expect(res.json.detail).toMatch(/and 2 more/);
+  });
+});
+
+describe('callback target policy at submit (SSRF guard)', () => {
+  // The node passes its TargetPolicy's check; here a stand-in that refuses one literal address.
+  const urlCheck = (url: string): string | null =>
+    new URL(url).hostname === '169.254.169.254' ? 'callback target 169.254.169.254 refused by policy (link-local 169.254.0.0/16)' : null;
+
+  it('a refused literal address is a 400 on the url field, for a job, a batch item and a task; nothing is stored', async () => {
+    const { app, api } = makeHarness({ callbackUrlCheck: urlCheck });
+    const bad = { url: 'http://169.254.169.254/latest/meta-data/' };
+    const res = await call(app, 'POST', '/v1/jobs', { callback: bad });
+    expectInvalid(res, 'callback.url');
+    expect(res.json.errors[0].message).toBe('callback target 169.254.169.254 refused by policy (link-local 169.254.0.0/16)');
+    const batch = await call(app, 'POST', '/v1/jobs:batch', { jobs: [{ callback: cb }, { callback: bad }] });
+    expect(batch.status).toBe(200);
+    expect(batch.json.results[1].error.errors[0].field).toBe('jobs[1].callback.url');
+    expectInvalid(await call(app, 'PUT', '/v1/tasks/t', bad), 'url');
+    expect(api.created.flat().map((j) => j.callback?.url)).toEqual(['https://example.com/hook']);
+    expect((await call(app, 'GET', '/v1/tasks/t')).status).toBe(404);
+  });
+
+  it('accepts and redacts a rotation pair; both secrets survive a task round trip', async () => {
+    const { app, api } = makeHarness();
+    const next = 'whsec_' + Buffer.alloc(32, 7).toString('base64');
+    const put = await call(app, 'PUT', '/v1/tasks/t', { url: 'https://example.com/', signing_secret: 'current-secret-16b', signing_secret_next: next });
+    expect(put.status).toBe(201);
+    expect(put.json).toMatchObject({ signing_secret: '***', signing_secret_next: '***' });
+    expect(JSON.stringify(put.json)).not.toContain('current-secret-16b');
+    const stored = await api.getTask('t');
+    expect(stored).toMatchObject({ signingSecret: 'current-secret-16b', signingSecretNext: next });
+    const plain = await call(app, 'PUT', '/v1/tasks/u', { url: 'https://example.com/', signing_secret: 'current-secret-16b' });
+    expect(plain.json).not.toHaveProperty('signing_secret_next');
   });
 });
 

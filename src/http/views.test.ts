@@ -34,7 +34,7 @@ describe('job view round-trips', () => {
   it('has exactly the API.md fields, in order, and the inline callback with its secret redacted', () => {
     const body = {
       id: 'j-1',
-      callback: { url: 'https://e.com/x', signing_secret: 'hunter2', headers: { 'X-Tenant': 'a' } },
+      callback: { url: 'https://e.com/x', signing_secret: 'hunter2-hunter2-hunter2', headers: { 'X-Tenant': 'a' } },
       payload: { hello: ['w', 0] },
       schedule: { every_ms: 1000 },
       end_at: '2027-01-01T00:00:00Z',
@@ -57,7 +57,7 @@ describe('job view round-trips', () => {
       retry: { max_attempts: 5, initial_backoff_ms: 1000, max_backoff_ms: 60_000, multiplier: 2, jitter: true },
       signing_secret: '***', max_concurrency: 100,
     });
-    expect(JSON.stringify(view)).not.toContain('hunter2');
+    expect(JSON.stringify(view)).not.toContain('hunter2-hunter2-hunter2');
   });
 
   it('payload forms: JSON value, base64 bytes, null, none', () => {

@@ -38,6 +38,7 @@ export function callbackView(c: CallbackSpec): Record<string, unknown> {
     },
   };
   if (c.signingSecret !== null) view.signing_secret = redactedSecret;
+  if (c.signingSecretNext != null) view.signing_secret_next = redactedSecret;
   view.max_concurrency = c.maxConcurrency;
   return view;
 }

@@ -90,4 +90,10 @@ export interface NodeConfig {
    * members add it with `punctual cluster add-node` (docs/cluster.md). Absent = false.
    */
   join?: boolean;
+  /**
+   * The SSRF guard's explicit rules (`--callback-allow`, `--callback-deny`): CIDR ranges or single addresses,
+   * validated. Absent = none (the built-in denies and this node's own listeners still apply).
+   */
+  callbackAllow?: string[];
+  callbackDeny?: string[];
 }

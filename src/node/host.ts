@@ -10,6 +10,7 @@ import { createLogger, type Logger } from '../core/log.js';
 import { clusterLimits, nodeLimits } from '../core/limits.js';
 import { Prng } from '../core/prng.js';
 import { Dispatcher } from '../dispatch/dispatcher.js';
+import { targetPolicyFromLists, type TargetPolicy } from '../dispatch/target-policy.js';
 import { PeerTransport } from '../http/peer/index.js';
 import { NodeMetrics } from '../metrics/metrics.js';
 import { jobStates, type JobState } from '../scheduler/types.js';
@@ -77,6 +78,8 @@ export interface NodeCore {
   readonly logger: Logger;
   /** The peer transport (null without --peers). */
   readonly transport: PeerTransport | null;
+  /** The SSRF guard of callbacks; startNode adds the API listener to it once bound. */
+  readonly targetPolicy: TargetPolicy;
   /** Starts the peer transport and the Raft groups; a single node waits until it fires every shard. */
   start(): Promise<void>;
   /** Stops firing, lets in-flight callbacks finish (bounded), flushes proposals, closes the file. */
@@ -164,7 +167,9 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
   // The engine and transport are created below; callbacks reach them through these late-bound references.
   let engine: FiringEngine | null = null;
   let transport: PeerTransport | null = null;
+  const targetPolicy = targetPolicyFromLists(config.callbackAllow, config.callbackDeny);
   const dispatcher = new Dispatcher({
+    targetPolicy,
     clock,
     logger: logger.child({ component: 'dispatch' }),
     onStart: (d, startedAtMs) => {
@@ -260,6 +265,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     if (transport !== null) return transport;
     const t = makeTransport();
     cluster.peerPort = (await t.start()).port;
+    targetPolicy.addListener(config.peerListenHost, cluster.peerPort, 'peer listener');
     transport = t;
     router.setSender(t);
     cluster.setPeers(t);
@@ -295,12 +301,16 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     host,
     cluster,
     logger,
+    targetPolicy,
     get transport() {
       return transport;
     },
     async start() {
       const peers = transport;
-      if (peers !== null) cluster.peerPort = (await peers.start()).port;
+      if (peers !== null) {
+        cluster.peerPort = (await peers.start()).port;
+        targetPolicy.addListener(config.peerListenHost, cluster.peerPort, 'peer listener');
+      }
       host.start(peers);
       membership.start(peers);
       await firing.start();

@@ -34,8 +34,10 @@ export async function startNode(config: NodeConfig, options: StartNodeOptions = 
       metricsAuth: config.metricsAuth,
       metrics,
       logger: core.logger.child({ component: 'http' }),
+      callbackUrlCheck: (url) => core.targetPolicy.refusalForUrl(url),
     });
     server = await startApiServer(app, config.listenHost, config.listenPort);
+    core.targetPolicy.addListener(config.listenHost, server.port, 'API listener');
     core.service.apiPort = server.port;
     core.cluster.apiPort = server.port;
     await core.start();

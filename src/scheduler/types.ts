@@ -40,6 +40,11 @@ export interface CallbackSpec {
   timeoutMs: number;
   retry: RetryPolicy;
   signingSecret: string | null;
+  /**
+   * The next signing secret during a rotation: while set, every callback is signed with both. Absent (records
+   * written before it existed) or null = none.
+   */
+  signingSecretNext?: string | null;
   maxConcurrency: number;
 }
 

@@ -5,6 +5,10 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { ExecutionRecord, JobRecord, TaskRecord } from '../scheduler/types.js';
 import { openNodeDb, type Db } from './db.js';
 import { SqliteShardStore } from './shard-store.js';
+import { pack } from './rows.js';
+import { encodeShardImage, restoreShardImage } from './shard-snapshot.js';
+import { decodeCommand, encodeCommand } from '../scheduler/codec.js';
+import type { Command } from '../scheduler/commands.js';
 
 const task = (name: string): TaskRecord => ({
   name,
@@ -66,6 +70,42 @@ describe('SqliteShardStore (beyond the contract)', () => {
   afterEach(() => {
     if (db.open) db.close();
     rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('keeps both signing secrets through the store, a snapshot image and the replicated command codec', () => {
+    const s = new SqliteShardStore(db, 1);
+    const rotating: TaskRecord = { ...task('email'), signingSecret: 'current-secret-16b', signingSecretNext: 'next-secret-16byte' };
+    s.putTask(rotating);
+    const inline = job('a', { task: null, callback: { ...rotating, name: undefined } as unknown as JobRecord['callback'] });
+    s.putJob(inline);
+    expect(s.getTask('email')).toEqual(rotating);
+    expect(s.getJob('a')!.callback).toMatchObject({ signingSecret: 'current-secret-16b', signingSecretNext: 'next-secret-16byte' });
+
+    const other = openNodeDb(join(dir, 'copy'), 'off');
+    try {
+      other.transaction(() => restoreShardImage(other, 1, encodeShardImage(db, 1)))();
+      const copy = new SqliteShardStore(other, 1);
+      expect(copy.getTask('email')).toEqual(rotating);
+      expect(copy.getJob('a')!.callback).toMatchObject({ signingSecretNext: 'next-secret-16byte' });
+    } finally {
+      other.close();
+    }
+
+    const put = decodeCommand(encodeCommand({ type: 'put_task', nowMs: 1, task: rotating }));
+    expect(put).toEqual({ type: 'put_task', nowMs: 1, task: rotating });
+    const { state: _s, nextFireAtMs: _n, runs: _r, shard: _sh, createdAtMs: _c, updatedAtMs: _u, ...spec } = inline;
+    const created = decodeCommand(encodeCommand({ type: 'create_jobs', nowMs: 1, jobs: [spec] } as Command));
+    expect(created.type === 'create_jobs' && created.jobs[0]!.callback).toMatchObject({ signingSecretNext: 'next-secret-16byte' });
+  });
+
+  it('a task row written before signing_secret_next existed reads back without it (no migration needed)', () => {
+    const s = new SqliteShardStore(db, 1);
+    // The blob of a task as every earlier version wrote it: no signingSecretNext key at all.
+    const { name: _name, ...old } = { ...task('legacy'), signingSecret: 'old-short' };
+    db.prepare('INSERT INTO tasks (shard, name, data) VALUES (?, ?, ?)').run(1, 'legacy', pack(old));
+    const got = s.getTask('legacy')!;
+    expect(got.signingSecret).toBe('old-short');
+    expect(got.signingSecretNext ?? null).toBeNull();
   });
 
   it('round-trips records exactly, payload as a plain Uint8Array', () => {
