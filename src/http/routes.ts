@@ -5,7 +5,7 @@
  */
 import { PunctualError, invalid, toProblem, type Problem } from '../core/errors.js';
 import { nodeIdPattern } from '../core/ids.js';
-import type { CreateJobResult } from '../node/api.js';
+import type { CreateJobResult } from './scheduler-api.js';
 import type { ApiRequest, ApiResponse, AppDeps } from './app.js';
 import { jsonResponse } from './app.js';
 import { parseJobId, parseTaskBody, parseTaskName } from './parse.js';
