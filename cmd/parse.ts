@@ -125,7 +125,10 @@ export function parseJsonObject(what: string, text: string): Record<string, unkn
 
 const rfc3339Pattern = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
 
-/** A time as API.md accepts it: RFC 3339 with any offset (sent as is) or epoch milliseconds (sent as a number). */
+/**
+ * A time as the API accepts it (docs/api.md): RFC 3339 with any offset (sent as is) or epoch milliseconds (sent
+ * as a number).
+ */
 export function parseTime(what: string, text: string): string | number {
   if (/^\d+$/.test(text)) return parseIntIn(what, text, 0, Number.MAX_SAFE_INTEGER);
   if (rfc3339Pattern.test(text) && Number.isFinite(Date.parse(text)) && calendarOk(text)) return text;

@@ -1,7 +1,7 @@
 /** What `punctual serve` hands the node: its configuration, read from flags and env and already validated. */
 import type { LogLevel } from '../core/log.js';
 
-/** Everything `punctual serve` reads from flags and env (API.md section 1), already validated. */
+/** Everything `punctual serve` reads from flags and env (docs/cli.md), already validated. */
 export interface NodeConfig {
   listenHost: string;
   listenPort: number;

@@ -22,7 +22,7 @@ export interface PeerView {
   request(to: string, kind: string, body: Uint8Array, timeoutMs: number): Promise<Uint8Array>;
 }
 
-/** A shard as GET /v1/cluster shows it: `members` (voters and learners, API.md) plus which are learners. */
+/** A shard as GET /v1/cluster shows it: `members` (voters and learners) plus which are learners. */
 export type ShardView = ClusterView['shards'][number] & { learners: string[] };
 
 export interface MemberClusterView extends Omit<ClusterView, 'shards'> {
