@@ -1,5 +1,5 @@
 /**
- * Callback signatures (docs/api.md, "The callback"): `X-Punctual-Signature: t={unixMs},v1={hex HMAC-SHA256(secret,
+ * Callback signatures (API.md section 3): `X-Punctual-Signature: t={unixMs},v1={hex HMAC-SHA256(secret,
  * t + "." + body)}`. The timestamp is inside the MAC so a receiver can refuse replays older than its tolerance.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
