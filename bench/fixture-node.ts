@@ -1,5 +1,5 @@
 /**
- * A TEST FIXTURE, not Punctual: a tiny HTTP server that answers the few API.md routes the bench uses
+ * A TEST FIXTURE, not Punctual: a tiny HTTP server that answers the few routes of docs/api.md the bench uses
  * (PUT /v1/tasks/{name}, POST /v1/jobs, POST /v1/jobs:batch, GET /readyz) and fires each job's callback with
  * setTimeout, with faults on demand (lose, duplicate, fire early, refuse) so the bench's accounting can be
  * checked end to end against known answers before (and independently of) the real node.

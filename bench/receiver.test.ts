@@ -12,7 +12,7 @@ afterEach(async () => {
   receiver = null;
 });
 
-/** Sends one callback like the dispatcher does (API.md section 3) and returns status, body and headers. */
+/** Sends one callback like the dispatcher does (docs/api.md, "The callback") and returns status, body and headers. */
 async function deliver(jobId: string, scheduledMs: number, extra: Record<string, string> = {}) {
   const res = await pool!.request({
     method: 'POST',

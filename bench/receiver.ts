@@ -6,7 +6,7 @@
  * By default it runs on its own worker thread, with its own event loop and its own server, like a real receiver
  * is its own service: an arrival is timestamped by a loop that does nothing else, so the bench's load generator
  * (building and sending batches, reading answers) cannot add its stalls to the measured lateness. `inProcess`
- * runs the same code on the caller's loop instead (the old way, kept to compare the two).
+ * runs the same code on the caller's loop instead, to show how much the generator's stalls would add.
  *
  * Lateness is recorded for the first delivery of each deduplication key (a re-delivery is a duplicate, not a
  * second sample); "early" counts every delivery, first or not, that arrives before its scheduled time.

@@ -69,7 +69,7 @@ export interface Target {
   figure: FigureName;
   op: '>=' | '<=';
   value: number;
-  /** Why this target exists (the words). */
+  /** Why this target exists, in a few words (printed beside the figure). */
   label: string;
 }
 
@@ -95,7 +95,7 @@ export interface BenchResult {
   pass: boolean;
 }
 
-/** The targets (2-core machine, node + receiver + load generator together). */
+/** The targets of docs/performance.md (2-core machine, node + receiver + load generator together). */
 export function targetsFor(scenario: ScenarioName): Target[] {
   const safety: Target[] = [
     { figure: 'early', op: '<=', value: 0, label: 'no callback before its time' },

@@ -48,7 +48,7 @@ export interface RunOptions {
   nodes: number;
   token: string | null;
   receiverPort: number;
-  /** Run the callback receiver on the bench's own event loop (the old way) instead of its own thread. */
+  /** Run the callback receiver on the bench's own event loop instead of its own thread (to compare the two). */
   receiverInProcess?: boolean;
   logger?: Logger;
 }
@@ -57,7 +57,7 @@ export const taskName = 'bench';
 /** hot-instant stops sending this long before the instant (a job sent later would hardly share it). */
 const instantMarginMs = 100;
 
-/** Defaults per scenario, from the targets; every one can be overridden on the command line. */
+/** Defaults per scenario, sized for the targets of targetsFor(); every one can be overridden on the command line. */
 export function defaultParams(scenario: ScenarioName): ScenarioParams {
   const common = { ratePerS: 0, delayMs: 1_000, drainTimeoutS: 15, taskMaxConcurrency: 1_000 };
   switch (scenario) {

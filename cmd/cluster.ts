@@ -9,8 +9,8 @@ import { cliLimits } from '../src/core/limits.js';
 import { seg, withClient, type Client, type ClientOptions } from './client.js';
 import { printJson, printOne, withClientOptions } from './common.js';
 import { clusterText, isPlainObject } from './format.js';
-import { usageError, type CliIo } from './io.js';
-import { formatHostPort, parseHostPort, parseIntIn, parseNodeId } from './parse.js';
+import type { CliIo } from './io.js';
+import { formatHostPort, parseIntIn, parseMember, parseNodeId } from './parse.js';
 
 export function registerClusterCommands(program: Command, io: CliIo): void {
   const cluster = program.command('cluster').description('inspect and operate the cluster');
@@ -54,11 +54,8 @@ function registerMembershipCommands(cluster: Command, io: CliIo): void {
       .argument('<ID=HOST:PORT>', "the new node's id and peer address (start it first with serve --join)")
       .description('add a node to every shard: learner first, voter once caught up'),
   ).action(async (spec: string, opts: ClientOptions) => {
-    const eq = spec.indexOf('=');
-    if (eq < 0) throw usageError(`<ID=HOST:PORT>: expected ID=HOST:PORT, got ${JSON.stringify(spec)}`);
-    const id = parseNodeId('<ID=HOST:PORT>', spec.slice(0, eq));
-    const addr = parseHostPort('<ID=HOST:PORT>', spec.slice(eq + 1), false);
-    const peerAddr = formatHostPort(addr.host, addr.port);
+    const { id, host, port } = parseMember('<ID=HOST:PORT>', spec);
+    const peerAddr = formatHostPort(host, port);
     await withClient(opts, io, async (client) => {
       if (!client.json) io.stdout.write(`adding ${id} (${peerAddr}) to every shard: learner first, voter once caught up\n`);
       const { body } = await watching(client, io, id, () => client.call('POST', '/v1/cluster/nodes', { body: { id, peer_addr: peerAddr } }));

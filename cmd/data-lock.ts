@@ -1,7 +1,7 @@
 /**
  * One `punctual serve` per data directory. Two processes on the same SQLite files are two Raft nodes with one
  * identity and one log: the second one's appends collide with the first one's and the first dies on a storage
- * error (seen in the CLI audit). The lock is an exclusive SQLite transaction on `<data>/serve.lock`, held for
+ * error. The lock is an exclusive SQLite transaction on `<data>/serve.lock`, held for
  * the life of the process: the OS drops it when the process dies, so a crash never leaves a stale lock behind
  * (a pid file would, and a restarted container's pid 1 would look alive).
  */

@@ -11,7 +11,7 @@ export interface CliIo {
   exit: (code: number) => void;
 }
 
-/** Exit codes of API.md section 1. */
+/** Exit codes of docs/cli.md. */
 export const exitCodes = { ok: 0, runtime: 1, usage: 2 } as const;
 
 /**

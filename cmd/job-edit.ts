@@ -106,7 +106,7 @@ function batchTable(results: unknown[]): { table: string; failed: number; create
 function addJobBatch(job: Command, io: CliIo): void {
   const cmd = job
     .command('batch')
-    .argument('<file>', 'JSON file with {"jobs": [...]} (API.md job bodies) or a JSON array; - reads stdin')
+    .argument('<file>', 'JSON file with {"jobs": [...]} (job bodies of docs/api.md) or a JSON array; - reads stdin')
     .description(`create up to ${limits.batchJobsMax} jobs in one request (POST /v1/jobs:batch); each succeeds or fails on its own`);
   withClientOptions(cmd)
     .option('--idempotency-key <key>', 'Idempotency-Key header of the batch')

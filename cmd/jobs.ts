@@ -1,4 +1,4 @@
-/** `punctual job add|get|list|cancel|pause|resume|run|history`: the jobs half of API.md section 2. */
+/** `punctual job add|get|list|cancel|pause|resume|run|history`: the jobs half of docs/api.md. */
 import type { Command } from 'commander';
 import { jobIdPattern, taskNamePattern } from '../src/core/ids.js';
 import { cliLimits, limits } from '../src/core/limits.js';

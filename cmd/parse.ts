@@ -2,52 +2,32 @@
  * Value parsers for flags and env vars. Each returns the parsed value or throws usageError with a reason that
  * names the flag, so the user sees exactly one line saying what to fix.
  */
-import { isIPv4, isIPv6 } from 'node:net';
 import { readFileSync } from 'node:fs';
-import { nodeIdPattern } from '../src/core/ids.js';
+import * as addr from '../src/core/addr.js';
+import { formatHostPort, type HostPort } from '../src/core/addr.js';
 import { usageError } from './io.js';
 
-export interface HostPort {
-  /** Without brackets for IPv6 (what net.Server.listen and undici expect). */
-  host: string;
-  port: number;
-}
+export { formatHostPort, type HostPort };
 
-const hostnamePattern = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
-
-/** HOST:PORT with HOST an IPv4 address, a host name, or [IPv6]. Port 0 (pick a free port) only if allowed. */
+/** HOST:PORT (src/core/addr.ts); errors name `what`. Port 0 (pick a free port) only if allowed. */
 export function parseHostPort(what: string, text: string, allowPortZero: boolean): HostPort {
-  const m = /^(\[[^\]]+\]|[^:[\]]+):(\d{1,5})$/.exec(text);
-  if (m === null) throw usageError(`${what}: expected HOST:PORT, got ${JSON.stringify(text)}`);
-  const rawHost = m[1];
-  const port = Number(m[2]);
-  const host = rawHost.startsWith('[') ? rawHost.slice(1, -1) : rawHost;
-  // a dotted all-digit host that is not a valid IPv4 address (999.0.0.1) is a typo, not a host name
-  const looksNumeric = /^[\d.]+$/.test(host);
-  const hostOk = rawHost.startsWith('[') ? isIPv6(host) : isIPv4(host) || (!looksNumeric && hostnamePattern.test(host));
-  if (!hostOk) throw usageError(`${what}: invalid host ${JSON.stringify(rawHost)}`);
-  const portMin = allowPortZero ? 0 : 1;
-  if (port < portMin || port > 65535) {
-    throw usageError(`${what}: port must be in ${portMin}..65535, got ${m[2]}`);
-  }
-  return { host, port };
-}
-
-export function formatHostPort(host: string, port: number): string {
-  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+  return addr.parseHostPort(text, (reason) => usageError(`${what}: ${reason}`), allowPortZero);
 }
 
 export function parseNodeId(what: string, text: string): string {
-  if (!nodeIdPattern.test(text)) {
-    throw usageError(`${what}: node id must match [a-z0-9-]{1,32}, got ${JSON.stringify(text)}`);
-  }
-  return text;
+  return addr.parseNodeId(text, (reason) => usageError(`${what}: ${reason}`));
 }
 
-export interface PeerAddress {
+export interface PeerAddress extends HostPort {
   id: string;
-  host: string;
-  port: number;
+}
+
+/** `ID=HOST:PORT`, one member: errors about the address also name the id (`--peers (n2): ...`). */
+export function parseMember(what: string, text: string): PeerAddress {
+  const eq = text.indexOf('=');
+  if (eq < 0) throw usageError(`${what}: expected ID=HOST:PORT, got ${JSON.stringify(text)}`);
+  const id = parseNodeId(what, text.slice(0, eq));
+  return { id, ...parseHostPort(`${what} (${id})`, text.slice(eq + 1), false) };
 }
 
 /**
@@ -60,17 +40,14 @@ export function parsePeers(what: string, text: string, selfId: string): PeerAddr
   const seenAddrs = new Set<string>();
   for (const entry of text.split(',')) {
     if (entry.trim() === '') throw usageError(`${what}: empty entry in ${JSON.stringify(text)}`);
-    const eq = entry.indexOf('=');
-    if (eq < 0) throw usageError(`${what}: expected ID=HOST:PORT, got ${JSON.stringify(entry)}`);
-    const id = parseNodeId(what, entry.slice(0, eq));
-    const addr = parseHostPort(`${what} (${id})`, entry.slice(eq + 1), false);
-    if (id === selfId) throw usageError(`${what}: lists this node's own id ${JSON.stringify(id)}`);
-    if (seenIds.has(id)) throw usageError(`${what}: duplicate node id ${JSON.stringify(id)}`);
-    const key = formatHostPort(addr.host, addr.port);
+    const peer = parseMember(what, entry);
+    if (peer.id === selfId) throw usageError(`${what}: lists this node's own id ${JSON.stringify(peer.id)}`);
+    if (seenIds.has(peer.id)) throw usageError(`${what}: duplicate node id ${JSON.stringify(peer.id)}`);
+    const key = formatHostPort(peer.host, peer.port);
     if (seenAddrs.has(key)) throw usageError(`${what}: duplicate address ${key}`);
-    seenIds.add(id);
+    seenIds.add(peer.id);
     seenAddrs.add(key);
-    peers.push({ id, ...addr });
+    peers.push(peer);
   }
   return peers;
 }
@@ -148,7 +125,10 @@ export function parseJsonObject(what: string, text: string): Record<string, unkn
 
 const rfc3339Pattern = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
 
-/** A time as API.md accepts it: RFC 3339 with any offset (sent as is) or epoch milliseconds (sent as a number). */
+/**
+ * A time as the API accepts it (docs/api.md): RFC 3339 with any offset (sent as is) or epoch milliseconds (sent
+ * as a number).
+ */
 export function parseTime(what: string, text: string): string | number {
   if (/^\d+$/.test(text)) return parseIntIn(what, text, 0, Number.MAX_SAFE_INTEGER);
   if (rfc3339Pattern.test(text) && Number.isFinite(Date.parse(text)) && calendarOk(text)) return text;

@@ -1,6 +1,6 @@
 /**
  * The CLI end to end: commands run in-process through buildProgram/run with buffered io; client commands talk
- * to a real node:http server on 127.0.0.1 that answers like API.md (a fixture for these tests, recording every
+ * to a real node:http server on 127.0.0.1 that answers like docs/api.md (a fixture for these tests, recording every
  * request); the built executable runs as a real process for --version and exit codes.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
@@ -33,7 +33,7 @@ async function config(argv: string[], env: Record<string, string> = {}): Promise
 }
 
 describe('serve: flags and env', () => {
-  it('uses the defaults of API.md section 1', async () => {
+  it('uses the defaults of docs/cli.md', async () => {
     expect(await config([])).toEqual({
       listenHost: '127.0.0.1',
       listenPort: 8080,
@@ -221,7 +221,7 @@ describe('program', () => {
 });
 
 // ---------------------------------------------------------------------------------------------------------------
-// Client commands against a real HTTP server on 127.0.0.1 that answers like API.md section 2.
+// Client commands against a real HTTP server on 127.0.0.1 that answers like docs/api.md.
 
 interface Recorded {
   method: string;
@@ -510,7 +510,7 @@ describe('job get|cancel|pause|resume|run|list|history', () => {
 });
 
 describe('task put|get|list|delete', () => {
-  it('put sends the flags as the API.md task body', async () => {
+  it('put sends the flags as the task body of docs/api.md', async () => {
     route = () => ({ status: 201, body: task });
     const r = await client([
       'task', 'put', 'send-email', '--url', 'https://example.com/hooks/email', '--method', 'post',

@@ -8,14 +8,13 @@ import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, CommanderError } from 'commander';
 import { registerBenchCommand } from '../bench/cli.js';
-import { seaVersionString } from '../src/platform/build-info.js';
-import { registerDoctorCommand } from '../src/platform/doctor.js';
 import { registerClusterCommands } from './cluster.js';
+import { registerDoctorCommand } from './doctor.js';
 import { CliError, exitCodes, type CliIo } from './io.js';
 import { registerJobCommands } from './jobs.js';
 import { registerServeCommand } from './serve.js';
 import { registerTaskCommands } from './tasks.js';
-import { versionString } from './version.js';
+import { programVersion } from './version.js';
 
 export type { CliIo } from './io.js';
 
@@ -28,7 +27,7 @@ export function buildProgram(io: CliIo): Command {
   const program = new Command('punctual');
   program
     .description('A self-hosted job scheduler that fires HTTP callbacks at the exact millisecond.')
-    .version(seaVersionString(io.env) ?? versionString(io.env), '-V, --version', 'print the version and exit')
+    .version(programVersion(io.env), '-V, --version', 'print the version and exit')
     .exitOverride()
     .configureOutput({
       writeOut: (s) => io.stdout.write(s),

@@ -1,5 +1,5 @@
 /**
- * `punctual serve`: flags and PUNCTUAL_* env vars (API.md section 1) -> a validated NodeConfig -> startNode.
+ * `punctual serve`: flags and PUNCTUAL_* env vars (docs/cli.md) -> a validated NodeConfig -> startNode.
  * Precedence: flag, then env var, then default. A bad value is a usage error (exit 2) naming the flag or the
  * env var it came from; a failure to start is a runtime error (exit 1).
  */

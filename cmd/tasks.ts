@@ -1,4 +1,4 @@
-/** `punctual task put|get|list|delete`: the tasks half of API.md section 2. */
+/** `punctual task put|get|list|delete`: the tasks half of docs/api.md. */
 import type { Command } from 'commander';
 import { taskNamePattern } from '../src/core/ids.js';
 import { limits } from '../src/core/limits.js';
@@ -76,7 +76,7 @@ export function buildTaskBody(opts: TaskPutOptions): Record<string, unknown> {
 
 function addTaskPut(task: Command, io: CliIo): void {
   withClientOptions(task.command('put').argument('<name>', 'task name').description('create or replace a task'))
-    .option('--file <file>', 'the whole task as a JSON file (API.md task body) instead of the flags')
+    .option('--file <file>', 'the whole task as a JSON file (the task body of docs/api.md) instead of the flags')
     .option('--url <url>', 'callback URL')
     .option('--method <method>', 'GET|POST|PUT|PATCH|DELETE (default POST)')
     .option('--header <name:value>', 'callback header (repeatable)', collect)

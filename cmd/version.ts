@@ -7,6 +7,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { seaVersionString } from '../src/platform/build-info.js';
 
 const commitPattern = /^[0-9a-f]{7,64}$/;
 
@@ -70,4 +71,9 @@ export function versionString(env: Record<string, string | undefined>): string {
     if (typeof pkg.version === 'string') version = pkg.version;
   }
   return `punctual ${version} (${buildCommit(env, root)})`;
+}
+
+/** What `--version` and `doctor` show: the build facts baked into a single executable, else this checkout's. */
+export function programVersion(env: Record<string, string | undefined>): string {
+  return seaVersionString(env) ?? versionString(env);
 }

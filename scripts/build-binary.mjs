@@ -222,7 +222,7 @@ async function main() {
       'addon-origin': { type: 'string' },
       'addon-chroot': { type: 'string' },
       // tests only: bundle another entry to prove the checks refuse what would break at run time
-      entry: { type: 'string', default: 'src/platform/sea-main.ts' },
+      entry: { type: 'string', default: 'cmd/sea-main.ts' },
     },
   });
   const startedMs = performance.now();

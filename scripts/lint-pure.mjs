@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Holds the line of DESIGN.md: the pure folders (src/raft, src/timerwheel, src/scheduler) take time,
+// Holds the line of docs/design.md: the pure folders (src/raft, src/timerwheel, src/scheduler) take time,
 // randomness and IO only through src/core. Fails (exit 1) on any forbidden use outside *.test.ts files.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';

@@ -1,6 +1,7 @@
 /**
  * Every limit in one place (TigerBeetle style). Relationships between them are asserted when this module loads,
- * so a bad edit fails at start, not in production. docs/limits.md mirrors this file for users.
+ * so a bad edit fails at start, not in production. The ones users meet are listed in docs/api.md (Limits),
+ * docs/cli.md and docs/cluster.md.
  */
 import { assert } from './assert.js';
 

@@ -1,7 +1,7 @@
 /**
- * How an attempt's result maps to an outcome kind (API.md section 3): 2xx succeeded; 408, 429, 5xx, connection,
- * DNS, protocol errors and timeouts retryable; every other status (3xx included: redirects are not followed)
- * permanent. Pure functions, so the rules are tested without a socket.
+ * How an attempt's result maps to an outcome kind (docs/api.md, "What counts as an answer"): 2xx succeeded;
+ * 408, 429, 5xx, connection, DNS, protocol errors and timeouts retryable; every other status (3xx included:
+ * redirects are not followed) permanent. Pure functions, so the rules are tested without a socket.
  */
 import { limits } from '../core/limits.js';
 

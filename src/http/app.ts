@@ -7,8 +7,8 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { PunctualError, invalid, toProblem } from '../core/errors.js';
 import { clusterLimits, limits } from '../core/limits.js';
 import type { Logger } from '../core/log.js';
-import type { SchedulerApi } from '../node/api.js';
 import type { CallbackUrlCheck } from './parse.js';
+import type { SchedulerApi } from './scheduler-api.js';
 import { routes, type Route } from './routes.js';
 
 export interface ApiRequest {

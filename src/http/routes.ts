@@ -1,11 +1,11 @@
 /**
- * The route table of API.md section 2: each handler parses and validates (parse.ts, parse-job.ts), calls the
+ * The route table of docs/api.md: each handler parses and validates (parse.ts, parse-job.ts), calls the
  * node (SchedulerApi) and renders the result (views.ts). Errors are thrown as PunctualError and mapped once, in
  * app.ts.
  */
 import { PunctualError, invalid, toProblem, type Problem } from '../core/errors.js';
 import { nodeIdPattern } from '../core/ids.js';
-import type { CreateJobResult } from '../node/api.js';
+import type { CreateJobResult } from './scheduler-api.js';
 import type { ApiRequest, ApiResponse, AppDeps } from './app.js';
 import { jsonResponse } from './app.js';
 import { parseJobId, parseTaskBody, parseTaskName } from './parse.js';
@@ -204,7 +204,7 @@ async function removeNode({ params, deps }: RouteContext): Promise<ApiResponse> 
   return jsonResponse(200, membershipView(await membershipApi(deps).removeNode(id)));
 }
 
-/** GET /v1/cluster: API.md's view, plus `learners` per shard (members that do not vote yet). */
+/** GET /v1/cluster: docs/api.md's view, with `learners` per shard (members that do not vote yet). */
 async function cluster({ deps }: RouteContext): Promise<ApiResponse> {
   const c = await deps.api.cluster();
   const view = clusterView(c);

@@ -1,5 +1,5 @@
 /**
- * Every bad input of API.md and the brief, one test each: the answer is 400 (or the stated status),
+ * Every bad input of docs/api.md, one test each: the answer is 400 (or the stated status),
  * application/problem+json, code invalid_argument, and `errors` names the field as a JSON path.
  */
 import { describe, expect, it } from 'vitest';

@@ -31,7 +31,7 @@ describe('job view round-trips', () => {
     expect(viewOf({ task: 't', schedule: { delay_ms: 1500 } }).schedule).toEqual({ at: '2026-12-01T09:00:01.500Z' });
   });
 
-  it('has exactly the API.md fields, in order, and the inline callback with its secret redacted', () => {
+  it('has exactly the docs/api.md fields, in order, and the inline callback with its secret redacted', () => {
     const body = {
       id: 'j-1',
       callback: { url: 'https://e.com/x', signing_secret: 'hunter2-hunter2-hunter2', headers: { 'X-Tenant': 'a' } },

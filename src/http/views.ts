@@ -1,8 +1,8 @@
 /**
- * The ONE mapping from the internal model (camelCase, epoch ms: src/scheduler/types.ts) to the JSON of API.md
+ * The ONE mapping from the internal model (camelCase, epoch ms: src/scheduler/types.ts) to the JSON of docs/api.md
  * (snake_case, RFC 3339 UTC with milliseconds). A signing secret is never echoed: it shows as "***".
  */
-import type { ClusterView } from '../node/api.js';
+import type { ClusterView } from './scheduler-api.js';
 import type { CallbackSpec, ExecutionRecord, JobView, Schedule, TaskRecord } from '../scheduler/types.js';
 import { unreachable } from '../core/assert.js';
 import { redactedSecret } from './parse.js';

@@ -1,71 +1,7 @@
-/**
- * The boundary between the client API (src/http) and the node (src/node): the HTTP layer parses, validates and
- * normalizes a request into these calls; the node proposes commands, waits for them to apply, and answers.
- * Every method throws PunctualError (src/core/errors.ts) for an operating error.
- */
+/** What `punctual serve` hands the node: its configuration, read from flags and env and already validated. */
 import type { LogLevel } from '../core/log.js';
-import type {
-  CallbackSpec,
-  ExecutionRecord,
-  JobListQuery,
-  JobPatch,
-  JobSpec,
-  JobView,
-  Schedule,
-  TaskRecord,
-} from '../scheduler/types.js';
-import type { PunctualError } from '../core/errors.js';
 
-export type CreateJobResult =
-  | { ok: true; job: JobView; created: boolean }
-  | { ok: false; id: string | null; error: PunctualError };
-
-export interface ClusterView {
-  nodeId: string;
-  nodes: Array<{ id: string; peerAddr: string; apiAddr: string; reachable: boolean }>;
-  shards: Array<{
-    id: number;
-    leader: string | null;
-    term: number;
-    commitIndex: number;
-    appliedIndex: number;
-    members: string[];
-  }>;
-}
-
-export interface SchedulerApi {
-  /** Epoch ms now, from the node's clock (the proposer computes every time-dependent value with it). */
-  nowMs(): number;
-  readonly nodeId: string;
-
-  putTask(name: string, spec: CallbackSpec): Promise<{ task: TaskRecord; created: boolean }>;
-  getTask(name: string): Promise<TaskRecord>;
-  listTasks(): Promise<TaskRecord[]>;
-  deleteTask(name: string): Promise<void>;
-
-  /** Creates jobs (one or a batch); each succeeds or fails on its own, results in input order. */
-  createJobs(specs: JobSpec[]): Promise<CreateJobResult[]>;
-  getJob(id: string): Promise<JobView>;
-  listJobs(query: JobListQuery): Promise<{ jobs: JobView[]; nextCursor: string | null }>;
-  cancelJob(id: string): Promise<JobView>;
-  pauseJob(id: string): Promise<JobView>;
-  resumeJob(id: string): Promise<JobView>;
-  /** Fires one extra run now (an occurrence at the node's current time). */
-  runJob(id: string): Promise<JobView>;
-  patchJob(id: string, patch: JobPatch): Promise<JobView>;
-  listExecutions(
-    id: string,
-    page: { limit: number; cursor: string | null },
-  ): Promise<{ executions: ExecutionRecord[]; nextCursor: string | null }>;
-  /** Next fire times of a schedule after fromMs (pure computation, no state). */
-  previewSchedule(schedule: Schedule, fromMs: number, count: number): number[];
-
-  cluster(): Promise<ClusterView>;
-  /** /readyz: every shard has a known leader and this node has caught up. */
-  readiness(): { ready: boolean; reason: string | null };
-}
-
-/** Everything `punctual serve` reads from flags and env (API.md section 1), already validated. */
+/** Everything `punctual serve` reads from flags and env (docs/cli.md), already validated. */
 export interface NodeConfig {
   listenHost: string;
   listenPort: number;

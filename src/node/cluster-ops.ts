@@ -10,7 +10,8 @@ import { PunctualError } from '../core/errors.js';
 import { clusterAuditLimits, clusterLimits } from '../core/limits.js';
 import type { Logger } from '../core/log.js';
 import type { NodeId } from '../raft/index.js';
-import type { ClusterView, NodeConfig } from './api.js';
+import type { ClusterView } from '../http/scheduler-api.js';
+import type { NodeConfig } from './api.js';
 import type { ShardGroup } from './group.js';
 import type { RaftHost } from './raft-host.js';
 import { decodeWire, encodeWire, apiKind } from './router.js';
@@ -21,7 +22,7 @@ export interface PeerView {
   request(to: string, kind: string, body: Uint8Array, timeoutMs: number): Promise<Uint8Array>;
 }
 
-/** A shard as GET /v1/cluster shows it: `members` (voters and learners, API.md) plus which are learners. */
+/** A shard as GET /v1/cluster shows it: `members` (voters and learners) plus which are learners. */
 export type ShardView = ClusterView['shards'][number] & { learners: string[] };
 
 export interface MemberClusterView extends Omit<ClusterView, 'shards'> {

@@ -18,6 +18,7 @@
  * version (every membershipLimits.syncIntervalMs), so a member that was down during a change learns it when it
  * is back. --peers seeds an empty book at first start; afterwards the book wins (differences are logged).
  */
+import { formatHostPort, parseHostPort, parseNodeId, type HostPort } from '../core/addr.js';
 import { PunctualError, invalid } from '../core/errors.js';
 import { nodeIdPattern } from '../core/ids.js';
 import { membershipLimits } from '../core/limits.js';
@@ -153,23 +154,16 @@ export function startPeers(book: MemberBook, selfId: string, flagPeers: readonly
   return book.live(selfId);
 }
 
-/** `HOST:PORT` (IPv6 in brackets) of a peer listener; throws invalid_argument naming `field`. */
-export function parsePeerAddr(field: string, text: unknown): { host: string; port: number } {
+/** `HOST:PORT` (IPv6 in brackets) of a peer listener (src/core/addr.ts); throws invalid_argument naming `field`. */
+export function parsePeerAddr(field: string, text: unknown): HostPort {
   if (typeof text !== 'string') throw invalid(field, 'must be a string HOST:PORT');
-  const m = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(text);
-  const port = m === null ? 0 : Number(m[2]);
-  if (m === null || port < 1 || port > 65535) throw invalid(field, `expected HOST:PORT with a port in 1..65535, got ${JSON.stringify(text)}`);
-  const host = m[1]!.startsWith('[') ? m[1]!.slice(1, -1) : m[1]!;
-  return { host, port };
+  return parseHostPort(text, (reason) => invalid(field, reason));
 }
 
-export function formatAddr(host: string, port: number): string {
-  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
-}
+export const formatAddr = formatHostPort;
 
 export function checkNodeId(field: string, id: unknown): string {
-  if (typeof id !== 'string' || !nodeIdPattern.test(id)) throw invalid(field, 'a node id must match [a-z0-9-]{1,32}');
-  return id;
+  return parseNodeId(id, (reason) => invalid(field, reason));
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

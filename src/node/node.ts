@@ -8,7 +8,8 @@ import type { Logger } from '../core/log.js';
 import { createApp } from '../http/app.js';
 import { startApiServer } from '../http/server.js';
 import type { MetricsText } from '../metrics/metrics.js';
-import type { NodeConfig, SchedulerApi } from './api.js';
+import type { SchedulerApi } from '../http/scheduler-api.js';
+import type { NodeConfig } from './api.js';
 import { openNode, type NodeOptions } from './host.js';
 
 export interface NodeHandle {

@@ -25,7 +25,8 @@ import type {
   Schedule,
   TaskRecord,
 } from '../scheduler/types.js';
-import type { ClusterView, CreateJobResult, NodeConfig, SchedulerApi } from './api.js';
+import type { ClusterView, CreateJobResult, SchedulerApi } from '../http/scheduler-api.js';
+import type { NodeConfig } from './api.js';
 import type { ClusterOps } from './cluster-ops.js';
 import { decodeExecutionCursor, decodeJobCursor, encodeCursor } from './cursor.js';
 import type { FiringEngine } from './engine.js';

@@ -1,14 +1,11 @@
 /**
- * `punctual doctor`: what this executable is and whether it can run here: version, Node, the glibc it needs
- * against the one it finds, where the SQLite addon was unpacked and that it loads (on the main thread and in a
- * worker thread, as the WAL checkpointer does). Exit 0 when everything is fine, 1 with each problem named.
+ * The checks behind `punctual doctor` (cmd/doctor.ts prints them): what this executable is and whether it can
+ * run here: Node, the glibc it needs against the one it finds, where the SQLite addon was unpacked and that it
+ * loads (on the main thread and in a worker thread, as the WAL checkpointer does).
  */
 import Database from 'better-sqlite3';
-import type { Command } from 'commander';
 import { Worker } from 'node:worker_threads';
-import { CliError, exitCodes, type CliIo } from '../../cmd/io.js';
-import { versionString } from '../../cmd/version.js';
-import { embeddedBuildInfo, seaVersionString } from './build-info.js';
+import { embeddedBuildInfo } from './build-info.js';
 import { runningAsSea } from './sea.js';
 import { seaSqlite, sqliteModulePath, sqliteOpenOptions } from './sqlite.js';
 
@@ -87,10 +84,11 @@ async function checkSqlite(report: DoctorReport): Promise<void> {
   }
 }
 
-export async function doctorReport(env: Record<string, string | undefined>): Promise<DoctorReport> {
+/** `version` is the program's own `--version` line, which the caller knows (cmd/version.ts). */
+export async function doctorReport(env: Record<string, string | undefined>, version: string): Promise<DoctorReport> {
   const info = embeddedBuildInfo();
   const report: DoctorReport = {
-    version: seaVersionString(env) ?? versionString(env),
+    version,
     executable: process.execPath,
     singleExecutable: runningAsSea(),
     node: process.version,
@@ -113,33 +111,4 @@ export async function doctorReport(env: Record<string, string | undefined>): Pro
   }
   await checkSqlite(report);
   return report;
-}
-
-function formatReport(r: DoctorReport): string {
-  const rows: Array<[string, string | null]> = [
-    ['version', r.version],
-    ['executable', `${r.executable} (${r.singleExecutable ? 'single executable' : 'node script'})`],
-    ['node', r.node],
-    ['platform', r.platform],
-    ['glibc found', r.glibcRuntime ?? 'none (not a glibc system)'],
-    ['glibc needed', r.glibcNeeded ?? 'whatever node needs (not a single executable)'],
-    ['addon cache', r.addonCache ?? '-'],
-    ['sqlite', r.sqlite ?? '-'],
-    ['sqlite in a worker', r.sqliteInWorker ?? '-'],
-  ];
-  const lines = rows.map(([k, v]) => `${(k + ':').padEnd(20)}${v ?? '-'}`);
-  lines.push(r.problems.length === 0 ? 'ok' : r.problems.map((p) => `problem: ${p}`).join('\n'));
-  return lines.join('\n') + '\n';
-}
-
-export function registerDoctorCommand(program: Command, io: CliIo): void {
-  program
-    .command('doctor')
-    .description('check that this executable can run here (glibc, SQLite addon, cache folder) and print what it is')
-    .option('--json', 'print the report as JSON')
-    .action(async (opts: { json?: boolean }) => {
-      const report = await doctorReport(io.env);
-      io.stdout.write(opts.json === true ? JSON.stringify(report, null, 2) + '\n' : formatReport(report));
-      if (report.problems.length > 0) throw new CliError(exitCodes.runtime, '');
-    });
 }

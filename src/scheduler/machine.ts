@@ -17,7 +17,7 @@ export interface Failure {
   ok: false;
   code: ErrorCode;
   message: string;
-  /** The API field at fault (snake_case, as in API.md), when one is. */
+  /** The API field at fault (snake_case, as in docs/api.md), when one is. */
   field?: string;
 }
 

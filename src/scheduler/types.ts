@@ -1,6 +1,6 @@
 /**
  * The domain model, in internal (camelCase, epoch-ms) form. The HTTP layer maps it to and from the
- * snake_case JSON of API.md in one place (src/http/views.ts). Pure: no IO, no clock.
+ * snake_case JSON of docs/api.md in one place (src/http/views.ts). Pure: no IO, no clock.
  */
 
 export type JobState = 'PENDING' | 'QUEUED' | 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'PAUSED' | 'CANCELLED';

@@ -4,8 +4,8 @@
  * Proves: --version and doctor answer; `serve` starts a node with the default data folder, curl schedules a
  * job, the callback arrives at a real receiver, SIGTERM stops it with exit 0; copies starting at once share one
  * cache; each cache failure mode is one line saying what to do; three copies, each alone in an empty folder,
- * form one cluster with the flags of API.md (a job curled to each node fires once); a rolling upgrade (the file
- * replaced with mv, SIGTERM, start again, one node at a time, /readyz between nodes) loses no job: every
+ * form one cluster with the documented `serve` flags (a job curled to each node fires once); a rolling upgrade
+ * (the file replaced with mv, SIGTERM, start again, one node at a time, /readyz between nodes) loses no job: every
  * acknowledged job due across the whole restart window fires at least once, none early.
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';

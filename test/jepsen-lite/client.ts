@@ -1,5 +1,5 @@
 /**
- * The harness's HTTP client for the API of API.md, with the definite-failure rule: 2xx is ok, a 4xx is a
+ * The harness's HTTP client for the API of docs/api.md, with the definite-failure rule: 2xx is ok, a 4xx is a
  * definite failure (fail), a 5xx, a timeout or a connection error leaves the outcome unknown (info).
  */
 import { Agent, request } from 'undici';

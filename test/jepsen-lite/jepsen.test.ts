@@ -1,7 +1,8 @@
 /**
  * The CI run of jepsen-lite: about two minutes of three real `punctual serve` processes (one cluster from
  * --peers, every peer link through the fault proxy) under a mixed nemesis with a fixed seed, then every check
- * must pass. Seed 20261130 is the run that found the deposed leader firing after SIGCONT (README, Findings).
+ * must pass. Seed 20261130 pauses a leader with SIGSTOP long enough to be deposed, the case where a woken
+ * leader must not fire for its old term (README, Findings).
  * Needs `npm run build` (npm test does it). A failing run keeps test/jepsen-lite/results/<run>/ with the
  * report, the history and the nodes' logs.
  */

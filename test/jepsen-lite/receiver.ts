@@ -10,7 +10,7 @@ import { harnessNowMs, type Delivery } from './history.js';
 export interface Receiver {
   readonly url: string;
   readonly deliveries: Delivery[];
-  /** Requests without the callback headers of API.md (counted, not recorded). */
+  /** Requests without the callback headers of docs/api.md (counted, not recorded). */
   malformed(): number;
   close(): Promise<void>;
 }

@@ -84,39 +84,6 @@ export async function clusterFormed(nodes: readonly NodeProcess[], timeoutMs: nu
   return false;
 }
 
-/**
- * A real capability probe: start `nodes` processes with --peers pointing at each other (no proxies) and see
- * whether they form one cluster. False as soon as every node is ready yet lists fewer members (a build that
- * accepts --peers but runs each node alone), or when nothing forms within timeoutMs.
- */
-export async function clusterSupported(nodes = 3, entry = defaultEntry(), timeoutMs = 20_000): Promise<boolean> {
-  const work = mkdtempSync(join(tmpdir(), 'jepsen-lite-probe-'));
-  const ids = Array.from({ length: nodes }, (_, i) => `n${i + 1}`);
-  const peerPorts = await Promise.all(ids.map(() => freePort()));
-  const procs: NodeProcess[] = [];
-  try {
-    for (const [i, id] of ids.entries()) {
-      const peers = ids.flatMap((other, j) => (j === i ? [] : [`${other}=127.0.0.1:${peerPorts[j]}`])).join(',');
-      procs.push(new NodeProcess({ id, apiPort: await freePort(), peerPort: peerPorts[i], dataDir: join(work, id),
-        logPath: join(work, `${id}.log`), peers, shards: 2 }, entry));
-    }
-    for (const p of procs) p.start();
-    const deadlineMs = harnessNowMs() + timeoutMs;
-    while (harnessNowMs() < deadlineMs) {
-      const views = await Promise.all(procs.map((p) => clusterShards(p.url, 500)));
-      const ready = await Promise.all(procs.map((p) => p.ready(500)));
-      const full = (v: ShardView[] | null): boolean => v !== null && v.length > 0 && v.every((s) => s.members.length === nodes);
-      if (views.every((v) => full(v) && v!.every((s) => s.leader !== null))) return true;
-      if (ready.every(Boolean) && views.every((v) => v !== null && !full(v))) return false;
-      await sleepMs(250);
-    }
-    return false;
-  } finally {
-    await Promise.all(procs.map((p) => p.stop()));
-    rmSync(work, { recursive: true, force: true });
-  }
-}
-
 async function putTask(api: ApiClient, url: string, receiverUrl: string): Promise<void> {
   const body = {
     url: receiverUrl, method: 'POST', timeout_ms: 2_000,

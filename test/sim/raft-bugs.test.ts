@@ -11,7 +11,7 @@ const pinned = { ...defaultSimOptions, nodes: null, groups: 2, steps: 1500, live
 describe('bugs found by the simulator', () => {
   // Seed 7: 3 nodes, maxInflightMsgs 1, 5% silent loss. A lost append left the leader's window for n2 full in
   // replicate state; heartbeat answers never freed it, so n2 stayed behind forever (liveness violation).
-  // Fixed by freeing the oldest in-flight append on a heartbeat answer (etcd's FreeFirstOne).
+  // What prevents it: a heartbeat answer frees the oldest in-flight append (etcd's FreeFirstOne).
   it('a follower whose whole in-flight window was lost catches up after healing (seed 7)', () => {
     const r = runSeed({ ...pinned, seed: 7 });
     expect(r.violation).toBeNull();

@@ -7,7 +7,7 @@
 import { ManualClock } from '../../core/clock.js';
 import { PunctualError, notFound } from '../../core/errors.js';
 import { shardOf } from '../../core/ids.js';
-import type { ClusterView, CreateJobResult, SchedulerApi } from '../../node/api.js';
+import type { ClusterView, CreateJobResult, SchedulerApi } from '../scheduler-api.js';
 import { firstOccurrence, previewOccurrences } from '../../scheduler/schedule.js';
 import type {
   CallbackSpec,

@@ -1,12 +1,12 @@
 /**
- * Entry point of the `punctual` single executable (bundled by scripts/build-binary.mjs; cmd/punctual.ts only
+ * Entry point of the `punctual` single executable (bundled by scripts/build-binary.mjs; punctual.ts only
  * runs itself when it is the script node was given, which a bundle never is). Before `serve` it unpacks and
  * loads the SQLite addon, so a cache problem is one line `punctual: ...` and exit 1 before anything starts.
  */
-import { run } from '../../cmd/punctual.js';
-import { exitCodes, type CliIo } from '../../cmd/io.js';
-import { AddonCacheError } from './addon-cache.js';
-import { seaSqlite } from './sqlite.js';
+import { AddonCacheError } from '../src/platform/addon-cache.js';
+import { seaSqlite } from '../src/platform/sqlite.js';
+import { exitCodes, type CliIo } from './io.js';
+import { run } from './punctual.js';
 
 const io: CliIo = {
   stdout: process.stdout,

@@ -1,0 +1,67 @@
+/**
+ * The boundary between the client API (src/http) and the node (src/node): the HTTP layer parses, validates and
+ * normalizes a request into these calls; the node (src/node/service.ts) proposes commands, waits for them to
+ * apply, and answers. It lives here, with its caller, so that src/http never imports src/node: the node builds
+ * the HTTP server, not the other way round. Every method throws PunctualError (src/core/errors.ts) for an
+ * operating error.
+ */
+import type { PunctualError } from '../core/errors.js';
+import type {
+  CallbackSpec,
+  ExecutionRecord,
+  JobListQuery,
+  JobPatch,
+  JobSpec,
+  JobView,
+  Schedule,
+  TaskRecord,
+} from '../scheduler/types.js';
+
+export type CreateJobResult =
+  | { ok: true; job: JobView; created: boolean }
+  | { ok: false; id: string | null; error: PunctualError };
+
+export interface ClusterView {
+  nodeId: string;
+  nodes: Array<{ id: string; peerAddr: string; apiAddr: string; reachable: boolean }>;
+  shards: Array<{
+    id: number;
+    leader: string | null;
+    term: number;
+    commitIndex: number;
+    appliedIndex: number;
+    members: string[];
+  }>;
+}
+
+export interface SchedulerApi {
+  /** Epoch ms now, from the node's clock (the proposer computes every time-dependent value with it). */
+  nowMs(): number;
+  readonly nodeId: string;
+
+  putTask(name: string, spec: CallbackSpec): Promise<{ task: TaskRecord; created: boolean }>;
+  getTask(name: string): Promise<TaskRecord>;
+  listTasks(): Promise<TaskRecord[]>;
+  deleteTask(name: string): Promise<void>;
+
+  /** Creates jobs (one or a batch); each succeeds or fails on its own, results in input order. */
+  createJobs(specs: JobSpec[]): Promise<CreateJobResult[]>;
+  getJob(id: string): Promise<JobView>;
+  listJobs(query: JobListQuery): Promise<{ jobs: JobView[]; nextCursor: string | null }>;
+  cancelJob(id: string): Promise<JobView>;
+  pauseJob(id: string): Promise<JobView>;
+  resumeJob(id: string): Promise<JobView>;
+  /** Fires one extra run now (an occurrence at the node's current time). */
+  runJob(id: string): Promise<JobView>;
+  patchJob(id: string, patch: JobPatch): Promise<JobView>;
+  listExecutions(
+    id: string,
+    page: { limit: number; cursor: string | null },
+  ): Promise<{ executions: ExecutionRecord[]; nextCursor: string | null }>;
+  /** Next fire times of a schedule after fromMs (pure computation, no state). */
+  previewSchedule(schedule: Schedule, fromMs: number, count: number): number[];
+
+  cluster(): Promise<ClusterView>;
+  /** /readyz: every shard has a known leader and this node has caught up. */
+  readiness(): { ready: boolean; reason: string | null };
+}
