@@ -516,7 +516,8 @@ describe('task put|get|list|delete', () => {
       'task', 'put', 'send-email', '--url', 'https://example.com/hooks/email', '--method', 'post',
       '--header', 'content-type:application/json', '--timeout-ms', '10000', '--max-attempts', '5',
       '--initial-backoff-ms', '1000', '--max-backoff-ms', '60000', '--multiplier', '1.5', '--no-jitter',
-      '--signing-secret', 'shh', '--max-concurrency', '100', '--token', 't0k',
+      '--signing-secret', 'current-secret-0123', '--signing-secret-next', 'next-secret-456789',
+      '--max-concurrency', '100', '--token', 't0k',
     ]); // prettier-ignore
     expect(r.code).toBe(0);
     expect(requests[0].method).toBe('PUT');
@@ -528,7 +529,8 @@ describe('task put|get|list|delete', () => {
       headers: { 'content-type': 'application/json' },
       timeout_ms: 10000,
       retry: { max_attempts: 5, initial_backoff_ms: 1000, max_backoff_ms: 60000, multiplier: 1.5, jitter: false },
-      signing_secret: 'shh',
+      signing_secret: 'current-secret-0123',
+      signing_secret_next: 'next-secret-456789',
       max_concurrency: 100,
     });
     expect(r.stdout).toContain('retry.max_attempts:       5\n');

@@ -22,6 +22,7 @@ export interface TaskPutOptions extends ClientOptions {
   /** false with --no-jitter; commander sets true when the flag is absent. */
   jitter?: boolean;
   signingSecret?: string;
+  signingSecretNext?: string;
   maxConcurrency?: string;
 }
 
@@ -51,7 +52,7 @@ export function buildTaskBody(opts: TaskPutOptions): Record<string, unknown> {
     '--max-attempts': opts.maxAttempts, '--initial-backoff-ms': opts.initialBackoffMs,
     '--max-backoff-ms': opts.maxBackoffMs, '--multiplier': opts.multiplier,
     '--no-jitter': opts.jitter === false ? true : undefined, '--signing-secret': opts.signingSecret,
-    '--max-concurrency': opts.maxConcurrency,
+    '--signing-secret-next': opts.signingSecretNext, '--max-concurrency': opts.maxConcurrency,
   }).filter(([, v]) => v !== undefined).map(([k]) => k); // prettier-ignore
   if (opts.file !== undefined) {
     if (flagNames.length > 0) throw usageError(`--file and ${flagNames.join(', ')} are mutually exclusive`);
@@ -67,6 +68,10 @@ export function buildTaskBody(opts: TaskPutOptions): Record<string, unknown> {
   if (opts.signingSecret !== undefined) {
     if (opts.signingSecret === '') throw usageError('--signing-secret: must not be empty');
     body.signing_secret = opts.signingSecret;
+  }
+  if (opts.signingSecretNext !== undefined) {
+    if (opts.signingSecretNext === '') throw usageError('--signing-secret-next: must not be empty');
+    body.signing_secret_next = opts.signingSecretNext;
   }
   if (opts.maxConcurrency !== undefined) {
     body.max_concurrency = parseIntIn('--max-concurrency', opts.maxConcurrency, 1, limits.maxConcurrencyMax);
@@ -86,7 +91,8 @@ function addTaskPut(task: Command, io: CliIo): void {
     .option('--max-backoff-ms <ms>', `largest retry delay (default ${limits.retryMaxBackoffMsDefault})`)
     .option('--multiplier <x>', `backoff multiplier (default ${limits.retryMultiplierDefault})`)
     .option('--no-jitter', 'retry delays without random jitter')
-    .option('--signing-secret <secret>', 'sign every callback (X-Punctual-Signature)')
+    .option('--signing-secret <secret>', 'sign every callback (webhook-signature and X-Punctual-Signature)')
+    .option('--signing-secret-next <secret>', 'a second secret, signed beside the first while receivers rotate')
     .option('--max-concurrency <n>', `callbacks of this task in flight at once (default ${limits.maxConcurrencyDefault})`)
     .action(async (name: string, opts: TaskPutOptions) => {
       const body = buildTaskBody(opts);
