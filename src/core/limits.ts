@@ -129,8 +129,11 @@ export const schedulerLimits = {
   cronCacheEntriesMax: 4_096,
   /** Occurrences previewed or scanned per call never exceed this (preview count is clamped to it). */
   occurrencesPerCallMax: 10_000,
+  /** Run keys a job remembers (its latest keyed runs), so a repeated `run` answers the first instead of running again. */
+  runKeysPerJobMax: 16,
 } as const;
 assert(schedulerLimits.cronCacheEntriesMax >= 1, 'cron cache must hold at least one entry');
+assert(schedulerLimits.runKeysPerJobMax >= 1, 'a job must remember at least its latest run key');
 assert(limits.previewCountMax <= schedulerLimits.occurrencesPerCallMax, 'preview max exceeds the per-call bound');
 assert(limits.misfireFireAllMax < schedulerLimits.occurrencesPerCallMax, 'fire_all cap exceeds the per-call bound');
 
