@@ -140,8 +140,8 @@ export class FiringEngine {
   }
 
   /** Depths of the engine's queues, for the queue-depth metrics. */
-  queueDepths(): { dueBacklog: number; wheel: number; parked: number } {
-    return { dueBacklog: this.dueBacklog.length - this.dueHead, wheel: this.wheel.size, parked: this.parked.length };
+  queueDepths(): { dueBacklog: number; wheel: number; parked: number; dispatchQueued: number } {
+    return { dueBacklog: this.dueBacklog.length - this.dueHead, wheel: this.wheel.size, parked: this.parked.length, dispatchQueued: this.o.dispatcher.queued() };
   }
 
   /** The wheel is below the loader's limit: a client `run` is accepted (else it is refused 429, wheel_full). */
