@@ -7,6 +7,8 @@
 import { describe, expect, it } from 'vitest';
 import { PunctualError, provesNotApplied, type FailureReason } from '../core/errors.js';
 import { shardOf } from '../core/ids.js';
+import { clusterLimits } from '../core/limits.js';
+import type { Message } from '../raft/index.js';
 import type { NodeConfig } from './api.js';
 import type { NodeCore } from './host.js';
 import { apiKind, decodeWire, retryable, type ForwardOp } from './router.js';
@@ -82,6 +84,46 @@ describe('which failures the router repeats', () => {
     expect(retryable(create, full)).toBe(false);
     expect(retryable(create, new PunctualError('conflict', 'taken'))).toBe(false);
     expect(retryable(create, new Error('boom'))).toBe(false);
+  });
+});
+
+describe('a proposal that times out and commits later', () => {
+  it('a run on the leader whose proposal timed out is repeated with its run key and runs once', async () => {
+    const cores = await startCluster();
+    await cores[0].service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
+    const id = 'run-timeout';
+    const shard = shardOf(id, 4);
+    const leader = leaderOf(cores, shard);
+    await leader.service.createJobs([jobSpec(id, { kind: 'once', atMs: leader.service.nowMs() + 3_600_000 })]);
+    // The leader's appends are lost for a while (heartbeats still flow, so it stays leader): its entry cannot
+    // commit before the proposal times out, and commits once appends flow again.
+    const transport = leader.transport!;
+    let blocking = true;
+    leader.host.setSender({
+      send: (messages: readonly Message[]) => transport.send(blocking ? messages.filter((m) => m.type !== 'append') : messages),
+      reachable: (peer: string) => transport.reachable(peer),
+    });
+    const saved = clusterLimits.proposalTimeoutMs;
+    Object.assign(clusterLimits as Record<string, number>, { proposalTimeoutMs: 200 });
+    try {
+      const group = leader.host.groups[shard]!;
+      const running = leader.service.runJob(id);
+      await waitFor('the run proposed', () => group.proposals.size === 1);
+      await waitFor('the proposal timed out', () => group.proposals.size === 0);
+      blocking = false;
+      const view = await running; // the router repeated it (same run key) once the first timed out
+      expect(view.id).toBe(id);
+      expect(leader.host.isLeader(shard)).toBe(true);
+    } finally {
+      Object.assign(clusterLimits as Record<string, number>, { proposalTimeoutMs: saved });
+      blocking = false;
+    }
+    await waitFor('the run fired', () => bed.rx.of(id).length >= 1);
+    await waitFor('the run recorded', async () => (await leader.service.listExecutions(id, { limit: 10, cursor: null })).executions.some((e) => e.state === 'SUCCEEDED'));
+    await sleep(300);
+    expect(bed.rx.of(id)).toHaveLength(1);
+    expect((await leader.service.listExecutions(id, { limit: 10, cursor: null })).executions).toHaveLength(1);
+    expect((await leader.service.getJob(id)).runKeys).toHaveLength(1);
   });
 });
 
