@@ -1,8 +1,9 @@
 /**
  * Precise outcomes: what a failed proposal proves decides whether the router repeats it. Three nodes in one
- * process (real PeerTransport over HTTP/2, real SQLite, a real callback receiver); the fault is the answer of a
- * forwarded call lost on its way back from the leader, after the leader applied it: the outcome the caller sees
- * is unknown (leader_unreachable), the same as a proposal that timed out and committed anyway.
+ * process (real PeerTransport over HTTP/2, real SQLite, a real callback receiver). The faults: a leader's appends
+ * lost long enough for its proposal to time out (proposal_timeout) before it commits, and the answer of a
+ * forwarded call lost on its way back from the leader after the leader applied it (leader_unreachable). Either
+ * way the caller cannot know whether the write applied.
  */
 import { describe, expect, it } from 'vitest';
 import { PunctualError, provesNotApplied, type FailureReason } from '../core/errors.js';
