@@ -178,4 +178,28 @@ describe('the firing side held back, never dropped', () => {
     for (const id of ids) expect(bed.rx.of(id)).toHaveLength(1);
     for (const id of ids) await waitFor('recorded', async () => (await core.service.getJob(id)).runs === 1);
   });
+
+  it('retries that find the wheel at its ceiling wait parked and fire once there is room', async () => {
+    lower({ wheelLoadedMax: 3, wheelEntriesMax: 4 });
+    const core = await bed.startCore(nodeConfig(bed.dir));
+    // Every first attempt of an r-job fails (a retry, 20 ms later); everything else succeeds.
+    bed.rx.respond = (r) => ({ status: String(r.headers['x-punctual-job-id']).startsWith('r') && r.headers['x-punctual-attempt'] === '1' ? 500 : 200 });
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
+    const wheel = sampleMax(() => core.engine.wheelSize);
+    const parked = sampleMax(() => core.engine.queueDepths().parked);
+    const nowMs = core.service.nowMs();
+    const rs = ['r1', 'r2', 'r3'];
+    const bs = ['b1', 'b2', 'b3'];
+    // The r-jobs fill the wheel to the loader limit; the b-jobs wait in SQLite and are loaded when the r-jobs
+    // fire. Their retries then find the wheel (three b-jobs and the first retry) at its ceiling.
+    await core.service.createJobs(rs.map((id) => jobSpec(id, { kind: 'once', atMs: nowMs + 200 })));
+    await core.service.createJobs(bs.map((id) => jobSpec(id, { kind: 'once', atMs: nowMs + 1_500 })));
+    await waitFor('every job fired and every retry sent', () => [...rs, ...bs].every((id) => bed.rx.of(id).length === (id.startsWith('r') ? 2 : 1)), 15_000);
+    expect(wheel.stop()).toBeLessThanOrEqual(4);
+    expect(parked.stop()).toBeGreaterThan(0);
+    await sleep(200);
+    for (const id of rs) expect(bed.rx.of(id).map((r) => r.headers['x-punctual-attempt'])).toEqual(['1', '2']);
+    for (const id of bs) expect(bed.rx.of(id)).toHaveLength(1);
+    expect(core.engine.queueDepths().parked).toBe(0);
+  });
 });

@@ -327,6 +327,8 @@ export class FiringEngine {
   /** Arms the one host timer for the wheel's next deadline (or a setImmediate spin when it is this close). */
   private reschedule(): void {
     if (this.stopped) return;
+    // Whatever freed room in the wheel (a fire, a cancel, a lost shard), parked arms take it first.
+    this.unpark();
     if (this.heldBack) {
       // A full queue downstream: poll for room instead of spinning on the due keys.
       if (this.spin !== null || this.timer !== null) return;
@@ -364,7 +366,6 @@ export class FiringEngine {
     this.timerAtMs = null;
     this.spin = null;
     if (this.stopped) return;
-    this.unpark();
     const room = queueLimits.dueBacklogMax - (this.dueBacklog.length - this.dueHead);
     if (room > 0) for (const key of this.wheel.advanceTo(this.o.clock.nowMs(), room)) this.dueBacklog.push(key);
     assert(this.dueBacklog.length - this.dueHead <= queueLimits.dueBacklogMax, 'due backlog over its limit');
