@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock, systemClock } from './clock.js';
-import { PunctualError, invalid, notFound, toProblem } from './errors.js';
+import { PunctualError, invalid, notFound, provesNotApplied, toProblem } from './errors.js';
 import { hash32, jobIdPattern, nodeIdPattern, shardOf } from './ids.js';
 import { limits } from './limits.js';
 import { createLogger } from './log.js';
@@ -74,6 +74,19 @@ describe('errors', () => {
     expect(notFound('job', 'x').status).toBe(404);
     expect(new PunctualError('conflict', 'c').status).toBe(409);
     expect(new PunctualError('payload_too_large', 'p').status).toBe(413);
+  });
+
+  it('carries the reason of a 503 or 429 into the problem, and says whether it proves the write never applied', () => {
+    const timedOut = new PunctualError('unavailable', 'slow', [], 'proposal_timeout');
+    expect(toProblem(timedOut)).toMatchObject({ status: 503, code: 'unavailable', reason: 'proposal_timeout' });
+    expect(provesNotApplied(timedOut)).toBe(false);
+    const full = new PunctualError('rate_limited', 'full', [], 'proposer_queue_full');
+    expect(toProblem(full)).toMatchObject({ status: 429, code: 'rate_limited', reason: 'proposer_queue_full' });
+    expect(provesNotApplied(full)).toBe(true);
+    expect(provesNotApplied(new PunctualError('unavailable', 'lost', [], 'proposal_lost'))).toBe(true);
+    expect(toProblem(new PunctualError('unavailable', 'no reason'))).not.toHaveProperty('reason');
+    expect(provesNotApplied(new PunctualError('unavailable', 'no reason'))).toBe(false);
+    expect(provesNotApplied(new Error('x'))).toBe(false);
   });
 });
 

@@ -21,6 +21,44 @@ export const errorCatalog = {
 
 export type ErrorCode = keyof typeof errorCatalog;
 
+/**
+ * Why a write failed `unavailable` (503) or `rate_limited` (429), carried on the error and as the `reason` member of
+ * its problem+json: what the failure proves about the write decides whether repeating it is safe.
+ * Proven not applied: not_leader, no_leader, shutting_down, proposal_refused, proposal_lost, and the back-pressure
+ * reasons (*_full). Outcome unknown (the write may still apply): proposal_timeout, snapshot_overtook, interrupted,
+ * leader_unreachable, read_timeout.
+ */
+export type FailureReason =
+  | 'not_leader'
+  | 'no_leader'
+  | 'shutting_down'
+  | 'proposal_refused'
+  | 'proposal_lost'
+  | 'proposal_timeout'
+  | 'snapshot_overtook'
+  | 'interrupted'
+  | 'leader_unreachable'
+  | 'read_timeout'
+  | 'proposer_queue_full'
+  | 'apply_queue_full'
+  | 'wheel_full';
+
+const provenNotApplied: ReadonlySet<FailureReason> = new Set<FailureReason>([
+  'not_leader',
+  'no_leader',
+  'shutting_down',
+  'proposal_refused',
+  'proposal_lost',
+  'proposer_queue_full',
+  'apply_queue_full',
+  'wheel_full',
+]);
+
+/** The failure proves the write never applied and never will: repeating it cannot apply it twice. */
+export function provesNotApplied(err: unknown): boolean {
+  return err instanceof PunctualError && err.reason !== null && provenNotApplied.has(err.reason);
+}
+
 export interface FieldError {
   field: string;
   message: string;
@@ -33,6 +71,7 @@ export class PunctualError extends Error {
     readonly code: ErrorCode,
     message: string,
     readonly errors: FieldError[] = [],
+    readonly reason: FailureReason | null = null,
   ) {
     super(message);
     this.status = errorCatalog[code].status;
@@ -55,6 +94,8 @@ export interface Problem {
   detail: string;
   code: ErrorCode;
   errors?: FieldError[];
+  /** Why a 503 or 429 happened (FailureReason), when known. */
+  reason?: FailureReason;
 }
 
 /** The one mapping from an error to its problem+json body; unknown errors become `internal`. */
@@ -69,5 +110,6 @@ export function toProblem(err: unknown): Problem {
     code: e.code,
   };
   if (e.errors.length > 0) problem.errors = e.errors;
+  if (e.reason !== null) problem.reason = e.reason;
   return problem;
 }

@@ -136,8 +136,11 @@ export const schedulerLimits = {
   cronCacheEntriesMax: 4_096,
   /** Occurrences previewed or scanned per call never exceed this (preview count is clamped to it). */
   occurrencesPerCallMax: 10_000,
+  /** Run keys a job remembers (its latest keyed runs), so a repeated `run` answers the first instead of running again. */
+  runKeysPerJobMax: 16,
 } as const;
 assert(schedulerLimits.cronCacheEntriesMax >= 1, 'cron cache must hold at least one entry');
+assert(schedulerLimits.runKeysPerJobMax >= 1, 'a job must remember at least its latest run key');
 assert(limits.previewCountMax <= schedulerLimits.occurrencesPerCallMax, 'preview max exceeds the per-call bound');
 assert(limits.misfireFireAllMax < schedulerLimits.occurrencesPerCallMax, 'fire_all cap exceeds the per-call bound');
 
@@ -312,3 +315,42 @@ export const clusterAuditLimits = {
   readyLagMs: 1_000,
 } as const;
 assert(clusterAuditLimits.appendBytesMax <= clusterLimits.maxMsgBytes, 'the host append limit exceeds the transport ceiling');
+
+// --- back-pressure: every in-memory queue of the node has a limit (src/node/README.md, "Back-pressure")
+export const queueLimits = {
+  /** Client proposals waiting for the proposer's next flush; past this a write is refused 429. */
+  proposerCommandsMax: 50_000,
+  /**
+   * Engine records (fired, skipped, outcomes, held fired items) waiting for the next flush; past this the engine
+   * fires nothing new (due occurrences wait, armed) until a flush took them. Outcomes of callbacks already in
+   * flight are always taken, so the count may pass the limit by what is in flight.
+   */
+  proposerEngineItemsMax: 100_000,
+  /** Committed entries waiting for the applier; past this client writes are refused 429 (the entries all apply). */
+  applyQueueEntriesMax: 100_000,
+  /** Due occurrences taken from the wheel and not looked at yet; the rest stay in the wheel, due. */
+  dueBacklogMax: 50_000,
+  /** Callbacks waiting in the dispatcher's concurrency queues; past this the engine fires nothing new. */
+  dispatchQueuedMax: 100_000,
+  /** Timers the wheel holds at most (its entry pool stops growing here). */
+  wheelEntriesMax: 2 * 1024 * 1024,
+  /**
+   * The loader fills the wheel only up to this many timers (the rest stay in SQLite until there is room), and a
+   * client `run` is refused 429 above it; the headroom up to wheelEntriesMax is for retries and runs already accepted.
+   */
+  wheelLoadedMax: 1_000_000,
+  /** The firing side, held back by a full queue, looks again this much later. */
+  holdBackRetryMs: 5,
+  /** Seconds a client is told to wait (Retry-After) after a 429. */
+  retryAfterS: 1,
+} as const;
+assert(queueLimits.proposerCommandsMax >= limits.commitBatchCommandsMax, 'the proposer queue must hold a whole group commit');
+assert(queueLimits.proposerEngineItemsMax >= stallLimits.engineItemsPerCommandMax, 'engine items must fill at least one command');
+assert(queueLimits.applyQueueEntriesMax >= stallLimits.applySliceEntriesMax, 'the apply queue must hold a whole slice');
+assert(queueLimits.dueBacklogMax >= stallLimits.fireBatchMax, 'the due backlog must hold a whole fire batch');
+assert(queueLimits.wheelLoadedMax < queueLimits.wheelEntriesMax, 'the loader limit must leave headroom in the wheel');
+assert(
+  queueLimits.wheelEntriesMax - queueLimits.wheelLoadedMax >= limits.dispatchInFlightMax + queueLimits.dispatchQueuedMax + queueLimits.proposerCommandsMax,
+  'wheel headroom must hold a retry of every callback in flight or queued, and the runs already accepted',
+);
+assert(queueLimits.wheelLoadedMax >= limits.loaderBatchMax, 'a loader page must fit under the loader limit');

@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { AssertionError } from '../core/assert.js';
+import { queueLimits } from '../core/limits.js';
 import { ConcurrencyLimiter, type LimiterEntry } from './limiter.js';
 
 interface Entry extends LimiterEntry {
@@ -65,13 +67,17 @@ describe('ConcurrencyLimiter', () => {
 
   it('keeps the stack flat when every start releases synchronously', () => {
     const order: string[] = [];
-    const limiter: ConcurrencyLimiter<Entry> = new ConcurrencyLimiter<Entry>(1, (e) => {
-      order.push(e.id);
-      if (e.id !== 'hold') limiter.release(e); // an immediate failure, inside start
-    });
+    const n = 200_000;
+    const limiter: ConcurrencyLimiter<Entry> = new ConcurrencyLimiter<Entry>(
+      1,
+      (e) => {
+        order.push(e.id);
+        if (e.id !== 'hold') limiter.release(e); // an immediate failure, inside start
+      },
+      n,
+    );
     const hold = entry('hold', 'k', 1);
     limiter.acquire(hold);
-    const n = 200_000;
     for (let i = 0; i < n; i++) limiter.acquire(entry(String(i), 'k', 1));
     expect(limiter.queued()).toBe(n);
     limiter.release(hold); // one release cascades through every waiter
@@ -94,5 +100,28 @@ describe('ConcurrencyLimiter', () => {
     expect(limiter.running()).toBe(0);
     expect(limiter.keyCount()).toBe(0);
     expect(started.map((e) => e.id)).toEqual(['a0']);
+  });
+
+  it('holds at most queuedMax waiting entries: full() tells the caller to hold back, nothing queued is lost', () => {
+    const started: Entry[] = [];
+    const limiter = new ConcurrencyLimiter<Entry>(1, (e) => started.push(e), 3);
+    limiter.acquire(entry('run', 'k', 1));
+    for (let i = 0; i < 3; i++) limiter.acquire(entry(`w${i}`, 'k', 1));
+    expect(limiter.queued()).toBe(3);
+    expect(limiter.full()).toBe(true);
+    // The caller ignoring full() is a programmer error, not a silent drop.
+    expect(() => limiter.acquire(entry('extra', 'k', 1))).toThrow(AssertionError);
+    expect(limiter.queued()).toBe(3);
+    limiter.release(started[0]);
+    expect(limiter.full()).toBe(false);
+    limiter.acquire(entry('w3', 'k', 1)); // room again: held-back work goes in behind the others
+    for (let i = 1; i <= 4; i++) limiter.release(started[i]);
+    expect(started.map((e) => e.id)).toEqual(['run', 'w0', 'w1', 'w2', 'w3']);
+    expect(limiter.queued()).toBe(0);
+  });
+
+  it('takes its default queue limit from queueLimits.dispatchQueuedMax', () => {
+    const limiter = new ConcurrencyLimiter<Entry>(1, () => {});
+    expect(limiter.queuedMax).toBe(queueLimits.dispatchQueuedMax);
   });
 });

@@ -5,8 +5,13 @@
  *
  * An entry first waits for a slot of its key, then (holding it) for a global slot. A key at its limit only
  * queues its own entries, so a slow or hanging target never blocks another key (no head-of-line blocking).
+ *
+ * At most `queuedMax` entries wait (queueLimits.dispatchQueuedMax). The limiter never drops one: its caller (the
+ * firing engine) checks full() and holds the occurrence back (armed, due) until an entry starts; acquiring into
+ * a full queue is a programmer error.
  */
 import { assert } from '../core/assert.js';
+import { queueLimits } from '../core/limits.js';
 
 export interface LimiterEntry {
   readonly concurrencyKey: string;
@@ -37,8 +42,15 @@ export class ConcurrencyLimiter<T extends LimiterEntry> {
   constructor(
     private readonly globalMax: number,
     private readonly start: (entry: T) => void,
+    readonly queuedMax: number = queueLimits.dispatchQueuedMax,
   ) {
     assert(globalMax >= 1, 'global limit must be >= 1');
+    assert(queuedMax >= 1, 'queued limit must be >= 1');
+  }
+
+  /** queuedMax entries wait: acquire() must not be called until one starts. */
+  full(): boolean {
+    return this.queuedCount >= this.queuedMax;
   }
 
   running(): number {
@@ -52,6 +64,7 @@ export class ConcurrencyLimiter<T extends LimiterEntry> {
 
   acquire(entry: T): void {
     assert(entry.concurrencyLimit >= 1, 'concurrency limit must be >= 1');
+    assert(!this.full(), 'acquire into a full limiter queue (the caller must hold back)');
     entry.queueNext = null;
     let state = this.keys.get(entry.concurrencyKey);
     if (state === undefined) {

@@ -140,6 +140,13 @@ function jobAction(action: JobAction): Route['handler'] {
   return async ({ params, deps }) => jsonResponse(200, jobView(await deps.api[action](parseJobId(params.id!))));
 }
 
+/** POST /v1/jobs/{id}/run: an Idempotency-Key names the run, so a repeated request runs the job once. */
+async function runJob({ req, params, deps }: RouteContext): Promise<ApiResponse> {
+  const id = parseJobId(params.id!);
+  const runKey = parseIdempotencyKey(req.headers['idempotency-key']);
+  return jsonResponse(200, jobView(await deps.api.runJob(id, runKey)));
+}
+
 async function patchJob({ req, params, deps }: RouteContext): Promise<ApiResponse> {
   const id = parseJobId(params.id!);
   const patch = parsePatch(jsonBody(req), deps.api.nowMs());
@@ -247,7 +254,7 @@ export const routes: readonly Route[] = [
   route('POST', '/v1/jobs/:id/cancel', jobAction('cancelJob')),
   route('POST', '/v1/jobs/:id/pause', jobAction('pauseJob')),
   route('POST', '/v1/jobs/:id/resume', jobAction('resumeJob')),
-  route('POST', '/v1/jobs/:id/run', jobAction('runJob')),
+  route('POST', '/v1/jobs/:id/run', runJob),
   route('GET', '/v1/jobs/:id/executions', listExecutions),
   route('POST', '/v1/schedules:preview', preview),
   route('GET', '/v1/cluster', cluster),

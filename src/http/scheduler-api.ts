@@ -51,8 +51,11 @@ export interface SchedulerApi {
   cancelJob(id: string): Promise<JobView>;
   pauseJob(id: string): Promise<JobView>;
   resumeJob(id: string): Promise<JobView>;
-  /** Fires one extra run now (an occurrence at the node's current time). */
-  runJob(id: string): Promise<JobView>;
+  /**
+   * Fires one extra run now (an occurrence at the node's current time). `runKey` (the client's Idempotency-Key)
+   * makes a repeat answer the first run; without it the node that took the request names the run itself.
+   */
+  runJob(id: string, runKey?: string | null): Promise<JobView>;
   patchJob(id: string, patch: JobPatch): Promise<JobView>;
   listExecutions(
     id: string,

@@ -55,4 +55,27 @@ describe('NodeMetrics', () => {
       m.close();
     }
   });
+
+  it('shows the depth and limit of every queue as punctual_queue_depth / punctual_queue_limit', async () => {
+    let depth = 0;
+    const m = new NodeMetrics({
+      jobCounts: () => ({ PENDING: 0, QUEUED: 0, RUNNING: 0, SUCCEEDED: 0, FAILED: 0, PAUSED: 0, CANCELLED: 0 }),
+      wheelSize: () => 0,
+      dispatchInFlight: () => 0,
+      queues: () => [
+        { queue: 'proposer', depth, limit: 50 },
+        { queue: 'dispatch_queued', depth: 2, limit: 9 },
+      ],
+    });
+    try {
+      depth = 17;
+      const { body } = await m.scrape();
+      expect(body).toContain('punctual_queue_depth{queue="proposer"} 17');
+      expect(body).toContain('punctual_queue_limit{queue="proposer"} 50');
+      expect(body).toContain('punctual_queue_depth{queue="dispatch_queued"} 2');
+      expect(body).toContain('punctual_queue_limit{queue="dispatch_queued"} 9');
+    } finally {
+      m.close();
+    }
+  });
 });

@@ -16,6 +16,8 @@ export interface MetricsSources {
   shards?(): Array<{ shard: number; role: string; term: number; commit: number; applied: number }>;
   /** The peer transport's counters (absent on a single node). */
   peers?(): { rpcErrors: number; dropped: number; refused: number; badFrames: number } | null;
+  /** Every bounded in-memory queue of the node: its depth and its limit (src/core/limits.ts queueLimits). */
+  queues?(): Array<{ queue: string; depth: number; limit: number }>;
 }
 
 const roles = ['follower', 'pre_candidate', 'candidate', 'leader'] as const;
@@ -111,6 +113,7 @@ export class NodeMetrics {
     this.proposals = new Counter({ name: 'punctual_raft_proposals_total', help: 'Entries proposed by this node as leader, per shard', labelNames: ['shard'], registers });
     this.snapshots = new Counter({ name: 'punctual_raft_snapshots_total', help: 'Raft snapshots by kind (created, installed)', labelNames: ['kind'], registers });
     this.registerClusterGauges(sources, registers);
+    this.registerQueueGauges(sources, registers);
     this.eventLoopStallMs = new Histogram({
       name: 'punctual_event_loop_stall_ms',
       help: 'Worst event-loop delay of each second (perf_hooks.monitorEventLoopDelay), in ms',
@@ -139,6 +142,30 @@ export class NodeMetrics {
     this.loopDelay.reset();
     this.eventLoopStallMs.observe(worstMs);
     if (worstMs > this.loopStallMaxMs) this.loopStallMaxMs = worstMs;
+  }
+
+  /** punctual_queue_depth and punctual_queue_limit, one series per queue (the queue's name is the label). */
+  private registerQueueGauges(sources: MetricsSources, registers: Registry[]): void {
+    if (sources.queues === undefined) return;
+    const queues = sources.queues.bind(sources);
+    new Gauge({
+      name: 'punctual_queue_depth',
+      help: 'Entries waiting in a bounded in-memory queue of the node',
+      labelNames: ['queue'],
+      registers,
+      collect() {
+        for (const q of queues()) this.set({ queue: q.queue }, q.depth);
+      },
+    });
+    new Gauge({
+      name: 'punctual_queue_limit',
+      help: 'The limit of a bounded in-memory queue of the node (at it, writes get 429 or firing is held back)',
+      labelNames: ['queue'],
+      registers,
+      collect() {
+        for (const q of queues()) this.set({ queue: q.queue }, q.limit);
+      },
+    });
   }
 
   private registerClusterGauges(sources: MetricsSources, registers: Registry[]): void {

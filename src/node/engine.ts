@@ -23,10 +23,20 @@
  * limits.loaderIntervalMs and at start); at start the open executions are loaded too: RUNNING ones fire again
  * at once (attempt + 1, same deduplication key), QUEUED ones are armed at their retryAtMs. That is what makes
  * kill -9 safe.
+ *
+ * Back-pressure (src/core/limits.ts queueLimits; src/node/README.md): an occurrence that is stored is never
+ * refused, only held back. The wheel holds at most wheelEntriesMax timers; the loader (and the arm of a new job's
+ * regular occurrence, which the loader finds again) fills it only up to wheelLoadedMax, leaving the rest in
+ * SQLite for a later run; the headroom takes the arms nothing else would find again (retries, runs, open
+ * executions), and one that still finds the wheel full waits in `parked`. At most dueBacklogMax due keys are
+ * taken from the wheel (the rest stay in it, due). While the dispatcher's concurrency queues hold
+ * dispatchQueuedMax callbacks or the proposer holds proposerEngineItemsMax records, nothing new fires: the due
+ * keys wait in the backlog and the engine looks again every holdBackRetryMs.
  */
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
-import { limits, nodeLimits, stallLimits } from '../core/limits.js';
+import { assert } from '../core/assert.js';
+import { limits, nodeLimits, queueLimits, stallLimits } from '../core/limits.js';
 import { retryDelayMs } from '../dispatch/backoff.js';
 import type { AttemptOutcome, Delivery, Dispatcher } from '../dispatch/dispatcher.js';
 import type { NodeMetrics } from '../metrics/metrics.js';
@@ -107,6 +117,12 @@ export class FiringEngine {
   /** The end of the window the last complete loader run covered (null before the first). */
   private loadedUntilMs: number | null = null;
   private loaderRuns = 0;
+  /** The loader (or a skipped arm) left due occurrences in SQLite for want of room: the next run reads everything. */
+  private loadIncomplete = false;
+  /** Arms that found the wheel at wheelEntriesMax (retries, runs, open executions): moved in as room frees. */
+  private parked: Armed[] = [];
+  /** The last wake stopped on a full dispatcher queue or proposer: the next one is a poll, not a spin. */
+  private heldBack = false;
   private stopped = false;
   private readonly rand01: () => number;
 
@@ -121,6 +137,16 @@ export class FiringEngine {
 
   inFlightCount(): number {
     return this.inFlight.size;
+  }
+
+  /** Depths of the engine's queues, for the queue-depth metrics. */
+  queueDepths(): { dueBacklog: number; wheel: number; parked: number; dispatchQueued: number } {
+    return { dueBacklog: this.dueBacklog.length - this.dueHead, wheel: this.wheel.size, parked: this.parked.length, dispatchQueued: this.o.dispatcher.queued() };
+  }
+
+  /** The wheel is below the loader's limit: a client `run` is accepted (else it is refused 429, wheel_full). */
+  hasRoom(): boolean {
+    return this.wheel.size < queueLimits.wheelLoadedMax;
   }
 
   /** Keeps loading every loaderIntervalMs for the shards started (startShard loads a shard's past at once). */
@@ -148,6 +174,7 @@ export class FiringEngine {
       this.unarm(key, a.jobId);
     }
     for (const [jobId, b] of this.buffered) if (b.shard === shard) this.buffered.delete(jobId);
+    this.parked = this.parked.filter((p) => p.shard !== shard);
     for (const [key, sh] of this.awaitingApply) if (sh === shard) this.awaitingApply.delete(key);
     this.reschedule();
   }
@@ -220,22 +247,42 @@ export class FiringEngine {
       if (e.type === 'arm') {
         // A first attempt beyond the horizon is left to the loader, so memory stays bounded.
         if (e.attempt === 1 && e.dueAtMs > horizonMs) continue;
-        this.arm({ shard, jobId: e.jobId, scheduledAtMs: e.scheduledAtMs, attempt: e.attempt, dueAtMs: e.dueAtMs, fromEffect: true });
+        const a: Armed = { shard, jobId: e.jobId, scheduledAtMs: e.scheduledAtMs, attempt: e.attempt, dueAtMs: e.dueAtMs, fromEffect: true };
+        if (!this.hasRoom() && this.loaderFinds(a)) {
+          // Left in SQLite: the next loader run reads everything and arms it when there is room.
+          this.loadIncomplete = true;
+          continue;
+        }
+        this.arm(a);
       } else if (e.type === 'disarm') {
         this.disarm(e.jobId);
       } else {
         const b = this.buffered.get(e.jobId);
         if (b !== undefined) {
           this.buffered.delete(e.jobId);
-          this.fire(b);
+          // Held back: back to the wheel, due now, so it waits its turn like every other due occurrence.
+          if (this.firingHeld()) this.arm({ ...b, dueAtMs: this.o.clock.nowMs() });
+          else this.fire(b);
         }
       }
     }
     this.reschedule();
   }
 
+  /** A regular first attempt of a PENDING job: the loader arms it again from SQLite, so it may wait there. */
+  private loaderFinds(a: Armed): boolean {
+    if (a.attempt !== 1) return false;
+    const job = this.o.shards[a.shard].store.getJob(a.jobId);
+    return job !== null && job.state === 'PENDING' && job.nextFireAtMs === a.scheduledAtMs && this.o.shards[a.shard].store.getExecution(a.jobId, a.scheduledAtMs) === null;
+  }
+
+  /** Into the wheel, or `parked` when the wheel is at its ceiling (only arms the loader cannot find again get here). */
   private arm(a: Armed): void {
     const key = occurrenceKey(a.jobId, a.scheduledAtMs);
+    if (this.wheel.full && !this.wheel.has(key)) {
+      this.parked.push(a);
+      return;
+    }
     this.armed.set(key, a);
     let keys = this.armedByJob.get(a.jobId);
     if (keys === undefined) {
@@ -264,6 +311,7 @@ export class FiringEngine {
       this.armedByJob.delete(jobId);
     }
     this.buffered.delete(jobId);
+    if (this.parked.length > 0) this.parked = this.parked.filter((p) => p.jobId !== jobId);
   }
 
   // --- the host timer ---------------------------------------------------------------------------------------
@@ -279,6 +327,15 @@ export class FiringEngine {
   /** Arms the one host timer for the wheel's next deadline (or a setImmediate spin when it is this close). */
   private reschedule(): void {
     if (this.stopped) return;
+    // Whatever freed room in the wheel (a fire, a cancel, a lost shard), parked arms take it first.
+    this.unpark();
+    if (this.heldBack) {
+      // A full queue downstream: poll for room instead of spinning on the due keys.
+      if (this.spin !== null || this.timer !== null) return;
+      this.timerAtMs = this.o.clock.nowMs() + queueLimits.holdBackRetryMs;
+      this.timer = setTimeout(() => this.wake(), queueLimits.holdBackRetryMs);
+      return;
+    }
     const next = this.dueHead < this.dueBacklog.length ? this.o.clock.nowMs() : this.wheel.nextDeadlineMs();
     if (next === null) {
       this.clearTimers();
@@ -309,9 +366,16 @@ export class FiringEngine {
     this.timerAtMs = null;
     this.spin = null;
     if (this.stopped) return;
-    for (const key of this.wheel.advanceTo(this.o.clock.nowMs())) this.dueBacklog.push(key);
+    const room = queueLimits.dueBacklogMax - (this.dueBacklog.length - this.dueHead);
+    if (room > 0) for (const key of this.wheel.advanceTo(this.o.clock.nowMs(), room)) this.dueBacklog.push(key);
+    assert(this.dueBacklog.length - this.dueHead <= queueLimits.dueBacklogMax, 'due backlog over its limit');
+    this.heldBack = false;
     let n = 0;
     while (this.dueHead < this.dueBacklog.length && n < stallLimits.fireBatchMax) {
+      if (this.firingHeld()) {
+        this.heldBack = true;
+        break;
+      }
       const key = this.dueBacklog[this.dueHead++]!;
       const a = this.armed.get(key);
       if (a === undefined) continue;
@@ -322,8 +386,25 @@ export class FiringEngine {
     if (this.dueHead >= this.dueBacklog.length) {
       this.dueBacklog = [];
       this.dueHead = 0;
+    } else if (this.dueHead >= stallLimits.fireBatchMax * 16) {
+      this.dueBacklog = this.dueBacklog.slice(this.dueHead);
+      this.dueHead = 0;
     }
+    if (this.loadIncomplete && this.wheel.size <= queueLimits.wheelLoadedMax / 2) void this.runLoader();
     this.reschedule();
+  }
+
+  /** A queue downstream is full: the dispatcher's waiting callbacks, or the records waiting to be proposed. */
+  private firingHeld(): boolean {
+    return this.o.dispatcher.queued() >= queueLimits.dispatchQueuedMax || this.o.proposer.engineItemsCount() >= queueLimits.proposerEngineItemsMax;
+  }
+
+  /** Parked arms go into the wheel as it has room, oldest first. */
+  private unpark(): void {
+    if (this.parked.length === 0) return;
+    let i = 0;
+    while (i < this.parked.length && !this.wheel.full) this.arm(this.parked[i++]!);
+    this.parked.splice(0, i);
   }
 
   // --- firing -------------------------------------------------------------------------------------------
@@ -500,7 +581,8 @@ export class FiringEngine {
    */
   private async loadAll(): Promise<void> {
     const untilMs = this.o.clock.nowMs() + limits.wheelHorizonMs;
-    const full = this.loadedUntilMs === null || this.loaderRuns % nodeLimits.loaderFullScanEveryRuns === 0;
+    const full = this.loadedUntilMs === null || this.loadIncomplete || this.loaderRuns % nodeLimits.loaderFullScanEveryRuns === 0;
+    if (full) this.loadIncomplete = false;
     const from = full ? null : { atMs: this.loadedUntilMs as number, id: '' };
     this.loaderRuns++;
     const armed = await this.loadShards([...this.firing.keys()], untilMs, from);
@@ -517,10 +599,16 @@ export class FiringEngine {
       let after: { atMs: number; id: string } | null = from;
       for (;;) {
         if (this.stopped || !this.firing.has(shard)) break;
-        const page = sh.store.dueJobs(untilMs, limits.loaderBatchMax, after);
+        if (!this.hasRoom()) {
+          // The rest stays in SQLite: a later run (a full one) arms it once firing made room.
+          this.loadIncomplete = true;
+          break;
+        }
+        const want = Math.min(limits.loaderBatchMax, queueLimits.wheelLoadedMax - this.wheel.size);
+        const page = sh.store.dueJobs(untilMs, want, after);
         for (const job of page) if (this.armLoaded(sh.shard, job)) armed++;
         this.reschedule();
-        if (page.length < limits.loaderBatchMax) break;
+        if (page.length < want) break;
         const last = page[page.length - 1];
         after = { atMs: last.nextFireAtMs ?? 0, id: last.id };
         // Let timers and requests run between pages of a large load.

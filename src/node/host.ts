@@ -7,7 +7,7 @@
 import { randomInt } from 'node:crypto';
 import { systemClock, type Clock } from '../core/clock.js';
 import { createLogger, type Logger } from '../core/log.js';
-import { clusterLimits, nodeLimits } from '../core/limits.js';
+import { clusterLimits, nodeLimits, queueLimits } from '../core/limits.js';
 import { Prng } from '../core/prng.js';
 import { Dispatcher } from '../dispatch/dispatcher.js';
 import { targetPolicyFromLists, type TargetPolicy } from '../dispatch/target-policy.js';
@@ -109,6 +109,21 @@ function sumCounts(shards: ShardGroup[]): Record<JobState, number> {
   return total;
 }
 
+/** The bounded queues of the node, for punctual_queue_depth / punctual_queue_limit (src/core/limits.ts queueLimits). */
+function queueDepths(proposer: Proposer, host: RaftHost, engine: FiringEngine | null, dispatcher: Dispatcher): Array<{ queue: string; depth: number; limit: number }> {
+  const e = engine?.queueDepths() ?? { dueBacklog: 0, wheel: 0, parked: 0 };
+  return [
+    { queue: 'proposer', depth: proposer.queuedCount(), limit: queueLimits.proposerCommandsMax },
+    { queue: 'proposer_engine_items', depth: proposer.engineItemsCount(), limit: queueLimits.proposerEngineItemsMax },
+    { queue: 'apply', depth: host.applyBacklog(), limit: queueLimits.applyQueueEntriesMax },
+    { queue: 'due_backlog', depth: e.dueBacklog, limit: queueLimits.dueBacklogMax },
+    { queue: 'dispatch_queued', depth: dispatcher.queued(), limit: queueLimits.dispatchQueuedMax },
+    { queue: 'wheel', depth: e.wheel, limit: queueLimits.wheelEntriesMax },
+    { queue: 'wheel_loaded', depth: e.wheel, limit: queueLimits.wheelLoadedMax },
+    { queue: 'wheel_parked', depth: e.parked, limit: queueLimits.wheelEntriesMax - queueLimits.wheelLoadedMax },
+  ];
+}
+
 /** Polls `done` every few ms until it holds or `ms` passed. */
 async function waitUntil(done: () => boolean, ms: number): Promise<boolean> {
   const until = Date.now() + ms;
@@ -183,6 +198,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     dispatchInFlight: () => dispatcher.inFlight(),
     shards: () => host.groups.map((g) => ({ shard: g.shard, role: g.role, term: g.raw.status().term, commit: g.raw.status().commit, applied: g.applied })),
     peers: () => transport?.stats() ?? null,
+    queues: () => queueDepths(proposer, host, engine, dispatcher),
   });
   const book = new MemberBook(db);
   const peerList = startPeers(book, config.nodeId, config.peers, logger);

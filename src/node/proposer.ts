@@ -19,10 +19,15 @@
  *
  * The host hands each applied command's effects to the firing engine BEFORE the proposer's promise resolves, so a
  * created job is already armed when the API answers.
+ *
+ * Limits (src/core/limits.ts queueLimits): a client proposal is refused 429 `rate_limited` while
+ * proposerCommandsMax proposals wait for a flush, or while the host's applier has applyQueueEntriesMax committed
+ * entries to apply; the engine's items are never refused (they record callbacks already sent): the engine stops
+ * firing instead while engineItemsCount() is at proposerEngineItemsMax.
  */
 import { assert } from '../core/assert.js';
 import { PunctualError } from '../core/errors.js';
-import { limits, stallLimits } from '../core/limits.js';
+import { limits, queueLimits, stallLimits } from '../core/limits.js';
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
 import { encodeCommand } from '../scheduler/codec.js';
@@ -35,6 +40,13 @@ export type { ShardStorage } from './group.js';
 /** Where proposals go: the Raft host (the shard's group on this node, which must lead it). */
 export interface ProposalSink {
   propose(shard: number, data: Uint8Array, waiter: Waiter): void;
+  /** Committed entries not applied yet on this node. */
+  applyBacklog(): number;
+}
+
+/** A write refused by a full queue: 429 with Retry-After; it never entered the log. */
+export function queueFull(reason: 'proposer_queue_full' | 'apply_queue_full' | 'wheel_full', what: string): PunctualError {
+  return new PunctualError('rate_limited', `${what}; retry in ${queueLimits.retryAfterS} s`, [], reason);
 }
 
 export interface Applied {
@@ -100,11 +112,20 @@ export class Proposer {
   private idleWaiters: Array<() => void> = [];
   /** Fired items folded into their outcomes since start (a figure for tests and benchmarks). */
   foldedTotal = 0;
+  /** Engine items (fired, held, skipped, outcomes) waiting for a flush: the engine holds firing back at the limit. */
+  private engineItems = 0;
 
   constructor(private readonly o: ProposerOptions) {}
 
   propose(shard: number, command: Command): Promise<Applied> {
-    if (this.closed) return Promise.reject(new PunctualError('unavailable', 'node is shutting down'));
+    if (this.closed) return Promise.reject(new PunctualError('unavailable', 'node is shutting down', [], 'shutting_down'));
+    if (this.queue.length >= queueLimits.proposerCommandsMax) {
+      return Promise.reject(queueFull('proposer_queue_full', `${this.queue.length} writes wait to be proposed on this node`));
+    }
+    const backlog = this.o.sink.applyBacklog();
+    if (backlog >= queueLimits.applyQueueEntriesMax) {
+      return Promise.reject(queueFull('apply_queue_full', `${backlog} committed entries wait to be applied on this node`));
+    }
     return new Promise<Applied>((resolve, reject) => {
       this.queue.push({ shard, command, resolve, reject });
       this.schedule();
@@ -120,6 +141,7 @@ export class Proposer {
       it.foldable.set(attemptKey(item), it.fired.length);
       it.fired.push(item);
     }
+    this.engineItems++;
     this.schedule();
   }
 
@@ -128,6 +150,7 @@ export class Proposer {
     it.skipped.push(item);
     // Skips apply before this flush's outcomes: a fired item queued before this skip must stay before it.
     it.foldable.clear();
+    this.engineItems++;
     this.schedule();
   }
 
@@ -137,6 +160,7 @@ export class Proposer {
     const fired = takeUnproposed(it, key);
     if (fired === null) {
       it.outcomes.push(item);
+      this.engineItems++;
     } else {
       this.foldedTotal++;
       it.outcomes.push({ ...item, startedAtMs: fired.startedAtMs });
@@ -147,6 +171,16 @@ export class Proposer {
   /** Commands and items waiting for the next flush. */
   pendingCount(): number {
     return this.queue.length + this.items.size;
+  }
+
+  /** Client proposals waiting for the next flush (limit queueLimits.proposerCommandsMax). */
+  queuedCount(): number {
+    return this.queue.length;
+  }
+
+  /** Engine items waiting for a flush (the engine fires nothing new at queueLimits.proposerEngineItemsMax). */
+  engineItemsCount(): number {
+    return this.engineItems;
   }
 
   /** Fired items held for their outcomes (a figure for tests). */
@@ -250,6 +284,8 @@ export class Proposer {
       for (const items of chunks(fired)) push({ type: 'fired', nowMs, nodeId: this.o.nodeId, items });
       for (const items of chunks(it.skipped)) push({ type: 'skipped', nowMs, items });
       for (const items of chunks(it.outcomes)) push({ type: 'outcomes', nowMs, nodeId: this.o.nodeId, items });
+      this.engineItems -= fired.length + it.skipped.length + it.outcomes.length;
+      assert(this.engineItems >= 0, 'engine item count below zero');
       if (it.held.size === 0) {
         this.items.delete(shard);
       } else {

@@ -23,7 +23,7 @@
  * A single node without --peers is the same thing with one voter per group: it campaigns at once and leads
  * every shard after its first round.
  */
-import { PunctualError } from '../core/errors.js';
+import { PunctualError, type FailureReason } from '../core/errors.js';
 import { clusterAuditLimits, clusterLimits, nodeLimits, stallLimits } from '../core/limits.js';
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
@@ -91,7 +91,12 @@ interface AppliedOut {
 }
 
 export function notLeader(shard: number): PunctualError {
-  return new PunctualError('unavailable', `this node does not lead shard ${shard}`);
+  return new PunctualError('unavailable', `this node does not lead shard ${shard}`, [], 'not_leader');
+}
+
+/** A proposal's failure, with what it proves (src/core/errors.ts FailureReason). */
+function proposalFailed(reason: FailureReason, message: string): PunctualError {
+  return new PunctualError('unavailable', message, [], reason);
 }
 
 export class RaftHost {
@@ -253,9 +258,9 @@ export class RaftHost {
   /** Appends `data` to the shard's log if this node leads it; the waiter hears once it is applied (or lost). */
   propose(shard: number, data: Uint8Array, waiter: Waiter): void {
     const g = this.groups[shard]!;
-    if (this.closed) return waiter.reject(new PunctualError('unavailable', 'node is shutting down'));
+    if (this.closed) return waiter.reject(proposalFailed('shutting_down', 'node is shutting down'));
     const r = g.raw.propose(data);
-    if (!r.ok) return waiter.reject(r.reason === 'not_leader' ? notLeader(shard) : new PunctualError('unavailable', `shard ${shard}: ${r.reason}`));
+    if (!r.ok) return waiter.reject(r.reason === 'not_leader' ? notLeader(shard) : proposalFailed('proposal_refused', `shard ${shard}: ${r.reason}`));
     g.proposals.set(r.index, { ...waiter, term: r.term, deadlineMs: this.o.clock.nowMs() + clusterLimits.proposalTimeoutMs });
     this.o.metrics.proposals.inc({ shard: String(shard) });
     this.schedule();
@@ -532,7 +537,7 @@ export class RaftHost {
     for (const [index, p] of g.proposals) {
       if (index > g.applied) continue;
       g.proposals.delete(index);
-      p.reject(new PunctualError('unavailable', `shard ${g.shard}: proposal overtaken by a snapshot`));
+      p.reject(proposalFailed('snapshot_overtook', `shard ${g.shard}: proposal overtaken by a snapshot (it may have applied)`));
     }
   }
 
@@ -573,7 +578,8 @@ export class RaftHost {
       const p = a.g.proposals.get(a.index);
       if (p === undefined) continue;
       a.g.proposals.delete(a.index);
-      if (p.term !== a.term) p.reject(new PunctualError('unavailable', `shard ${a.g.shard}: leadership changed, proposal lost`));
+      // Another term's entry committed at the proposal's index: the proposal can never commit (log matching).
+      if (p.term !== a.term) p.reject(proposalFailed('proposal_lost', `shard ${a.g.shard}: leadership changed, proposal lost`));
       else if (a.applied !== null) p.resolve(a.applied);
       else p.reject(new PunctualError('internal', 'command could not be applied'));
     }
@@ -660,11 +666,11 @@ export class RaftHost {
       for (const [index, p] of g.proposals) {
         if (p.deadlineMs > nowMs) continue;
         g.proposals.delete(index);
-        p.reject(new PunctualError('unavailable', `shard ${g.shard}: proposal not applied within ${clusterLimits.proposalTimeoutMs} ms`));
+        p.reject(proposalFailed('proposal_timeout', `shard ${g.shard}: proposal not applied within ${clusterLimits.proposalTimeoutMs} ms (it may still apply)`));
       }
       const late = g.reads.filter((r) => r.deadlineMs <= nowMs);
       if (late.length === 0) continue;
-      for (const r of late) r.reject(new PunctualError('unavailable', `shard ${g.shard}: read not confirmed in time`));
+      for (const r of late) r.reject(proposalFailed('read_timeout', `shard ${g.shard}: read not confirmed in time`));
       const keep = g.reads.filter((r) => r.deadlineMs > nowMs);
       g.reads.length = 0;
       g.reads.push(...keep);
@@ -680,6 +686,11 @@ export class RaftHost {
       const c = g.raw.confState();
       for (const id of [...c.voters, ...c.learners]) if (id !== this.o.nodeId && !sender.reachable(id)) g.raw.reportUnreachable(id);
     }
+  }
+
+  /** Committed entries waiting for the applier (the proposer refuses client writes above stallLimits.applyQueueEntriesMax). */
+  applyBacklog(): number {
+    return this.applyQueue.length - this.applyHead;
   }
 
   /** True when no proposal of any group waits for its entry. */
@@ -700,9 +711,9 @@ export class RaftHost {
     this.failed = true; // no new round
     await this.drainApplies();
     for (const g of this.groups) {
-      for (const p of g.proposals.values()) p.reject(new PunctualError('unavailable', 'node is shutting down'));
+      for (const p of g.proposals.values()) p.reject(proposalFailed('interrupted', 'node is shutting down (the write may have applied)'));
       g.proposals.clear();
-      for (const r of g.reads.splice(0)) r.reject(new PunctualError('unavailable', 'node is shutting down'));
+      for (const r of g.reads.splice(0)) r.reject(proposalFailed('shutting_down', 'node is shutting down'));
       if (g.firing) this.stopFiring(g);
     }
   }

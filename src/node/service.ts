@@ -6,6 +6,7 @@
  * replicas (possibly a little behind on a follower; QUEUED / RUNNING overlays are known only where the shard
  * fires). Job views carry the firing engine's volatile overlay.
  */
+import { randomUUID } from 'node:crypto';
 import type { Clock } from '../core/clock.js';
 import { PunctualError, notFound } from '../core/errors.js';
 import { shardOf } from '../core/ids.js';
@@ -31,7 +32,7 @@ import type { ClusterOps } from './cluster-ops.js';
 import { decodeExecutionCursor, decodeJobCursor, encodeCursor } from './cursor.js';
 import type { FiringEngine } from './engine.js';
 import type { ShardStorage } from './group.js';
-import type { Proposer } from './proposer.js';
+import { queueFull, type Proposer } from './proposer.js';
 import { notLeader, type RaftHost } from './raft-host.js';
 import { createItemsOf, deleteTaskOutcome, jobOf, putTaskOf } from './results.js';
 import { fromWireError, toWireError, type ForwardOp, type ShardRouter, type WireError } from './router.js';
@@ -103,7 +104,7 @@ export class NodeService implements SchedulerApi {
         return results.map((r): WireCreateResult => (r.ok ? r : { ok: false, id: r.id, error: toWireError(r.error) }));
       }
       case 'job':
-        return this.jobLocal(op.action, op.id, op.patch as JobPatch | null);
+        return this.jobLocal(op.action, op.id, op.patch as JobPatch | null, op.runKey ?? null);
       case 'get_job':
         return this.getJobLocal(op.id);
       case 'list_executions':
@@ -227,12 +228,12 @@ export class NodeService implements SchedulerApi {
     return { ...job, state: this.o.engine.overlayState(job), lastExecution: store.lastExecution(job.id) };
   }
 
-  private jobCommand(action: JobAction, id: string, patch: JobPatch | null): Promise<JobView> {
+  private jobCommand(action: JobAction, id: string, patch: JobPatch | null, runKey: string | null = null): Promise<JobView> {
     const shard = this.shardFor(id).shard;
-    return this.o.router.call(shard, { op: 'job', action, id, patch }, () => this.jobLocal(action, id, patch));
+    return this.o.router.call(shard, { op: 'job', action, id, patch, runKey }, () => this.jobLocal(action, id, patch, runKey));
   }
 
-  private async jobLocal(action: JobAction, id: string, patch: JobPatch | null): Promise<JobView> {
+  private async jobLocal(action: JobAction, id: string, patch: JobPatch | null, runKey: string | null): Promise<JobView> {
     const { shard, store } = this.shardFor(id);
     if (action === 'pause') {
       // A one-off job whose callback is on its way is RUNNING, even before the fired record is stored (the
@@ -242,9 +243,13 @@ export class NodeService implements SchedulerApi {
         throw new PunctualError('conflict', `cannot pause job ${JSON.stringify(id)} in state RUNNING`);
       }
     }
+    // A run arms a timer the loader cannot find again: refused while the wheel is at the loader's limit.
+    if (action === 'run' && !this.o.engine.hasRoom()) throw queueFull('wheel_full', `the timer wheel of shard ${shard}'s leader is full`);
     const nowMs = this.nowMs();
     const type = commandOf[action];
-    const command = (type === 'patch_job' ? { type, nowMs, id, patch: patch as JobPatch } : { type, nowMs, id }) as Command;
+    const command = (
+      type === 'patch_job' ? { type, nowMs, id, patch: patch as JobPatch } : type === 'run_job' && runKey !== null ? { type, nowMs, id, runKey } : { type, nowMs, id }
+    ) as Command;
     return this.view(jobOf(await this.proposeLocal(shard, command), id));
   }
 
@@ -260,8 +265,13 @@ export class NodeService implements SchedulerApi {
     return this.jobCommand('resume', id, null);
   }
 
-  runJob(id: string): Promise<JobView> {
-    return this.jobCommand('run', id, null);
+  /**
+   * The run key is fixed here, on the node that took the request, before any forward: a retry of the call (the
+   * router's, after a failure that leaves the outcome unknown) is then recognised by the state machine.
+   */
+  runJob(id: string, clientKey: string | null = null): Promise<JobView> {
+    const runKey = clientKey === null ? `node:${randomUUID()}` : `client:${clientKey}`;
+    return this.jobCommand('run', id, null, runKey);
   }
 
   patchJob(id: string, patch: JobPatch): Promise<JobView> {

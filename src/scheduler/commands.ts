@@ -17,8 +17,11 @@ export type Command =
   | { type: 'cancel_job'; nowMs: number; id: string }
   | { type: 'pause_job'; nowMs: number; id: string }
   | { type: 'resume_job'; nowMs: number; id: string }
-  /** One extra run at nowMs (its scheduledAtMs is nowMs), besides the regular schedule. */
-  | { type: 'run_job'; nowMs: number; id: string }
+  /**
+   * One extra run at nowMs (its scheduledAtMs is nowMs), besides the regular schedule. `runKey` names the request
+   * (fixed by the node that took it): a run_job whose key the job remembers answers that run again, runs nothing.
+   */
+  | { type: 'run_job'; nowMs: number; id: string; runKey?: string }
   | { type: 'patch_job'; nowMs: number; id: string; patch: JobPatch }
   /** The leader sent (or is sending) these attempts: executions become RUNNING, recurring jobs advance. */
   | { type: 'fired'; nowMs: number; nodeId: string; items: FiredItem[] }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { limits } from '../core/limits.js';
+import { limits, schedulerLimits } from '../core/limits.js';
 import { Prng } from '../core/prng.js';
 import { decodeCommand, encodeCommand } from './codec.js';
 import type { Command, Effect } from './commands.js';
@@ -542,6 +542,50 @@ describe('run_job', () => {
     expect(fired('p', T0 + 7).result).toMatchObject({ applied: 1 });
     expect(store.getExecution('p', T0 + 7)!.state).toBe('RUNNING');
     expect(job('p')).toMatchObject({ state: 'PAUSED', runs: 0 });
+  });
+
+  it('a repeated run with the same run key answers the first run and queues nothing more', () => {
+    const { create, jobCmd, fired, outcome, store } = setup();
+    create(spec('a', { schedule: everyMin() }));
+    const first = jobCmd({ type: 'run_job', nowMs: T0 + 5, id: 'a', runKey: 'k1' });
+    expect(first.r).toMatchObject({ ok: true, runAtMs: T0 + 5 });
+    // The repeat arrives later (a retry after a timed-out proposal that had committed): same run, no effect.
+    const again = jobCmd({ type: 'run_job', nowMs: T0 + 900, id: 'a', runKey: 'k1' });
+    expect(again.r).toMatchObject({ ok: true, runAtMs: T0 + 5 });
+    expect(again.effects).toEqual([]);
+    expect(store.getExecution('a', T0 + 900)).toBeNull();
+    // ... also after the run finished: the key still names it.
+    fired('a', T0 + 5, T0 + 6);
+    outcome('a', T0 + 5, 'succeeded', T0 + 7);
+    expect(jobCmd({ type: 'run_job', nowMs: T0 + 950, id: 'a', runKey: 'k1' }).r).toMatchObject({ runAtMs: T0 + 5 });
+    // Another key, or none, is another run.
+    expect(jobCmd({ type: 'run_job', nowMs: T0 + 1000, id: 'a', runKey: 'k2' }).r).toMatchObject({ runAtMs: T0 + 1000 });
+    expect(jobCmd({ type: 'run_job', nowMs: T0 + 1000, id: 'a' }).r).toMatchObject({ runAtMs: T0 + 1001 });
+    expect(store.listExecutions('a', 10, null).map((e) => e.scheduledAtMs)).toEqual([T0 + 1001, T0 + 1000, T0 + 5]);
+  });
+
+  it('remembers the latest runKeysPerJobMax keys per job, and only for that job', () => {
+    const { create, jobCmd, job } = setup();
+    create(spec('a', { schedule: everyMin() }));
+    create(spec('b', { schedule: everyMin() }));
+    const max = schedulerLimits.runKeysPerJobMax;
+    for (let i = 0; i <= max; i++) jobCmd({ type: 'run_job', nowMs: T0 + 10 * i, id: 'a', runKey: `k${i}` });
+    expect(job('a').runKeys).toHaveLength(max);
+    expect(job('a').runKeys![0]).toEqual({ key: 'k1', runAtMs: T0 + 10 });
+    // k0 was forgotten: a new run. The newest keys still answer their run.
+    expect(jobCmd({ type: 'run_job', nowMs: T0 + 5_000, id: 'a', runKey: 'k0' }).r).toMatchObject({ runAtMs: T0 + 5_000 });
+    expect(jobCmd({ type: 'run_job', nowMs: T0 + 6_000, id: 'a', runKey: `k${max}` }).r).toMatchObject({ runAtMs: T0 + 10 * max });
+    // The same key on another job is that job's first run.
+    expect(jobCmd({ type: 'run_job', nowMs: T0 + 7_000, id: 'b', runKey: `k${max}` }).r).toMatchObject({ runAtMs: T0 + 7_000 });
+  });
+
+  it('a repeated keyed run on a job cancelled since answers the run made, a new key is refused', () => {
+    const { create, jobCmd } = setup();
+    create(spec('a', { schedule: everyMin() }));
+    jobCmd({ type: 'run_job', nowMs: T0 + 5, id: 'a', runKey: 'k1' });
+    jobCmd({ type: 'cancel_job', nowMs: T0 + 6, id: 'a' });
+    expect(jobCmd({ type: 'run_job', nowMs: T0 + 7, id: 'a', runKey: 'k1' }).r).toMatchObject({ ok: true, runAtMs: T0 + 5 });
+    expect(jobCmd({ type: 'run_job', nowMs: T0 + 7, id: 'a', runKey: 'k2' }).r).toMatchObject({ ok: false, code: 'conflict' });
   });
 });
 

@@ -6,7 +6,7 @@
  */
 import { unreachable } from '../core/assert.js';
 import type { ErrorCode } from '../core/errors.js';
-import { limits } from '../core/limits.js';
+import { limits, schedulerLimits } from '../core/limits.js';
 import type { Command, FiredItem, OutcomeItem, SkippedItem } from './commands.js';
 import type { Effect } from './commands.js';
 import { fireAllStart, firstOccurrence, nextOccurrence } from './schedule.js';
@@ -62,7 +62,7 @@ function dispatch(store: SchedulerStore, c: Command, effects: Effect[]): Command
     case 'resume_job':
       return { type: c.type, result: withJob(store, c.id, (job) => resumeJob(store, job, c.nowMs, effects)) };
     case 'run_job':
-      return { type: c.type, result: withJob(store, c.id, (job) => runJob(store, job, c.nowMs, effects)) };
+      return { type: c.type, result: withJob(store, c.id, (job) => runJob(store, job, c.nowMs, c.runKey ?? null, effects)) };
     case 'patch_job':
       return { type: c.type, result: withJob(store, c.id, (job) => patchJob(store, job, c.patch, c.nowMs, effects)) };
     case 'fired':
@@ -298,7 +298,10 @@ function resumeJob(store: SchedulerStore, job: JobRecord, nowMs: number, effects
   return { ok: true, job };
 }
 
-function runJob(store: SchedulerStore, job: JobRecord, nowMs: number, effects: Effect[]): JobCommandResult {
+function runJob(store: SchedulerStore, job: JobRecord, nowMs: number, runKey: string | null, effects: Effect[]): JobCommandResult {
+  // A repeat of a run already made (a retry after an answer was lost): the same answer, no second run.
+  const earlier = runKey === null ? undefined : job.runKeys?.find((r) => r.key === runKey);
+  if (earlier !== undefined) return { ok: true, job, runAtMs: earlier.runAtMs };
   if (job.state === 'CANCELLED') return fail('conflict', `job ${JSON.stringify(job.id)} is CANCELLED`);
   // A fresh key: never an existing execution's, never the pending regular occurrence's.
   let at = nowMs;
@@ -317,10 +320,19 @@ function runJob(store: SchedulerStore, job: JobRecord, nowMs: number, effects: E
     nodeId: null,
     retryAtMs: at,
   });
+  if (runKey !== null) rememberRun(job, runKey, at);
   job.updatedAtMs = nowMs;
   store.putJob(job);
   effects.push({ type: 'arm', jobId: job.id, scheduledAtMs: at, attempt: 1, dueAtMs: at });
   return { ok: true, job, runAtMs: at };
+}
+
+/** Keeps the latest schedulerLimits.runKeysPerJobMax run keys of the job (a repeat comes within seconds). */
+function rememberRun(job: JobRecord, key: string, runAtMs: number): void {
+  const keys = job.runKeys ?? [];
+  keys.push({ key, runAtMs });
+  if (keys.length > schedulerLimits.runKeysPerJobMax) keys.splice(0, keys.length - schedulerLimits.runKeysPerJobMax);
+  job.runKeys = keys;
 }
 
 function patchJob(

@@ -115,6 +115,11 @@ export interface JobRecord extends JobSpec {
   shard: number;
   createdAtMs: number;
   updatedAtMs: number;
+  /**
+   * The run keys of the job's latest extra runs (run_job), oldest first, at most schedulerLimits.runKeysPerJobMax:
+   * a repeated run with one of them answers the run it made. Absent until the first keyed run.
+   */
+  runKeys?: Array<{ key: string; runAtMs: number }>;
 }
 
 /** What the API shows: the record plus its last execution. */

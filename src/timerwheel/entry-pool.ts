@@ -8,12 +8,20 @@
  * same pool, so unlinking an entry is O(1) and needs no branch for head or tail.
  */
 
+import { assert } from '../core/assert.js';
+
 /** The "no handle" value of a link or bucket field. */
 export const NIL = -1;
 
 const initialCapacity = 1024;
 
 export class EntryPool<K> {
+  /** `capacityMax`: the pool never grows past this many handles (timers and bucket sentinels). */
+  constructor(readonly capacityMax: number = Number.MAX_SAFE_INTEGER) {
+    assert(Number.isInteger(capacityMax), 'pool capacityMax must be an integer');
+    assert(capacityMax >= 1, 'pool capacityMax must be positive');
+  }
+
   deadlineMs = new Float64Array(initialCapacity);
   /** Insertion sequence number: ties between equal deadlines fire in this order. */
   seq = new Float64Array(initialCapacity);
@@ -73,9 +81,10 @@ export class EntryPool<K> {
     this.prev[after] = before;
   }
 
-  /** Doubling keeps appends amortized O(1); 1M timers land in a 2^20 pool, so little is wasted at that size. */
+  /** Doubling keeps appends amortized O(1), up to capacityMax: the caller checks its own limit before alloc. */
   private grow(): void {
-    const capacity = this.capacity * 2;
+    assert(this.capacity < this.capacityMax, 'timer entry pool is at its capacity');
+    const capacity = Math.min(this.capacity * 2, this.capacityMax);
     this.deadlineMs = copyGrown(this.deadlineMs, new Float64Array(capacity));
     this.seq = copyGrown(this.seq, new Float64Array(capacity));
     this.next = copyGrown(this.next, new Int32Array(capacity));

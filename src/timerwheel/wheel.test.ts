@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { AssertionError } from '../core/assert.js';
+import { EntryPool } from './entry-pool.js';
 import { TimerWheel, type TimerWheelOptions } from './wheel.js';
 
 const hourMs = 60 * 60 * 1000;
@@ -397,6 +398,86 @@ describe('TimerWheel against a sorted-array model (fast-check)', () => {
     fc.assert(
       fc.property(fc.double({ min: -1e6, max: 1e6, noNaN: true }), optionsArb, fractionalOps, runAgainstModel),
       { numRuns: 200 },
+    );
+  });
+});
+
+describe('TimerWheel limits', () => {
+  it('holds at most entriesMax timers: a new key past it is refused, replace and cancel still work', () => {
+    const wheel = new TimerWheel<string>(t0, { entriesMax: 3 });
+    wheel.add('a', t0 + 5);
+    wheel.add('b', t0 + 6);
+    wheel.add('c', t0 + 7);
+    expect(wheel.full).toBe(true);
+    expect(() => wheel.add('d', t0 + 8)).toThrow(AssertionError);
+    expect(wheel.size).toBe(3);
+    wheel.add('a', t0 + 9); // a replace takes no new entry
+    expect(wheel.cancel('b')).toBe(true);
+    expect(wheel.full).toBe(false);
+    wheel.add('d', t0 + 8);
+    expect(wheel.advanceTo(t0 + 100)).toEqual(['c', 'd', 'a']);
+    expect(wheel.full).toBe(false);
+  });
+
+  it('the entry pool stops growing at its ceiling instead of doubling past it', () => {
+    const pool = new EntryPool<number>(1500);
+    for (let i = 0; i < 1500; i++) pool.keys[pool.alloc()] = i;
+    expect(pool.capacity).toBe(1500);
+    expect(() => pool.alloc()).toThrow(AssertionError);
+    pool.release(7);
+    expect(pool.alloc()).toBe(7); // a freed handle is reused at the ceiling
+    expect(pool.capacity).toBe(1500);
+  });
+
+  it('a wheel filled to entriesMax many times over never grows its pool past the ceiling', () => {
+    const wheel = new TimerWheel<number>(0, { entriesMax: 2000 });
+    for (let round = 0; round < 5; round++) {
+      for (let i = 0; i < 2000; i++) wheel.add(i, round * 10_000 + i);
+      expect(wheel.full).toBe(true);
+      expect(wheel.advanceTo(round * 10_000 + 9_999)).toHaveLength(2000);
+    }
+    expect((wheel as unknown as { pool: EntryPool<number> }).pool.capacity).toBeLessThanOrEqual(2000 + 64 * 64 + 1);
+  });
+
+  it('advanceTo(t, max) returns the first max due keys and keeps the rest due, in the same order', () => {
+    const wheel = new TimerWheel<string>(t0);
+    ['a', 'b', 'c', 'd', 'e'].forEach((k, i) => wheel.add(k, t0 + 10 - i)); // e earliest
+    wheel.add('late', t0 + 1000);
+    expect(wheel.advanceTo(t0 + 20, 2)).toEqual(['e', 'd']);
+    expect(wheel.nextDeadlineMs()).toBeLessThanOrEqual(t0 + 20); // still due: the host wakes again at once
+    expect(wheel.has('c')).toBe(true);
+    expect(wheel.advanceTo(t0 + 20, 0)).toEqual([]);
+    expect(wheel.advanceTo(t0 + 20, 2)).toEqual(['c', 'b']);
+    expect(wheel.advanceTo(t0 + 20)).toEqual(['a']);
+    expect(wheel.nextDeadlineMs()).toBe(t0 + 1000);
+  });
+
+  it('draining with a small max gives the same keys in the same order as one unlimited advance (fast-check)', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ key: fc.integer({ min: 0, max: 40 }), deltaMs: fc.integer({ min: -50, max: 200 }) }), { maxLength: 80 }),
+        fc.integer({ min: 1, max: 7 }),
+        fc.integer({ min: 0, max: 250 }),
+        (adds, max, stepMs) => {
+          const whole = new TimerWheel<number>(t0, { wheelSize: 4 });
+          const limited = new TimerWheel<number>(t0, { wheelSize: 4 });
+          for (const a of adds) {
+            whole.add(a.key, t0 + a.deltaMs);
+            limited.add(a.key, t0 + a.deltaMs);
+          }
+          const expected = whole.advanceTo(t0 + stepMs);
+          const got: number[] = [];
+          for (;;) {
+            const part = limited.advanceTo(t0 + stepMs, max);
+            expect(part.length).toBeLessThanOrEqual(max);
+            if (part.length === 0) break;
+            got.push(...part);
+          }
+          expect(got).toEqual(expected);
+          expect(limited.size).toBe(whole.size);
+          expect(limited.nextDeadlineMs()).toBe(whole.nextDeadlineMs());
+        },
+      ),
     );
   });
 });

@@ -13,6 +13,7 @@
  * tickMs is; tickMs and wheelSize only trade bucket granularity against re-adds.
  */
 import { assert } from '../core/assert.js';
+import { queueLimits } from '../core/limits.js';
 import { BucketHeap } from './bucket-heap.js';
 import { EntryPool, NIL } from './entry-pool.js';
 import { WheelLevel } from './level.js';
@@ -22,7 +23,12 @@ export interface TimerWheelOptions {
   tickMs?: number;
   /** Buckets per level (default 64). */
   wheelSize?: number;
+  /** Timers held at most (default queueLimits.wheelEntriesMax): adding one more is a programmer error; check `full`. */
+  entriesMax?: number;
 }
+
+/** Pool handles beyond entriesMax kept for bucket sentinels: 64 levels of wheelSize buckets cover any allowed span. */
+const levelsMax = 64;
 
 /** Deadlines and times must be finite and at most this far from 0 so that slot arithmetic stays exact. */
 export const wheelTimeAbsMaxMs = Number.MAX_SAFE_INTEGER;
@@ -30,7 +36,8 @@ export const wheelTimeAbsMaxMs = Number.MAX_SAFE_INTEGER;
 const dueBucket = 0;
 
 export class TimerWheel<K> {
-  private readonly pool = new EntryPool<K>();
+  private readonly pool: EntryPool<K>;
+  readonly entriesMax: number;
   private readonly handles = new Map<K, number>();
   private readonly heap = new BucketHeap();
   /** Bucket id -> sentinel handle of its list. */
@@ -49,6 +56,10 @@ export class TimerWheel<K> {
     assert(tickMs > 0, 'tickMs must be positive');
     assert(Number.isInteger(wheelSize), 'wheelSize must be an integer');
     assert(wheelSize >= 2, 'wheelSize must be at least 2');
+    this.entriesMax = options.entriesMax ?? queueLimits.wheelEntriesMax;
+    assert(Number.isInteger(this.entriesMax), 'entriesMax must be an integer');
+    assert(this.entriesMax >= 1, 'entriesMax must be positive');
+    this.pool = new EntryPool<K>(this.entriesMax + levelsMax * wheelSize + 1);
     this.nowMs = startMs;
     const createBuckets = (count: number): number => this.createBuckets(count);
     assert(createBuckets(1) === dueBucket, 'the due bucket must be bucket 0');
@@ -58,6 +69,11 @@ export class TimerWheel<K> {
   /** Number of pending timers. */
   get size(): number {
     return this.handles.size;
+  }
+
+  /** At entriesMax timers: a new key cannot be added (replacing or cancelling one still can). */
+  get full(): boolean {
+    return this.handles.size >= this.entriesMax;
   }
 
   /** The largest time passed to advanceTo (or startMs). */
@@ -75,6 +91,7 @@ export class TimerWheel<K> {
     assertTime(deadlineMs, 'deadlineMs');
     let h = this.handles.get(key);
     if (h === undefined) {
+      assert(!this.full, 'timer wheel is full');
       h = this.pool.alloc();
       this.pool.keys[h] = key;
       this.handles.set(key, h);
@@ -109,9 +126,12 @@ export class TimerWheel<K> {
    * Moves time to nowMs (never backwards: a smaller value does not move time) and returns every key whose
    * deadline <= nowMs, in deterministic order: by deadline, then by insertion order (a replaced key counts as
    * newly inserted). With nowMs below currentMs, only keys added since with a deadline <= nowMs can be returned.
+   * At most `max` keys are returned (the first ones of that order): the others stay, due, for the next call, so a
+   * host whose backlog is full takes only what it has room for.
    * Cost: O(popped buckets x log(buckets) + re-added entries + d log d) for d due keys.
    */
-  advanceTo(nowMs: number): K[] {
+  advanceTo(nowMs: number, max: number = Infinity): K[] {
+    assert(max >= 0, 'advanceTo max must not be negative');
     assertTime(nowMs, 'nowMs');
     if (this.heap.topKeyMs() > nowMs) {
       // The common case for a host ticking every ms: nothing is due, so no bucket is touched.
@@ -127,14 +147,15 @@ export class TimerWheel<K> {
       if (deadlines[h] <= nowMs) due.push(h);
       else this.place(h);
     }
-    return this.fire(due);
+    return this.fire(due, max);
   }
 
   /**
    * A time at or before the earliest pending deadline, or null when empty, so the host arms one timer.
    * Exact (equal to the earliest deadline) unless the earliest entry of its bucket was cancelled or replaced:
    * then it is that removed deadline, earlier than the true one. Waking then and calling advanceTo re-adds the
-   * bucket's entries, after which the value is exact again. After advanceTo(t) it is always null or > t.
+   * bucket's entries, after which the value is exact again. After advanceTo(t) it is always null or > t, unless
+   * that call's `max` left due keys behind (then it is <= t).
    */
   nextDeadlineMs(): number | null {
     return this.heap.size === 0 ? null : this.heap.topKeyMs();
@@ -182,12 +203,17 @@ export class TimerWheel<K> {
     return popped;
   }
 
-  /** Sorts the due handles by (deadline, seq), frees them and returns their keys. */
-  private fire(due: number[]): K[] {
+  /**
+   * Sorts the due handles by (deadline, seq), frees the first `max` and returns their keys; the rest go back to
+   * the due bucket with their seq, so the order of a later call is the same.
+   */
+  private fire(due: number[], max: number): K[] {
     const { deadlineMs, seq, keys } = this.pool;
     due.sort((a, b) => deadlineMs[a] - deadlineMs[b] || seq[a] - seq[b]);
-    const fired: K[] = new Array<K>(due.length);
-    for (let i = 0; i < due.length; i++) {
+    const n = Math.min(due.length, max);
+    for (let i = n; i < due.length; i++) this.place(due[i]);
+    const fired: K[] = new Array<K>(n);
+    for (let i = 0; i < n; i++) {
       const h = due[i];
       const key = keys[h] as K;
       fired[i] = key;
