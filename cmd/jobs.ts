@@ -290,12 +290,19 @@ function addJobVerbs(job: Command, io: CliIo): void {
     const cmd = job.command(name).argument('<id>', 'job id').description(description);
     // DELETE /v1/jobs/{id} is the same as cancel: `job delete` is what a user of that route types
     if (name === 'cancel') cmd.alias('delete');
+    // A run is not idempotent: a key lets a retry after an unknown outcome (503) run once, not twice.
+    if (name === 'run') cmd.option('--idempotency-key <key>', 'Idempotency-Key header: a repeat with the same key runs once');
     withClientOptions(cmd).action(
-      async (id: string, opts: ClientOptions) => {
+      async (id: string, opts: ClientOptions & { idempotencyKey?: string }) => {
         jobIdArg(id);
+        const headers: Record<string, string> = {};
+        if (opts.idempotencyKey !== undefined) {
+          if (opts.idempotencyKey.trim() === '') throw usageError('--idempotency-key: must not be empty');
+          headers['idempotency-key'] = opts.idempotencyKey;
+        }
         await withClient(opts, io, async (client) => {
           const path = `/v1/jobs/${seg(id)}` + (action === null ? '' : `/${action}`);
-          const { body } = await client.call(action === null ? 'GET' : 'POST', path);
+          const { body } = await client.call(action === null ? 'GET' : 'POST', path, { headers });
           printOne(client, io, body);
         });
       },

@@ -459,6 +459,17 @@ describe('job get|cancel|pause|resume|run|list|history', () => {
     ]);
   });
 
+  it('run --idempotency-key sends the Idempotency-Key header (a repeat runs once); an empty key is bad usage', async () => {
+    route = () => ({ status: 200, body: job });
+    const r = await client(['job', 'run', 'j1', '--idempotency-key', 'rerun-2026-12-01']);
+    expect(r.code).toBe(0);
+    expect(requests[0].url).toBe('/v1/jobs/j1/run');
+    expect(requests[0].headers['idempotency-key']).toBe('rerun-2026-12-01');
+    const bad = await client(['job', 'run', 'j1', '--idempotency-key', ' ']);
+    expect(bad.code).toBe(2);
+    expect(requests).toHaveLength(1);
+  });
+
   it('list sends the filters and prints a table and the next cursor', async () => {
     route = () => ({ status: 200, body: { jobs: [job, { ...job, id: 'job-two', task: null, schedule: { every_ms: 500 }, runs: 12 }], next_cursor: 'c2' } });
     const r = await client(['job', 'list', '--state', 'pending', '--task', 'send-email', '--limit', '2']);
