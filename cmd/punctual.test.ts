@@ -816,7 +816,7 @@ describe('the executable', () => {
 });
 
 // ---------------------------------------------------------------------------------------------------------------
-// Found by the black-box audit of the CLI: each case runs against one real node started as a process.
+// The CLI as a user meets it: each case runs against one real node started as a process.
 
 describe('the executable against a real node', () => {
   let node: Proc;
@@ -912,7 +912,7 @@ describe('the executable against a real node', () => {
   });
 });
 
-describe('usage found by the audit', () => {
+describe('usage as a user meets it', () => {
   it('help GROUP COMMAND shows the help of the command', async () => {
     const r = await cli(['help', 'job', 'add']);
     expect(r.code).toBe(0);

@@ -132,7 +132,7 @@ assert(nodeLimits.listScanRowsMax >= limits.listLimitMax, 'list scan bound below
 
 // --- src/scheduler (the replicated state machine)
 export const schedulerLimits = {
-  /** Parsed cron expressions kept per process (an LRU keyed by expression and zone): parsing costs ~100 µs. */
+  /** Parsed cron expressions kept per process (an LRU keyed by expression and zone): parsing is costly. */
   cronCacheEntriesMax: 4_096,
   /** Occurrences previewed or scanned per call never exceed this (preview count is clamped to it). */
   occurrencesPerCallMax: 10_000,
@@ -257,7 +257,7 @@ export const stallLimits = {
   applySliceEntriesMax: 256,
   /** A round's committed entries up to this many bytes are applied in the round's own transaction (no slicing). */
   inlineApplyBytesMax: 16 * 1024,
-  /** Concurrent create_jobs proposals of one shard are merged into one entry up to this many jobs (~23 µs each). */
+  /** Concurrent create_jobs proposals of one shard are merged into one entry up to this many jobs. */
   mergedCreateJobsMax: 256,
   /** Engine items (fired, skipped, outcomes) per command: one entry's apply stays near applySliceMs. */
   engineItemsPerCommandMax: 256,
@@ -265,8 +265,7 @@ export const stallLimits = {
   fireBatchMax: 256,
   /**
    * How long the engine's own records (fired, skipped, outcomes) wait for company before they are proposed. They
-   * delay no callback; fewer, larger commits left more CPU for firing (steady 2,000/s on one node, receiver
-   * lateness p50 8-10 ms -> 1-2 ms, p99 ~320 -> ~200 ms, src/node/testing/measure.mjs, docs/performance.md).
+   * delay no callback, and fewer, larger commits leave more CPU for firing (docs/performance.md).
    */
   engineItemsDelayMs: 10,
   /**
@@ -298,15 +297,13 @@ assert(
   'an add-node must end (or fail) before the CLI gives up on its request',
 );
 
-// --- src/node (audit-cluster: the three-node cluster as a user meets it)
+// --- src/node: the three-node cluster as a user meets it
 export const clusterAuditLimits = {
   /**
    * Entry bytes of one Raft append message as the host configures its groups (clusterLimits.maxMsgBytes is the
-   * transport-level ceiling). Entries are small (a pause is ~45 bytes), so 4 MiB meant ~90,000 entries per
-   * message: a follower back after a minute was sent its whole tail again on every heartbeat answer while it
-   * probed, and the leader spent its loop (and gigabytes) reading and encoding those copies. 64 KiB is about
-   * 1,500 small entries; a lone bigger entry (a batch) still goes alone, and replicate state pipelines
-   * clusterLimits.maxInflightMsgs of them.
+   * transport-level ceiling). Entries are small, so a large cap lets a probing follower be re-sent tens of
+   * thousands of entries on every heartbeat answer, costing the leader its loop and memory; a lone bigger entry
+   * (a batch) still goes alone, and replicate state pipelines clusterLimits.maxInflightMsgs of them.
    */
   appendBytesMax: 64 * 1024,
   /** /readyz: a shard with more committed entries than this not yet applied is "catching up". */

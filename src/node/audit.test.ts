@@ -1,5 +1,5 @@
 /**
- * Regressions found by the black-box audit of a three-node cluster (real processes, curl, the CLI), replayed
+ * Cases of a three-node cluster as a user meets it (real processes, curl, the CLI), replayed
  * in one process over the real peer transport and real SQLite files:
  * - a follower that comes back behind by thousands of small entries is caught up without the leader sending
  *   its whole tail again on every heartbeat answer (the leader ran out of memory: 4 GiB, then died);

@@ -1,7 +1,7 @@
 /**
  * Timer entries as a struct of arrays with integer handles (TigerBeetle habit: no object per timer).
  * One entry costs 8 (deadline) + 8 (seq) + 4 + 4 (links) + 4 (bucket) bytes in typed arrays plus one key slot,
- * instead of a ~100-byte object with a boxed deadline: this is what keeps 1M timers well under 250 B each.
+ * instead of an object per timer with a boxed deadline, so a million timers stay cheap to hold and to collect.
  * Freed handles are reused through a free list threaded through `next`.
  *
  * Bucket lists are circular and doubly linked through `next`/`prev`, with a sentinel handle allocated from the
