@@ -305,3 +305,17 @@ export const clusterAuditLimits = {
   readyLagMs: 1_000,
 } as const;
 assert(clusterAuditLimits.appendBytesMax <= clusterLimits.maxMsgBytes, 'the host append limit exceeds the transport ceiling');
+
+// --- integrity: quarantined log entries and a full disk (src/store/quarantine.ts, src/node/raft-host.ts)
+export const quarantineLimits = {
+  /** A quarantined entry keeps at most this many of its bytes in raft_quarantine (its SHA-256 covers all). */
+  keepBytesMax: 64 * 1024,
+  /** ... and at most this much of its error text. */
+  errorLengthMax: 1024,
+  /** Quarantined entries listed at once (GET /v1/cluster, logs). */
+  listMax: 100,
+  /** While the disk is full, a Ready round that could not be written is retried this often. */
+  diskFullRetryMs: 500,
+  /** Writes are answered 507 with this Retry-After (seconds) while the disk is full. */
+  diskFullRetryAfterS: 5,
+} as const;

@@ -30,10 +30,11 @@ import type { Logger } from '../core/log.js';
 import type { Rand } from '../core/prng.js';
 import type { NodeMetrics } from '../metrics/metrics.js';
 import { RawNode, type ConfChange, type ConfState, type Entry, type LogIndex, type Message, type NodeId, type Ready, type SoftState } from '../raft/index.js';
-import { decodeCommand } from '../scheduler/codec.js';
+import { CommandDecodeError, decodeCommand } from '../scheduler/codec.js';
 import { apply } from '../scheduler/machine.js';
 import type { Command, Effect } from '../scheduler/commands.js';
-import { isFatalStorageError, type Db, type FsyncMode } from '../store/db.js';
+import { isStorageError, type Db, type FsyncMode } from '../store/db.js';
+import { QuarantineTable } from '../store/quarantine.js';
 import { bootstrapGroup, SqliteRaftStorage } from '../store/raft-storage.js';
 import { AppliedIndexes, encodeShardImage, restoreShardImage } from '../store/shard-snapshot.js';
 import { SqliteShardStore } from '../store/shard-store.js';
@@ -98,6 +99,8 @@ export class RaftHost {
   readonly groups: ShardGroup[] = [];
   private sender: MessageSender | null = null;
   private readonly appliedIndexes: AppliedIndexes;
+  /** Entries this node could not decode or apply (raft_quarantine). */
+  readonly quarantined: QuarantineTable;
   private scheduled: NodeJS.Immediate | null = null;
   private running: Promise<void> | null = null;
   private ticker: NodeJS.Timeout | null = null;
@@ -118,6 +121,7 @@ export class RaftHost {
 
   constructor(private readonly o: RaftHostOptions) {
     this.appliedIndexes = new AppliedIndexes(o.db);
+    this.quarantined = new QuarantineTable(o.db);
     for (let shard = 0; shard < o.shards; shard++) this.groups.push(this.openGroup(shard));
   }
 
@@ -536,7 +540,12 @@ export class RaftHost {
     }
   }
 
-  /** Applies one committed entry inside a savepoint: a command whose apply throws is dropped alone. */
+  /**
+   * Applies one committed entry inside a savepoint. An entry whose command cannot be decoded or applied is
+   * quarantined: its savepoint is rolled back (no effect at all) and it is recorded with its index, term and error.
+   * Apply is deterministic, so every replica quarantines the same entry and the replicas stay identical. Storage
+   * errors (I/O, corruption, a full disk) are not the command's fault: they propagate and fail the transaction.
+   */
   private applyEntry(g: ShardGroup, e: Entry, out: AppliedOut[]): void {
     if (e.index <= g.applied) return;
     g.applied = e.index;
@@ -545,7 +554,15 @@ export class RaftHost {
       out.push({ g, index: e.index, term: e.term, command: null, applied: null, error: null });
       return;
     }
-    const command = decodeCommand(e.data);
+    let command: Command;
+    try {
+      command = decodeCommand(e.data);
+    } catch (err) {
+      if (!(err instanceof CommandDecodeError)) throw err;
+      this.quarantine(g, e, null, err);
+      out.push({ g, index: e.index, term: e.term, command: null, applied: null, error: err });
+      return;
+    }
     let applied: Applied | null = null;
     let error: unknown = null;
     try {
@@ -553,11 +570,26 @@ export class RaftHost {
         applied = apply(g.store, command);
       })();
     } catch (err) {
-      if (isFatalStorageError(err)) throw err;
+      if (isStorageError(err)) throw err;
       error = err;
-      this.o.logger.error('apply failed; command dropped', { shard: g.shard, index: e.index, type: command.type, err });
+      this.quarantine(g, e, command.type, err);
     }
-    out.push({ g, index: e.index, term: e.term, command, applied, error });
+    out.push({ g, index: e.index, term: e.term, command: error === null ? command : null, applied, error });
+  }
+
+  private quarantine(g: ShardGroup, e: Entry, type: string | null, err: unknown): void {
+    const message = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+    const q = this.quarantined.record(g.shard, e.index, e.term, message, e.data);
+    this.o.metrics.entriesQuarantined.inc({ shard: String(g.shard) });
+    this.o.logger.error('log entry quarantined: its command could not be decoded or applied; skipped on every replica', {
+      shard: g.shard,
+      index: e.index,
+      term: e.term,
+      type,
+      digest: q.digest,
+      bytes: q.bytes,
+      err: message,
+    });
   }
 
   /** Step 3: effects to the engine, then answers (so a created job is armed before the API answers). */
@@ -575,7 +607,7 @@ export class RaftHost {
       a.g.proposals.delete(a.index);
       if (p.term !== a.term) p.reject(new PunctualError('unavailable', `shard ${a.g.shard}: leadership changed, proposal lost`));
       else if (a.applied !== null) p.resolve(a.applied);
-      else p.reject(new PunctualError('internal', 'command could not be applied'));
+      else p.reject(new PunctualError('internal', `shard ${a.g.shard}: the command of entry ${a.index} could not be applied; it was quarantined`));
     }
   }
 
