@@ -123,6 +123,11 @@ export class RaftHost {
     this.appliedIndexes = new AppliedIndexes(o.db);
     this.quarantined = new QuarantineTable(o.db);
     for (let shard = 0; shard < o.shards; shard++) this.groups.push(this.openGroup(shard));
+    for (const q of this.quarantined.list()) {
+      o.logger.error('log entry quarantined earlier (its effects were skipped on every replica)', {
+        shard: q.shard, index: q.index, term: q.term, digest: q.digest, err: q.error,
+      });
+    }
   }
 
   private openGroup(shard: number): ShardGroup {
