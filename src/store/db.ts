@@ -13,9 +13,9 @@
  *   writes) but not a power loss or kernel crash.
  */
 import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { sqliteOpenOptions } from '../platform/sqlite.js';
+import { privateFile, secureDataDir } from './files.js';
 
 export type FsyncMode = 'always' | 'batch' | 'off';
 export type Db = Database.Database;
@@ -64,10 +64,10 @@ export function dbFilePath(dataDir: string): string {
   return join(dataDir, 'punctual.db');
 }
 
-/** Opens (creating if needed) `<dataDir>/punctual.db` with WAL and the schema. */
+/** Opens (creating if needed) `<dataDir>/punctual.db` with WAL and the schema; the directory and files private. */
 export function openNodeDb(dataDir: string, fsync: FsyncMode): Db {
-  mkdirSync(dataDir, { recursive: true });
-  return openDbFile(dbFilePath(dataDir), fsync);
+  secureDataDir(dataDir);
+  return openDbFile(privateFile(dbFilePath(dataDir)), fsync);
 }
 
 export function openDbFile(path: string, fsync: FsyncMode): Db {
