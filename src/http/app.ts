@@ -5,7 +5,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { PunctualError, invalid, toProblem } from '../core/errors.js';
-import { clusterLimits, limits } from '../core/limits.js';
+import { clusterLimits, limits, quarantineLimits } from '../core/limits.js';
 import type { Logger } from '../core/log.js';
 import type { SchedulerApi } from '../node/api.js';
 import { routes, type Route } from './routes.js';
@@ -81,6 +81,9 @@ export function createApp(deps: AppDeps): App {
       }
       // 503 (no shard leader known, node shutting down): tell clients when to try again.
       const unavailable = err instanceof PunctualError && err.code === 'unavailable';
+      if (err instanceof PunctualError && err.code === 'insufficient_storage') {
+        return problemResponse(err, { 'retry-after': String(quarantineLimits.diskFullRetryAfterS) }); // 507: disk full
+      }
       return problemResponse(err, unavailable ? { 'retry-after': String(clusterLimits.retryAfterS) } : {});
     }
   };

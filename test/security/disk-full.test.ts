@@ -1,0 +1,114 @@
+/**
+ * Disk full (issue 9, item 7): a real `punctual serve` on a small tmpfs (mounted here: the test runs as root, as
+ * in CI). With the disk filled by a ballast file, writes are refused with 507 insufficient_storage (problem+json,
+ * Retry-After) and reads keep working; the node does not exit. Once the ballast is deleted the node goes on by
+ * itself: writes succeed again and every job that was acknowledged (201) fires.
+ */
+import { execFileSync } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, rmSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePorts } from '../../src/node/testing/cluster.js';
+import { useProcessBed } from '../../src/node/testing/bed.js';
+import { spawnServe, type Child } from '../../src/node/testing/processes.js';
+import { waitFor } from '../../src/node/testing/receiver.js';
+
+const bed = useProcessBed('punctual-disk-full-');
+let mountDir = '';
+let mounted = false;
+
+beforeAll(() => {
+  mountDir = join(bed.dir, 'tmpfs');
+  mkdirSync(mountDir);
+  if (process.getuid?.() !== 0) throw new Error('test/security/disk-full.test.ts mounts a tmpfs: run it as root (CI does)');
+  // Small enough that the WAL index (-shm) never has to grow while the disk is full.
+  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=8m,mode=0700', 'tmpfs', mountDir]);
+  mounted = true;
+});
+
+afterAll(async () => {
+  await bed.killAll();
+  if (mounted) execFileSync('umount', ['-l', mountDir]);
+});
+
+/** Fills the file system of `path` to the last byte (ENOSPC), in shrinking chunks. */
+function fill(path: string): void {
+  const fd = openSync(path, 'w');
+  try {
+    for (let chunk = 1 << 20; chunk >= 512; chunk >>= 1) {
+      const buf = Buffer.alloc(chunk, 0x5a);
+      for (;;) {
+        try {
+          writeSync(fd, buf);
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code === 'ENOSPC') break;
+          throw err;
+        }
+      }
+    }
+  } finally {
+    closeSync(fd);
+  }
+}
+
+async function post(c: Child, path: string, body: unknown): Promise<{ status: number; headers: Headers; json: any }> {
+  const res = await fetch(c.base + path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: res.status, headers: res.headers, json: await res.json() };
+}
+
+async function get(c: Child, path: string): Promise<number> {
+  const res = await fetch(c.base + path);
+  await res.arrayBuffer();
+  return res.status;
+}
+
+describe('a full disk', () => {
+  it('refuses writes with 507 while reads work, and the node goes on by itself once space returns, losing nothing acknowledged', async () => {
+    const [api] = await freePorts(1);
+    const node = bed.track(await spawnServe(['--listen', `127.0.0.1:${api}`, '--data', join(mountDir, 'data')], api));
+    expect((await fetch(`${node.base}/v1/tasks/hook`, { method: 'PUT', body: JSON.stringify({ url: bed.rx.url('/hook') }) })).status).toBe(201);
+    const acknowledged: string[] = [];
+    const job = (id: string): unknown => ({ id, task: 'hook', schedule: { delay_ms: 1_000 }, payload: { pad: 'x'.repeat(100_000) } });
+    for (let i = 0; i < 3; i++) {
+      expect((await post(node, '/v1/jobs', job(`before-${i}`))).status).toBe(201);
+      acknowledged.push(`before-${i}`);
+    }
+
+    const ballast = join(mountDir, 'ballast');
+    fill(ballast);
+    // Writes go on until the WAL must grow; from then on every write is refused (the first may time out, 503,
+    // its entry being retried below Raft: it is not acknowledged, so the test does not count it).
+    let refused: { status: number; headers: Headers; json: any } | null = null;
+    for (let i = 0; i < 200 && refused === null; i++) {
+      const r = await post(node, '/v1/jobs', job(`during-${i}`));
+      if (r.status === 201) acknowledged.push(`during-${i}`);
+      else if (r.status === 507) refused = r;
+      else expect(r.status).toBe(503);
+    }
+    expect(refused?.status).toBe(507);
+    expect(refused!.headers.get('content-type')).toMatch(/application\/problem\+json/);
+    expect(refused!.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(refused!.json).toMatchObject({ status: 507, code: 'insufficient_storage' });
+    expect((await post(node, '/v1/jobs', job('refused-again'))).status).toBe(507);
+    expect((await fetch(`${node.base}/v1/tasks/other`, { method: 'PUT', body: JSON.stringify({ url: bed.rx.url('/o') }) })).status).toBe(507);
+    // Reads keep working, and the node is alive.
+    expect(await get(node, '/v1/jobs/before-0')).toBe(200);
+    expect(await get(node, '/v1/jobs?limit=10')).toBe(200);
+    expect(await get(node, '/v1/tasks/hook')).toBe(200);
+    expect(await get(node, '/healthz')).toBe(200);
+    expect(node.proc.exitCode).toBeNull();
+    expect(node.stderr()).toMatch(/disk full/);
+
+    rmSync(ballast);
+    let back = 0;
+    await waitFor('writes accepted again', async () => {
+      const r = await post(node, '/v1/jobs', job(`after-${back}`));
+      if (r.status === 201) acknowledged.push(`after-${back}`);
+      back++;
+      return r.status === 201;
+    }, 20_000);
+    expect(node.proc.exitCode).toBeNull();
+    await waitFor('every acknowledged job fired', () => acknowledged.every((id) => bed.rx.of(id).length >= 1), 20_000);
+    for (const id of acknowledged) expect(await get(node, `/v1/jobs/${id}`)).toBe(200);
+  });
+});
