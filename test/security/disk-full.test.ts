@@ -2,7 +2,7 @@
  * Disk full (issue 9, item 7): a real `punctual serve` on a small tmpfs (mounted here: the test runs as root, as
  * in CI). With the disk filled by a ballast file, writes are refused with 507 insufficient_storage (problem+json,
  * Retry-After) and reads keep working; the node does not exit. Once the ballast is deleted the node goes on by
- * itself: writes succeed again and every job that was acknowledged (201) fires.
+ * itself: writes succeed again and every job that was acknowledged (201) fires, even after a kill -9 while full.
  */
 import { execFileSync } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, rmSync, writeSync } from 'node:fs';
@@ -10,8 +10,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePorts } from '../../src/node/testing/cluster.js';
 import { useProcessBed } from '../../src/node/testing/bed.js';
-import { spawnServe, type Child } from '../../src/node/testing/processes.js';
-import { waitFor } from '../../src/node/testing/receiver.js';
+import { kill9, spawnServe, type Child } from '../../src/node/testing/processes.js';
+import { sleep, waitFor } from '../../src/node/testing/receiver.js';
 
 const bed = useProcessBed('punctual-disk-full-');
 let mountDir = '';
@@ -65,7 +65,7 @@ async function get(c: Child, path: string): Promise<number> {
 describe('a full disk', () => {
   it('refuses writes with 507 while reads work, and the node goes on by itself once space returns, losing nothing acknowledged', async () => {
     const [api] = await freePorts(1);
-    const node = bed.track(await spawnServe(['--listen', `127.0.0.1:${api}`, '--data', join(mountDir, 'data')], api));
+    let node = bed.track(await spawnServe(['--listen', `127.0.0.1:${api}`, '--data', join(mountDir, 'data')], api));
     expect((await fetch(`${node.base}/v1/tasks/hook`, { method: 'PUT', body: JSON.stringify({ url: bed.rx.url('/hook') }) })).status).toBe(201);
     const acknowledged: string[] = [];
     const job = (id: string): unknown => ({ id, task: 'hook', schedule: { delay_ms: 1_000 }, payload: { pad: 'x'.repeat(100_000) } });
@@ -99,7 +99,16 @@ describe('a full disk', () => {
     expect(node.proc.exitCode).toBeNull();
     expect(node.stderr()).toMatch(/disk full/);
 
+    // A crash while the disk is full: the restarted node cannot even persist its vote, so it waits (alive, not
+    // ready) and goes on once space returns, with every acknowledged job.
+    await kill9(node);
+    let exited: unknown = null;
+    const restarting = spawnServe(['--listen', `127.0.0.1:${api}`, '--data', join(mountDir, 'data')], api);
+    restarting.catch((err: unknown) => (exited = err));
+    await sleep(2_000);
+    expect(exited).toBeNull();
     rmSync(ballast);
+    node = bed.track(await restarting);
     let back = 0;
     await waitFor('writes accepted again', async () => {
       const r = await post(node, '/v1/jobs', job(`after-${back}`));
