@@ -7,29 +7,40 @@
 import { execFileSync } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { freePorts } from '../../src/node/testing/cluster.js';
 import { useProcessBed } from '../../src/node/testing/bed.js';
 import { kill9, spawnServe, type Child } from '../../src/node/testing/processes.js';
 import { sleep, waitFor } from '../../src/node/testing/receiver.js';
 
 const bed = useProcessBed('punctual-disk-full-');
-let mountDir = '';
-let mounted = false;
+const mounts: string[] = [];
 
-beforeAll(() => {
-  mountDir = join(bed.dir, 'tmpfs');
-  mkdirSync(mountDir);
+/**
+ * A fresh 8 MiB tmpfs under the test's directory: small enough that the WAL index (-shm) never has to grow while
+ * the disk is full (SQLite cannot report that as a full disk).
+ */
+function smallDisk(name: string): string {
   if (process.getuid?.() !== 0) throw new Error('test/security/disk-full.test.ts mounts a tmpfs: run it as root (CI does)');
-  // Small enough that the WAL index (-shm) never has to grow while the disk is full.
-  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=8m,mode=0700', 'tmpfs', mountDir]);
-  mounted = true;
-});
+  const dir = join(bed.dir, name);
+  mkdirSync(dir);
+  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=8m,mode=0700', 'tmpfs', dir]);
+  mounts.push(dir);
+  return dir;
+}
 
 afterAll(async () => {
   await bed.killAll();
-  if (mounted) execFileSync('umount', ['-l', mountDir]);
+  for (const dir of mounts) execFileSync('umount', ['-l', dir]);
 });
+
+async function ready(c: Child): Promise<boolean> {
+  try {
+    return (await fetch(`${c.base}/readyz`)).status === 200;
+  } catch {
+    return false;
+  }
+}
 
 /** Fills the file system of `path` to the last byte (ENOSPC), in shrinking chunks. */
 function fill(path: string): void {
@@ -64,6 +75,7 @@ async function get(c: Child, path: string): Promise<number> {
 
 describe('a full disk', () => {
   it('refuses writes with 507 while reads work, and the node goes on by itself once space returns, losing nothing acknowledged', async () => {
+    const mountDir = smallDisk('single');
     const [api] = await freePorts(1);
     let node = bed.track(await spawnServe(['--listen', `127.0.0.1:${api}`, '--data', join(mountDir, 'data')], api));
     expect((await fetch(`${node.base}/v1/tasks/hook`, { method: 'PUT', body: JSON.stringify({ url: bed.rx.url('/hook') }) })).status).toBe(201);
@@ -119,5 +131,46 @@ describe('a full disk', () => {
     expect(node.proc.exitCode).toBeNull();
     await waitFor('every acknowledged job fired', () => acknowledged.every((id) => bed.rx.of(id).length >= 1), 20_000);
     for (const id of acknowledged) expect(await get(node, `/v1/jobs/${id}`)).toBe(200);
-  });
+  }, 90_000);
+
+  it('in a cluster, a follower whose disk is full stays up while the others go on, and catches up by itself with every job', async () => {
+    const mountDir = smallDisk('cluster');
+    const [a1, a2, a3, p1, p2, p3] = await freePorts(6);
+    const apis = [a1, a2, a3];
+    const peerPorts = [p1, p2, p3];
+    const peers = [`n1=127.0.0.1:${p1}`, `n2=127.0.0.1:${p2}`, `n3=127.0.0.1:${p3}`];
+    // n3 keeps its data on the small tmpfs; n1 and n2 on the ordinary disk.
+    const dataOf = (id: string): string => (id === 'n3' ? join(mountDir, 'n3') : join(bed.dir, id));
+    const nodes = bed.track(await Promise.all([0, 1, 2].map((i) => {
+      const id = `n${i + 1}`;
+      return spawnServe(['--node-id', id, '--listen', `127.0.0.1:${apis[i]}`, '--peer-listen', `127.0.0.1:${peerPorts[i]}`, '--data', dataOf(id),
+        '--peers', peers.filter((p) => !p.startsWith(`${id}=`)).join(','), '--shards', '2', '--cluster-secret', 'disk-full-test-cluster-secret-01234'], apis[i]);
+    })));
+    const [n1, , n3] = nodes;
+    await waitFor('cluster ready', async () => (await Promise.all(nodes.map(ready))).every(Boolean), 15_000);
+    // n1 leads both shards, so the writes below never wait for a leader to be replaced.
+    for (const shard of [0, 1]) expect((await post(n1, `/v1/cluster/shards/${shard}/transfer-leader`, { to: 'n1' })).status).toBe(202);
+    await waitFor('n1 leads', async () => ((await (await fetch(`${n1.base}/v1/cluster`)).json()) as { shards: Array<{ leader: string }> }).shards.every((s) => s.leader === 'n1'), 10_000);
+    expect((await fetch(`${n1.base}/v1/tasks/hook`, { method: 'PUT', body: JSON.stringify({ url: bed.rx.url('/hook') }) })).status).toBe(201);
+
+    const ballast = join(mountDir, 'ballast-n3');
+    fill(ballast);
+    const job = (id: string): unknown => ({ id, task: 'hook', schedule: { delay_ms: 500 }, payload: { pad: 'y'.repeat(20_000) } });
+    const ids = Array.from({ length: 40 }, (_, i) => `c-${i}`);
+    for (const id of ids) expect((await post(n1, '/v1/jobs', job(id))).status).toBe(201);
+    await waitFor('n3 found its disk full', () => /disk full/.test(n3.stderr()), 10_000);
+    expect(n3.proc.exitCode).toBeNull();
+    await waitFor('every job fired, from the nodes with space', () => ids.every((id) => bed.rx.of(id).length >= 1), 20_000);
+
+    rmSync(ballast);
+    // n3 goes on by itself: it writes what it held back, catches up, and its replica has every job.
+    await waitFor('n3 has every job', async () => {
+      const r = await fetch(`${n3.base}/v1/jobs?limit=100`);
+      if (r.status !== 200) return false;
+      const listed = ((await r.json()) as { jobs: Array<{ id: string }> }).jobs.map((j) => j.id);
+      return ids.every((id) => listed.includes(id));
+    }, 20_000);
+    await waitFor('n3 ready', () => ready(n3), 10_000);
+    expect(n3.proc.exitCode).toBeNull();
+  }, 120_000);
 });
