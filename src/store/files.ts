@@ -13,7 +13,13 @@ export const dataFileMode = 0o600;
 /** Creates `dataDir` if needed and makes it and every file directly in it private (0700 / 0600). */
 export function secureDataDir(dataDir: string): void {
   mkdirSync(dataDir, { recursive: true, mode: dataDirMode });
-  chmodSync(dataDir, dataDirMode);
+  try {
+    chmodSync(dataDir, dataDirMode);
+  } catch (err) {
+    // A directory this user does not own (a volume mounted with a group, as Kubernetes' fsGroup does) keeps its
+    // mode: the files in it, which the node creates and owns, are still 0600.
+    if ((err as NodeJS.ErrnoException).code !== 'EPERM') throw err;
+  }
   for (const name of readdirSync(dataDir)) {
     const path = join(dataDir, name);
     const stat = lstatSync(path);
