@@ -52,10 +52,11 @@ function checkOp(op: Record<string, unknown>, shards: number): void {
       return;
     case 'propose': {
       shardIn(op.shard, shards);
-      checkCommand(op.command);
-      const command = op.command as { type: string; task?: unknown };
-      if (!forwardedCommandTypes.includes(command.type)) fail('type', `a ${command.type} command is not forwarded`);
+      const command = (typeof op.command === 'object' && op.command !== null ? op.command : {}) as { type?: unknown; task?: unknown };
+      if (typeof command.type !== 'string' || !forwardedCommandTypes.includes(command.type)) fail('type', 'only task writes are forwarded as commands');
+      // The task first, so its fields are named as PUT /v1/tasks/{name} names them (`url`, not `task.url`).
       if (command.type === 'put_task') checkTaskRecord(command.task, '');
+      checkCommand(command);
       return;
     }
     case 'transfer_leader':
