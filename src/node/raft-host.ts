@@ -34,7 +34,7 @@ import { CommandDecodeError, decodeCommand } from '../scheduler/codec.js';
 import { apply } from '../scheduler/machine.js';
 import type { Command, Effect } from '../scheduler/commands.js';
 import { isDiskFullError, isStorageError, type Db, type FsyncMode } from '../store/db.js';
-import { QuarantineTable } from '../store/quarantine.js';
+import { QuarantineTable, type QuarantinedEntry } from '../store/quarantine.js';
 import { bootstrapGroup, SqliteRaftStorage } from '../store/raft-storage.js';
 import { AppliedIndexes, encodeShardImage, restoreShardImage } from '../store/shard-snapshot.js';
 import { SqliteShardStore } from '../store/shard-store.js';
@@ -89,6 +89,8 @@ interface AppliedOut {
   command: Command | null;
   applied: Applied | null;
   error: unknown;
+  /** Set when the entry was quarantined: reported (metric, log) once its transaction committed. */
+  quarantined?: { entry: QuarantinedEntry; type: string | null };
 }
 
 export function diskFull(): PunctualError {
@@ -632,42 +634,47 @@ export class RaftHost {
       command = decodeCommand(e.data);
     } catch (err) {
       if (!(err instanceof CommandDecodeError)) throw err;
-      this.quarantine(g, e, null, err);
-      out.push({ g, index: e.index, term: e.term, command: null, applied: null, error: err });
+      out.push({ g, index: e.index, term: e.term, command: null, applied: null, error: err, quarantined: this.quarantine(g, e, null, err) });
       return;
     }
     let applied: Applied | null = null;
-    let error: unknown = null;
     try {
       this.o.db.transaction(() => {
         applied = apply(g.store, command);
       })();
     } catch (err) {
       if (isStorageError(err)) throw err;
-      error = err;
-      this.quarantine(g, e, command.type, err);
+      out.push({ g, index: e.index, term: e.term, command: null, applied: null, error: err, quarantined: this.quarantine(g, e, command.type, err) });
+      return;
     }
-    out.push({ g, index: e.index, term: e.term, command: error === null ? command : null, applied, error });
+    out.push({ g, index: e.index, term: e.term, command, applied, error: null });
   }
 
-  private quarantine(g: ShardGroup, e: Entry, type: string | null, err: unknown): void {
+  /** Records the entry in raft_quarantine, inside the applying transaction. */
+  private quarantine(g: ShardGroup, e: Entry, type: string | null, err: unknown): { entry: QuarantinedEntry; type: string | null } {
     const message = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-    const q = this.quarantined.record(g.shard, e.index, e.term, message, e.data);
-    this.o.metrics.entriesQuarantined.inc({ shard: String(g.shard) });
+    return { entry: this.quarantined.record(g.shard, e.index, e.term, message, e.data), type };
+  }
+
+  /** After the transaction that quarantined an entry committed: the metric and the error line. */
+  private reportQuarantined(q: { entry: QuarantinedEntry; type: string | null }): void {
+    const { entry, type } = q;
+    this.o.metrics.entriesQuarantined.inc({ shard: String(entry.shard) });
     this.o.logger.error('log entry quarantined: its command could not be decoded or applied; skipped on every replica', {
-      shard: g.shard,
-      index: e.index,
-      term: e.term,
+      shard: entry.shard,
+      index: entry.index,
+      term: entry.term,
       type,
-      digest: q.digest,
-      bytes: q.bytes,
-      err: message,
+      digest: entry.digest,
+      bytes: entry.bytes,
+      err: entry.error,
     });
   }
 
   /** Step 3: effects to the engine, then answers (so a created job is armed before the API answers). */
   private deliver(out: AppliedOut[]): void {
     for (const a of out) {
+      if (a.quarantined !== undefined) this.reportQuarantined(a.quarantined);
       if (a.command !== null) {
         try {
           this.o.onApplied(a.g.shard, a.command, a.applied?.effects ?? []);

@@ -125,13 +125,15 @@ export function isStorageError(err: unknown): boolean {
  */
 export function isDiskFullError(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
-  return code === 'SQLITE_FULL' || code === 'ENOSPC' || code === 'EDQUOT';
+  // SHMSIZE: SQLite could not grow the WAL index file (-shm) next to the database, which it does by writing a
+  // byte per page: on a full disk that write fails, and the commit that needed it is rolled back like any other.
+  return code === 'SQLITE_FULL' || code === 'SQLITE_IOERR_SHMSIZE' || code === 'ENOSPC' || code === 'EDQUOT';
 }
 
 /** True for errors after which the database file can no longer be trusted: the process must exit. */
 export function isFatalStorageError(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code !== 'string') return false;
+  if (typeof code !== 'string' || isDiskFullError(err)) return false;
   return (
     code.startsWith('SQLITE_IOERR') ||
     code.startsWith('SQLITE_CORRUPT') ||

@@ -16,10 +16,7 @@ import { sleep, waitFor } from '../../src/node/testing/receiver.js';
 const bed = useProcessBed('punctual-disk-full-');
 const mounts: string[] = [];
 
-/**
- * A fresh 8 MiB tmpfs under the test's directory: small enough that the WAL index (-shm) never has to grow while
- * the disk is full (SQLite cannot report that as a full disk).
- */
+/** A fresh 8 MiB tmpfs under the test's directory (unmounted after the file's tests). */
 function smallDisk(name: string): string {
   if (process.getuid?.() !== 0) throw new Error('test/security/disk-full.test.ts mounts a tmpfs: run it as root (CI does)');
   const dir = join(bed.dir, name);
