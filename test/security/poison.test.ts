@@ -80,9 +80,12 @@ describe('a forwarded poison command', () => {
       const answer = await forge(as, { id: leader, port: peerPorts[i] }, { op: 'create_jobs', shard, nowMs: Date.now(), jobs: [poisonJob] });
       expect(answer.ok).toBe(false);
       expect(answer.error).toMatchObject({ code: 'invalid_argument', errors: [{ field: 'jobs[0].payload' }] });
-      // The raw-command door is closed too: only task writes are forwarded as commands, and checked.
+      // The raw-command door is closed too: only task writes are forwarded as commands, and they are checked.
       const raw = await forge(as, { id: leader, port: peerPorts[i] }, { op: 'propose', shard, command: { type: 'create_jobs', nowMs: Date.now(), shard, jobs: [poisonJob] } });
-      expect(raw.error).toMatchObject({ code: 'invalid_argument', errors: [{ field: 'jobs[0].payload' }] });
+      expect(raw.error).toMatchObject({ code: 'invalid_argument', errors: [{ field: 'type' }] });
+      const task = { name: 'evil', url: 'http://127.0.0.1:1/', method: 'POST', headers: { host: 'x' }, timeoutMs: 1, retry: null, signingSecret: null, maxConcurrency: 1, createdAtMs: 1, updatedAtMs: 1 };
+      const badTask = await forge(as, { id: leader, port: peerPorts[i] }, { op: 'propose', shard, command: { type: 'put_task', nowMs: Date.now(), task } });
+      expect(badTask.error).toMatchObject({ code: 'invalid_argument', errors: [{ field: 'headers.host' }] });
     }
 
     // Every node lives and serves: a job submitted now fires, and no poison job exists anywhere.
