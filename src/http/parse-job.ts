@@ -72,7 +72,7 @@ export function parseJob(body: unknown, prefix: string, ctx: JobContext): JobSpe
     requestDigest: requestDigest(body),
     idempotencyKey: ctx.idempotencyKey,
   };
-  return endsInModel(spec, () => checkJobSpec(spec, prefix));
+  return endsInModel(spec, () => checkJobSpec(spec, prefix, true));
 }
 
 function parseTarget(o: JsonObject, prefix: string, issues: Issues): Pick<JobSpec, 'task' | 'callback'> | undefined {
@@ -188,7 +188,7 @@ export function parsePatch(body: unknown, nowMs: number): JobPatch {
   }
   if (o.metadata !== undefined) patch.metadata = parseMetadata(o.metadata, 'metadata', issues);
   issues.throwIfAny();
-  return endsInModel(patch, () => checkJobPatch(patch, ''));
+  return endsInModel(patch, () => checkJobPatch(patch, '', true));
 }
 
 export interface PreviewRequest {

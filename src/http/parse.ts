@@ -210,7 +210,7 @@ export function parseTaskBody(body: unknown): CallbackSpec {
   const issues = new Issues();
   const spec = parseCallback(body, '', issues);
   if (spec === undefined || !issues.ok) throw issues.toError();
-  return endsInModel(spec, () => checkCallbackSpec(spec, ''));
+  return endsInModel(spec, () => checkCallbackSpec(spec, '', true));
 }
 
 /**

@@ -53,6 +53,9 @@ describe('checkForwardOp', () => {
       [{ op: 'propose', shard: 0, command: { type: 'fired', nowMs: 1, nodeId: 'n1', items: [] } }, 'type'],
       [{ op: 'propose', shard: 0, command: { type: 'put_task', nowMs: 5, task: { ...task, signingSecret: '***' } } }, 'signing_secret'],
       [{ op: 'transfer_leader', shard: 0, to: 'N 2' }, 'to'],
+      [{ op: 'create_jobs', shard: 1, nowMs: 1, jobs: [{ ...job, junk: 'x'.repeat(1000) }] }, 'jobs[0].junk'],
+      [{ op: 'create_jobs', shard: 1, nowMs: 1, jobs: [{ ...job, schedule: { kind: 'once', atMs: 1, extra: 1 } }] }, 'jobs[0].schedule.extra'],
+      [{ op: 'propose', shard: 0, command: { type: 'put_task', nowMs: 5, task: { ...task, signingSecretNext: '' } } }, 'signing_secret_next'],
       [{ op: 'drop_tables' }, 'op'],
       ['create_jobs', 'op'],
     ];

@@ -33,13 +33,13 @@ function checkOp(op: Record<string, unknown>, shards: number): void {
       if (typeof op.nowMs !== 'number' || !Number.isSafeInteger(op.nowMs) || op.nowMs < 0 || op.nowMs > modelTimeMsMax) fail('now', 'must be a time');
       if (!Array.isArray(op.jobs) || op.jobs.length === 0) fail('jobs', 'must be a non-empty array of jobs');
       if (op.jobs.length > limits.batchJobsMax) fail('jobs', `at most ${limits.batchJobsMax} jobs per batch (got ${op.jobs.length})`);
-      op.jobs.forEach((job, i) => checkJobSpec(job, `jobs[${i}]`));
+      op.jobs.forEach((job, i) => checkJobSpec(job, `jobs[${i}]`, true));
       return;
     }
     case 'job':
       if (typeof op.action !== 'string' || !jobActions.includes(op.action)) fail('action', `must be one of ${jobActions.join(', ')}`);
       matches(op.id, 'id', jobIdPattern);
-      if (op.action === 'patch') checkJobPatch(op.patch, '');
+      if (op.action === 'patch') checkJobPatch(op.patch, '', true);
       return;
     case 'get_job':
       return matches(op.id, 'id', jobIdPattern);
@@ -55,7 +55,7 @@ function checkOp(op: Record<string, unknown>, shards: number): void {
       const command = (typeof op.command === 'object' && op.command !== null ? op.command : {}) as { type?: unknown; task?: unknown };
       if (typeof command.type !== 'string' || !forwardedCommandTypes.includes(command.type)) fail('type', 'only task writes are forwarded as commands');
       // The task first, so its fields are named as PUT /v1/tasks/{name} names them (`url`, not `task.url`).
-      if (command.type === 'put_task') checkTaskRecord(command.task, '');
+      if (command.type === 'put_task') checkTaskRecord(command.task, '', true);
       checkCommand(command);
       return;
     }

@@ -132,22 +132,52 @@ class Memo<T> {
 const cronProblems = new Memo<{ field: string; message: string } | null>();
 const urlProblems = new Memo<string | null>();
 
+/**
+ * Strict: no field beyond the model's (what a peer forwards, what the API parsed). The log's decoder is not strict,
+ * so an entry written by a newer version with a field this one does not know is still applied, not quarantined.
+ */
+function known(o: Record<string, unknown>, keys: readonly string[], prefix: string, strict: boolean): void {
+  if (!strict) return;
+  for (const key in o) if (!keys.includes(key)) fail(at(prefix, key), 'unknown field');
+}
+
+const callbackKeys = ['url', 'method', 'headers', 'timeoutMs', 'retry', 'signingSecret', 'signingSecretNext', 'maxConcurrency'];
+const taskKeys = [...callbackKeys, 'name', 'createdAtMs', 'updatedAtMs'];
+const retryKeys = ['maxAttempts', 'initialBackoffMs', 'maxBackoffMs', 'multiplier', 'jitter'];
+const jobKeys = [
+  'id', 'task', 'callback', 'payload', 'payloadEncoding', 'schedule', 'endAtMs', 'maxRuns', 'misfire', 'overlap', 'metadata',
+  'requestDigest', 'idempotencyKey',
+];
+const scheduleKeys: Record<string, readonly string[]> = {
+  once: ['kind', 'atMs'],
+  cron: ['kind', 'cron', 'timezone', 'startAtMs'],
+  every: ['kind', 'everyMs', 'startAtMs'],
+};
+
 // --- the model -------------------------------------------------------------------------------------------
 
 /** A task body or a job's inline callback, as stored. */
-export function checkCallbackSpec(v: unknown, prefix: string): void {
+export function checkCallbackSpec(v: unknown, prefix: string, strict = false): void {
   const o = obj(v, prefix);
+  checkCallbackFields(o, prefix, strict);
+  known(o, callbackKeys, prefix, strict);
+}
+
+function checkCallbackFields(o: Record<string, unknown>, prefix: string, strict: boolean): void {
   checkUrl(o.url, at(prefix, 'url'));
   oneOf(o.method, at(prefix, 'method'), callbackMethods);
   checkHeaders(o.headers, at(prefix, 'headers'));
   int(o.timeoutMs, at(prefix, 'timeout_ms'), 1, limits.callbackTimeoutMsMax);
-  checkRetry(o.retry, at(prefix, 'retry'));
-  nullable(o.signingSecret, (s) => {
-    const secret = str(s, at(prefix, 'signing_secret'), limits.signingSecretBytesMax, 1);
-    if (utf8Length(secret) > limits.signingSecretBytesMax) fail(at(prefix, 'signing_secret'), `must be at most ${limits.signingSecretBytesMax} bytes`);
-    if (secret === redactedSecret) fail(at(prefix, 'signing_secret'), 'is the redacted placeholder "***"');
-  });
+  checkRetry(o.retry, at(prefix, 'retry'), strict);
+  nullable(o.signingSecret, (s) => checkSecret(s, at(prefix, 'signing_secret')));
+  if (o.signingSecretNext !== undefined) nullable(o.signingSecretNext, (s) => checkSecret(s, at(prefix, 'signing_secret_next')));
   int(o.maxConcurrency, at(prefix, 'max_concurrency'), 1, limits.maxConcurrencyMax);
+}
+
+function checkSecret(v: unknown, field: string): void {
+  const secret = str(v, field, limits.signingSecretBytesMax, 1);
+  if (utf8Length(secret) > limits.signingSecretBytesMax) fail(field, `must be at most ${limits.signingSecretBytesMax} bytes`);
+  if (secret === redactedSecret) fail(field, 'is the redacted placeholder "***"');
 }
 
 function checkUrl(v: unknown, field: string): void {
@@ -184,8 +214,9 @@ function checkHeaders(v: unknown, field: string): void {
   if (total > limits.callbackHeaderBytesMax) fail(field, `at most ${limits.callbackHeaderBytesMax} bytes of names and values`);
 }
 
-function checkRetry(v: unknown, field: string): void {
+function checkRetry(v: unknown, field: string, strict: boolean): void {
   const o = obj(v, field);
+  known(o, retryKeys, field, strict);
   int(o.maxAttempts, at(field, 'max_attempts'), 1, limits.retryMaxAttemptsMax);
   const initial = int(o.initialBackoffMs, at(field, 'initial_backoff_ms'), 0, limits.retryBackoffMsMax);
   const max = int(o.maxBackoffMs, at(field, 'max_backoff_ms'), 0, limits.retryBackoffMsMax);
@@ -197,8 +228,9 @@ function checkRetry(v: unknown, field: string): void {
   if (max < initial) fail(at(field, 'max_backoff_ms'), 'must be at least initial_backoff_ms');
 }
 
-export function checkSchedule(v: unknown, field: string): void {
+export function checkSchedule(v: unknown, field: string, strict = false): void {
   const o = obj(v, field);
+  if (typeof o.kind === 'string' && Object.hasOwn(scheduleKeys, o.kind)) known(o, scheduleKeys[o.kind]!, field, strict);
   switch (o.kind) {
     case 'once':
       time(o.atMs, at(field, 'at'));
@@ -250,14 +282,15 @@ function hasOwnProto(value: unknown): boolean {
 }
 
 /** A job as the proposer puts it in create_jobs. */
-export function checkJobSpec(v: unknown, prefix: string): void {
+export function checkJobSpec(v: unknown, prefix: string, strict = false): void {
   const o = obj(v, prefix);
+  known(o, jobKeys, prefix, strict);
   pattern(o.id, at(prefix, 'id'), jobIdPattern);
   if ((o.task === null) === (o.callback === null)) fail(at(prefix, 'task'), 'give exactly one of task or callback');
   if (o.task !== null) pattern(o.task, at(prefix, 'task'), taskNamePattern);
-  else checkCallbackSpec(o.callback, at(prefix, 'callback'));
+  else checkCallbackSpec(o.callback, at(prefix, 'callback'), strict);
   checkPayload(o.payload, o.payloadEncoding, prefix);
-  checkSchedule(o.schedule, at(prefix, 'schedule'));
+  checkSchedule(o.schedule, at(prefix, 'schedule'), strict);
   const endAtMs = nullable(o.endAtMs, (e) => time(e, at(prefix, 'end_at')));
   int(o.maxRuns, at(prefix, 'max_runs'), 0, Number.MAX_SAFE_INTEGER);
   oneOf(o.misfire, at(prefix, 'misfire'), misfirePolicies);
@@ -272,21 +305,20 @@ export function checkJobSpec(v: unknown, prefix: string): void {
 }
 
 /** PATCH of a job: any of schedule, payload (with its encoding), metadata. */
-export function checkJobPatch(v: unknown, prefix: string): void {
+export function checkJobPatch(v: unknown, prefix: string, strict = false): void {
   const o = obj(v, prefix);
-  for (const key of Object.keys(o)) {
-    if (!['schedule', 'payload', 'payloadEncoding', 'metadata'].includes(key)) fail(at(prefix, key), 'unknown field');
-  }
-  if (o.schedule !== undefined) checkSchedule(o.schedule, at(prefix, 'schedule'));
+  known(o, ['schedule', 'payload', 'payloadEncoding', 'metadata'], prefix, strict);
+  if (o.schedule !== undefined) checkSchedule(o.schedule, at(prefix, 'schedule'), strict);
   const encoding = o.payloadEncoding === undefined ? undefined : oneOf(o.payloadEncoding, at(prefix, 'payload_encoding'), ['json', 'base64'] as const);
   if (o.payload !== undefined) bytes(o.payload, at(prefix, encoding === 'base64' ? 'payload_base64' : 'payload'), limits.payloadBytesMax);
   if (o.metadata !== undefined) checkMetadata(o.metadata, at(prefix, 'metadata'));
 }
 
-export function checkTaskRecord(v: unknown, prefix: string): void {
+export function checkTaskRecord(v: unknown, prefix: string, strict = false): void {
   const o = obj(v, prefix);
+  known(o, taskKeys, prefix, strict);
   pattern(o.name, at(prefix, 'name'), taskNamePattern);
-  checkCallbackSpec(o, prefix);
+  checkCallbackFields(o, prefix, strict);
   time(o.createdAtMs, at(prefix, 'created_at'));
   time(o.updatedAtMs, at(prefix, 'updated_at'));
 }
