@@ -6,9 +6,9 @@
  * (a pid file would, and a restarted container's pid 1 would look alive).
  */
 import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { sqliteOpenOptions } from '../src/platform/sqlite.js';
+import { privateFile, secureDataDir } from '../src/store/files.js';
 
 export const lockFileName = 'serve.lock';
 
@@ -24,8 +24,9 @@ export class DataDirInUseError extends Error {
 
 /** Takes the lock of `dataDir` (creating the directory), or throws DataDirInUseError at once (no waiting). */
 export function lockDataDir(dataDir: string): DataLock {
-  mkdirSync(dataDir, { recursive: true });
-  const db = new Database(join(dataDir, lockFileName), { ...sqliteOpenOptions(), timeout: 0 });
+  // The lock is taken first: the directory and every file in it are made private here (0700 / 0600).
+  secureDataDir(dataDir);
+  const db = new Database(privateFile(join(dataDir, lockFileName)), { ...sqliteOpenOptions(), timeout: 0 });
   try {
     db.pragma('locking_mode = EXCLUSIVE');
     db.exec('BEGIN EXCLUSIVE');

@@ -138,6 +138,8 @@ export const schedulerLimits = {
   occurrencesPerCallMax: 10_000,
   /** Run keys a job remembers (its latest keyed runs), so a repeated `run` answers the first instead of running again. */
   runKeysPerJobMax: 16,
+  /** A run key: `client:` or `node:` and the client's Idempotency-Key or a UUID. */
+  runKeyLengthMax: 300,
 } as const;
 assert(schedulerLimits.cronCacheEntriesMax >= 1, 'cron cache must hold at least one entry');
 assert(schedulerLimits.runKeysPerJobMax >= 1, 'a job must remember at least its latest run key');
@@ -165,6 +167,7 @@ export const httpLimits = {
   drainBytesMax: 64 * 1024 * 1024,
 } as const;
 assert(httpLimits.headersTimeoutMs < httpLimits.requestTimeoutMs, 'http headers timeout must be below the request timeout');
+assert(schedulerLimits.runKeyLengthMax >= httpLimits.idempotencyKeyLengthMax + 'client:'.length, 'a run key must hold any Idempotency-Key');
 
 // --- src/http/peer (the Raft transport over HTTP/2)
 export const peerLimits = {
@@ -351,3 +354,17 @@ assert(
   'wheel headroom must hold a retry of every callback in flight or queued, and the runs already accepted',
 );
 assert(queueLimits.wheelLoadedMax >= limits.loaderBatchMax, 'a loader page must fit under the loader limit');
+
+// --- integrity: quarantined log entries and a full disk (src/store/quarantine.ts, src/node/raft-host.ts)
+export const quarantineLimits = {
+  /** A quarantined entry keeps at most this many of its bytes in raft_quarantine (its SHA-256 covers all). */
+  keepBytesMax: 64 * 1024,
+  /** ... and at most this much of its error text. */
+  errorLengthMax: 1024,
+  /** Quarantined entries listed at once (GET /v1/cluster, logs). */
+  listMax: 100,
+  /** While the disk is full, a Ready round that could not be written is retried this often. */
+  diskFullRetryMs: 500,
+  /** Writes are answered 507 with this Retry-After (seconds) while the disk is full. */
+  diskFullRetryAfterS: 5,
+} as const;

@@ -5,7 +5,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { PunctualError, invalid, toProblem } from '../core/errors.js';
-import { clusterLimits, limits, queueLimits } from '../core/limits.js';
+import { clusterLimits, limits, quarantineLimits, queueLimits } from '../core/limits.js';
 import type { Logger } from '../core/log.js';
 import type { CallbackUrlCheck } from './parse.js';
 import type { SchedulerApi } from './scheduler-api.js';
@@ -95,13 +95,14 @@ export function createApp(deps: AppDeps): App {
 }
 
 /**
- * 503 (no shard leader known, node shutting down): when to try again. 429 (a queue of the node is full): the same,
+ * 503 (no shard leader known, node shutting down) and 507 (disk full): when to try again. 429 (a queue of the node is full): the same,
  * and the IETF RateLimit field (draft-ietf-httpapi-ratelimit-headers) naming the full queue as the policy, with
  * nothing remaining until it resets. No RateLimit-Policy: the limit is a queue's depth, not a quota per window.
  */
 function retryHeaders(err: unknown): Record<string, string> {
   if (!(err instanceof PunctualError)) return {};
   if (err.code === 'unavailable') return { 'retry-after': String(clusterLimits.retryAfterS) };
+  if (err.code === 'insufficient_storage') return { 'retry-after': String(quarantineLimits.diskFullRetryAfterS) };
   if (err.code !== 'rate_limited') return {};
   const policy = err.reason ?? 'queue';
   return { 'retry-after': String(queueLimits.retryAfterS), ratelimit: `"${policy}";r=0;t=${queueLimits.retryAfterS}` };

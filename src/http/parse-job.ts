@@ -10,7 +10,8 @@ import { jobStates } from '../scheduler/types.js';
 import { firstOccurrence } from '../scheduler/schedule.js';
 import { deriveJobId, requestDigest } from './idempotency.js';
 import { timeMsMax } from './time.js';
-import { misfirePolicies, overlapPolicies, parseCallback, parseSchedule, type CallbackUrlCheck } from './parse.js';
+import { checkJobPatch, checkJobSpec } from '../scheduler/check.js';
+import { endsInModel, misfirePolicies, overlapPolicies, parseCallback, parseSchedule, type CallbackUrlCheck } from './parse.js';
 import {
   Issues,
   fieldAt,
@@ -58,7 +59,7 @@ export function parseJob(body: unknown, prefix: string, ctx: JobContext): JobSpe
   checkEnd(schedule, endAtMs, fieldAt(prefix, 'end_at'), issues);
   checkRenderable(schedule, ctx.nowMs, fieldAt(prefix, 'schedule'), issues);
   if (!issues.ok) throw issues.toError();
-  return {
+  const spec: JobSpec = {
     id: id as string,
     task: target!.task,
     callback: target!.callback,
@@ -73,6 +74,7 @@ export function parseJob(body: unknown, prefix: string, ctx: JobContext): JobSpe
     requestDigest: requestDigest(body),
     idempotencyKey: ctx.idempotencyKey,
   };
+  return endsInModel(spec, () => checkJobSpec(spec, prefix, true));
 }
 
 function parseTarget(o: JsonObject, prefix: string, issues: Issues, urlCheck?: CallbackUrlCheck): Pick<JobSpec, 'task' | 'callback'> | undefined {
@@ -188,7 +190,7 @@ export function parsePatch(body: unknown, nowMs: number): JobPatch {
   }
   if (o.metadata !== undefined) patch.metadata = parseMetadata(o.metadata, 'metadata', issues);
   issues.throwIfAny();
-  return patch;
+  return endsInModel(patch, () => checkJobPatch(patch, '', true));
 }
 
 export interface PreviewRequest {

@@ -7,7 +7,17 @@
 import { httpLimits, limits } from '../core/limits.js';
 import { jobIdPattern, taskNamePattern } from '../core/ids.js';
 import { validateCron } from '../scheduler/schedule.js';
-import type { CallbackSpec, JobSpec, MisfirePolicy, OverlapPolicy, RetryPolicy, Schedule } from '../scheduler/types.js';
+import {
+  callbackMethods,
+  checkCallbackSpec,
+  headerNamePattern,
+  headerValuePattern,
+  problemOf,
+  redactedSecret,
+  reservedHeaders,
+} from '../scheduler/check.js';
+import type { CallbackSpec, JobSpec, RetryPolicy, Schedule } from '../scheduler/types.js';
+import { PunctualError } from '../core/errors.js';
 import { timeMsMax } from './time.js';
 import {
   Issues,
@@ -26,12 +36,8 @@ import {
   type JsonObject,
 } from './validate.js';
 
-export const callbackMethods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
-export const misfirePolicies: readonly MisfirePolicy[] = ['fire_once', 'skip', 'fire_all'];
-export const overlapPolicies: readonly OverlapPolicy[] = ['allow', 'skip', 'buffer_one'];
-
-/** A GET of a task or job shows a set secret as this; it is refused as input so a GET-edit-PUT cannot store it. */
-export const redactedSecret = '***';
+// The model's own vocabulary (src/scheduler/check.ts), shared with the checks every parsed value ends in.
+export { callbackMethods, misfirePolicies, overlapPolicies, redactedSecret } from '../scheduler/check.js';
 
 const scheduleKeys = ['at', 'delay_ms', 'cron', 'timezone', 'every_ms', 'start_at'] as const;
 const scheduleKinds = ['at', 'delay_ms', 'cron', 'every_ms'] as const;
@@ -158,28 +164,6 @@ function parseMethod(value: unknown, field: string, issues: Issues): string | un
   return readEnum(value.toUpperCase(), field, callbackMethods, issues);
 }
 
-/** Names the dispatcher sets itself (framing, routing, our own headers): a task may not override them. */
-const reservedHeaders = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'transfer-encoding',
-  'te',
-  'trailer',
-  'upgrade',
-  'host',
-  'content-length',
-  'x-deduplication-key',
-  // Standard Webhooks signature headers (src/dispatch/signature.ts).
-  'webhook-id',
-  'webhook-timestamp',
-  'webhook-signature',
-]);
-const headerNamePattern = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-const headerValuePattern = /^[\t\x20-\x7e\x80-\xff]*$/;
-
 function parseHeaders(value: unknown, field: string, issues: Issues): Record<string, string> | undefined {
   const o = readObject(value, field, issues);
   if (o === undefined) return undefined;
@@ -260,7 +244,18 @@ export function parseTaskBody(body: unknown, urlCheck?: CallbackUrlCheck): Callb
   const issues = new Issues();
   const spec = parseCallback(body, '', issues, urlCheck);
   if (spec === undefined || !issues.ok) throw issues.toError();
-  return spec;
+  return endsInModel(spec, () => checkCallbackSpec(spec, '', true));
+}
+
+/**
+ * Every parsed task, job and patch ends in the model's checks (src/scheduler/check.ts): the same ones a leader
+ * runs on an operation forwarded by a peer and the log's decoder runs on every entry, so there is one validation
+ * path. The parsers above refuse first, with the API's messages; this never refuses what they accepted.
+ */
+export function endsInModel<T>(value: T, check: () => void): T {
+  const problem = problemOf(check);
+  if (problem !== null) throw new PunctualError('invalid_argument', `${problem.field}: ${problem.message}`, [problem]);
+  return value;
 }
 
 export function parseTaskName(name: string): string {

@@ -45,6 +45,10 @@ export class NodeMetrics {
   readonly appendDurationMs: Histogram;
   readonly proposals: Counter<'shard'>;
   readonly snapshots: Counter<'kind'>;
+  /** Committed entries this node could not decode or apply (skipped on every replica alike, see raft_quarantine). */
+  readonly entriesQuarantined: Counter<'shard'>;
+  /** 1 while this node's disk is full (writes answered 507). */
+  readonly diskFull: Gauge;
   /** Worst event-loop delay of each 1 s window (timers, the firing engine and Raft ticks wait that long). */
   readonly eventLoopStallMs: Histogram;
   private readonly loopDelay: IntervalHistogram;
@@ -112,6 +116,13 @@ export class NodeMetrics {
     });
     this.proposals = new Counter({ name: 'punctual_raft_proposals_total', help: 'Entries proposed by this node as leader, per shard', labelNames: ['shard'], registers });
     this.snapshots = new Counter({ name: 'punctual_raft_snapshots_total', help: 'Raft snapshots by kind (created, installed)', labelNames: ['kind'], registers });
+    this.entriesQuarantined = new Counter({
+      name: 'punctual_raft_entries_quarantined_total',
+      help: 'Committed entries quarantined (not decodable or not applicable), per shard',
+      labelNames: ['shard'],
+      registers,
+    });
+    this.diskFull = new Gauge({ name: 'punctual_disk_full', help: '1 while the disk is full and writes are refused (507)', registers });
     this.registerClusterGauges(sources, registers);
     this.registerQueueGauges(sources, registers);
     this.eventLoopStallMs = new Histogram({

@@ -24,16 +24,17 @@
  * every shard after its first round.
  */
 import { PunctualError, type FailureReason } from '../core/errors.js';
-import { clusterAuditLimits, clusterLimits, nodeLimits, stallLimits } from '../core/limits.js';
+import { clusterAuditLimits, clusterLimits, nodeLimits, quarantineLimits, stallLimits } from '../core/limits.js';
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
 import type { Rand } from '../core/prng.js';
 import type { NodeMetrics } from '../metrics/metrics.js';
 import { RawNode, type ConfChange, type ConfState, type Entry, type LogIndex, type Message, type NodeId, type Ready, type SoftState } from '../raft/index.js';
-import { decodeCommand } from '../scheduler/codec.js';
+import { CommandDecodeError, decodeCommand } from '../scheduler/codec.js';
 import { apply } from '../scheduler/machine.js';
 import type { Command, Effect } from '../scheduler/commands.js';
-import { isFatalStorageError, type Db, type FsyncMode } from '../store/db.js';
+import { isDiskFullError, isStorageError, type Db, type FsyncMode } from '../store/db.js';
+import { QuarantineTable, type QuarantinedEntry } from '../store/quarantine.js';
 import { bootstrapGroup, SqliteRaftStorage } from '../store/raft-storage.js';
 import { AppliedIndexes, encodeShardImage, restoreShardImage } from '../store/shard-snapshot.js';
 import { SqliteShardStore } from '../store/shard-store.js';
@@ -88,6 +89,12 @@ interface AppliedOut {
   command: Command | null;
   applied: Applied | null;
   error: unknown;
+  /** Set when the entry was quarantined: reported (metric, log) once its transaction committed. */
+  quarantined?: { entry: QuarantinedEntry; type: string | null };
+}
+
+export function diskFull(): PunctualError {
+  return new PunctualError('insufficient_storage', `the disk of this node is full; writes are refused until space is freed (retry in ${quarantineLimits.diskFullRetryAfterS} s)`);
 }
 
 export function notLeader(shard: number): PunctualError {
@@ -103,6 +110,8 @@ export class RaftHost {
   readonly groups: ShardGroup[] = [];
   private sender: MessageSender | null = null;
   private readonly appliedIndexes: AppliedIndexes;
+  /** Entries this node could not decode or apply (raft_quarantine). */
+  readonly quarantined: QuarantineTable;
   private scheduled: NodeJS.Immediate | null = null;
   private running: Promise<void> | null = null;
   private ticker: NodeJS.Timeout | null = null;
@@ -120,10 +129,27 @@ export class RaftHost {
   private applyQueue: Array<{ g: ShardGroup; e: Entry }> = [];
   private applyHead = 0;
   private applying: Promise<void> | null = null;
+  /**
+   * A full disk (SQLITE_FULL): the round whose transaction failed, kept as it is and persisted again later. Its
+   * transaction rolled back, so Raft was not advanced and nothing of it was sent or acknowledged: a follower does
+   * not answer an append it could not write, a leader does not count its own copy. Proposals are refused (507)
+   * while the round or the applier is stuck; both retry every quarantineLimits.diskFullRetryMs until a write
+   * succeeds, then the node goes on by itself.
+   */
+  private stuck: Array<[ShardGroup, Ready]> | null = null;
+  private roundFull = false;
+  private applierFull = false;
+  private fullRetry: NodeJS.Timeout | null = null;
 
   constructor(private readonly o: RaftHostOptions) {
     this.appliedIndexes = new AppliedIndexes(o.db);
+    this.quarantined = new QuarantineTable(o.db);
     for (let shard = 0; shard < o.shards; shard++) this.groups.push(this.openGroup(shard));
+    for (const q of this.quarantined.list()) {
+      o.logger.error('log entry quarantined earlier (its effects were skipped on every replica)', {
+        shard: q.shard, index: q.index, term: q.term, digest: q.digest, err: q.error,
+      });
+    }
   }
 
   private openGroup(shard: number): ShardGroup {
@@ -259,6 +285,7 @@ export class RaftHost {
   propose(shard: number, data: Uint8Array, waiter: Waiter): void {
     const g = this.groups[shard]!;
     if (this.closed) return waiter.reject(proposalFailed('shutting_down', 'node is shutting down'));
+    if (this.diskFull()) return waiter.reject(diskFull());
     const r = g.raw.propose(data);
     if (!r.ok) return waiter.reject(r.reason === 'not_leader' ? notLeader(shard) : proposalFailed('proposal_refused', `shard ${shard}: ${r.reason}`));
     g.proposals.set(r.index, { ...waiter, term: r.term, deadlineMs: this.o.clock.nowMs() + clusterLimits.proposalTimeoutMs });
@@ -273,6 +300,7 @@ export class RaftHost {
   proposeConfChange(shard: number, change: ConfChange): { index: number; term: number } {
     const g = this.groups[shard]!;
     if (this.closed) throw new PunctualError('unavailable', 'node is shutting down');
+    if (this.diskFull()) throw diskFull();
     const r = g.raw.proposeConfChange(change);
     if (r.ok) {
       this.schedule();
@@ -324,8 +352,13 @@ export class RaftHost {
 
   // --- the Ready loop -----------------------------------------------------------------------------------
 
+  /** True while a write failed on a full disk and has not succeeded since: proposals are refused (507). */
+  diskFull(): boolean {
+    return this.roundFull || this.applierFull;
+  }
+
   schedule(): void {
-    if (this.scheduled !== null || this.running !== null || this.failed) return;
+    if (this.scheduled !== null || this.running !== null || this.failed || this.fullRetry !== null) return;
     this.scheduled = setImmediate(() => {
       this.scheduled = null;
       this.running = this.round().finally(() => {
@@ -336,8 +369,9 @@ export class RaftHost {
   }
 
   private async round(): Promise<void> {
-    const batch: Array<[ShardGroup, Ready]> = [];
-    for (const g of this.groups) if (g.raw.hasReady()) batch.push([g, g.raw.ready()]);
+    const batch: Array<[ShardGroup, Ready]> = this.stuck ?? [];
+    this.stuck = null;
+    if (batch.length === 0) for (const g of this.groups) if (g.raw.hasReady()) batch.push([g, g.raw.ready()]);
     if (batch.length === 0) return;
     const inline = this.inlineApply(batch);
     const out: AppliedOut[] = [];
@@ -345,9 +379,13 @@ export class RaftHost {
     try {
       this.persist(batch, inline ? { out, touched } : null);
     } catch (err) {
-      this.fail(err);
-      return;
+      if (!isDiskFullError(err)) return this.fail(err);
+      // Rolled back: the storages' cached state and the applied indexes go back to what SQLite holds.
+      for (const [g] of batch) this.rewind(g);
+      this.stuck = batch;
+      return this.diskFilled('round', err);
     }
+    if (this.roundFull) this.spaceBack('round');
     for (const [g, rd] of batch) if (rd.softState !== null) this.onSoftState(g, rd.softState);
     if (inline) {
       this.deliver(out);
@@ -402,6 +440,39 @@ export class RaftHost {
     return later;
   }
 
+  /** After a rolled-back transaction: the group's cached Raft storage and applied index as SQLite holds them. */
+  private rewind(g: ShardGroup): void {
+    g.storage.reload();
+    g.applied = Math.max(this.appliedIndexes.of(g.shard), g.storage.firstIndex() - 1);
+  }
+
+  private diskFilled(which: 'round' | 'applier', err: unknown): void {
+    const first = !this.diskFull();
+    if (which === 'round') this.roundFull = true;
+    else this.applierFull = true;
+    if (first) {
+      this.o.metrics.diskFull.set(1);
+      this.o.logger.error('disk full: writes refused (507) until space is freed; nothing was acknowledged from the failed write, retrying', {
+        code: (err as { code?: unknown }).code,
+        err: (err as Error).message,
+      });
+    }
+    if (this.fullRetry !== null || this.closed) return;
+    this.fullRetry = setTimeout(() => {
+      this.fullRetry = null;
+      this.schedule();
+      this.startApplier();
+    }, quarantineLimits.diskFullRetryMs);
+  }
+
+  private spaceBack(which: 'round' | 'applier'): void {
+    if (which === 'round') this.roundFull = false;
+    else this.applierFull = false;
+    if (this.diskFull()) return;
+    this.o.metrics.diskFull.set(0);
+    this.o.logger.warn('disk space available again: writes accepted', {});
+  }
+
   private fail(err: unknown): void {
     if (this.fatal) return;
     this.fatal = true;
@@ -454,7 +525,7 @@ export class RaftHost {
   }
 
   private startApplier(): void {
-    if (this.applying !== null || this.fatal || this.applyHead >= this.applyQueue.length) return;
+    if (this.applying !== null || this.fatal || this.fullRetry !== null || this.applyHead >= this.applyQueue.length) return;
     this.applying = this.runApplier().finally(() => {
       this.applying = null;
     });
@@ -463,8 +534,11 @@ export class RaftHost {
   /** Resolves once every queued entry is applied (or storage failed). */
   private async drainApplies(): Promise<void> {
     while (!this.fatal && this.applyHead < this.applyQueue.length) {
+      // Closing on a full disk: what is left is committed in the Raft log and applied again at the next start.
+      if (this.closed && this.applierFull) return;
       this.startApplier();
       if (this.applying !== null) await this.applying;
+      else await new Promise<void>((resolve) => setTimeout(resolve, quarantineLimits.diskFullRetryMs));
     }
   }
 
@@ -473,12 +547,17 @@ export class RaftHost {
     while (!this.fatal && this.applyHead < this.applyQueue.length) {
       const out: AppliedOut[] = [];
       const touched = new Set<ShardGroup>();
+      const head = this.applyHead;
       try {
         this.applySlice(out, touched);
       } catch (err) {
-        this.fail(err);
-        return;
+        if (!isDiskFullError(err)) return this.fail(err);
+        // The slice rolled back: apply it again once space returns (nothing of it was delivered).
+        this.applyHead = head;
+        for (const g of this.groups) g.applied = Math.max(this.appliedIndexes.of(g.shard), g.storage.firstIndex() - 1);
+        return this.diskFilled('applier', err);
       }
+      if (this.applierFull) this.spaceBack('applier');
       this.deliver(out);
       for (const g of touched) this.afterApply(g);
       if (this.applyHead < this.applyQueue.length) await new Promise<void>((resolve) => setImmediate(resolve));
@@ -515,7 +594,7 @@ export class RaftHost {
   private afterApply(g: ShardGroup): void {
     this.maybeStartFiring(g);
     this.serveReads(g);
-    if (g.appliedSinceCompact >= (this.o.compaction?.everyEntries ?? nodeLimits.logCompactEveryEntries)) this.compact(g);
+    if (g.appliedSinceCompact >= (this.o.compaction?.everyEntries ?? nodeLimits.logCompactEveryEntries)) this.chore('compaction', g, () => this.compact(g));
   }
 
   private maybeStartFiring(g: ShardGroup): void {
@@ -541,7 +620,12 @@ export class RaftHost {
     }
   }
 
-  /** Applies one committed entry inside a savepoint: a command whose apply throws is dropped alone. */
+  /**
+   * Applies one committed entry inside a savepoint. An entry whose command cannot be decoded or applied is
+   * quarantined: its savepoint is rolled back (no effect at all) and it is recorded with its index, term and error.
+   * Apply is deterministic, so every replica quarantines the same entry and the replicas stay identical. Storage
+   * errors (I/O, corruption, a full disk) are not the command's fault: they propagate and fail the transaction.
+   */
   private applyEntry(g: ShardGroup, e: Entry, out: AppliedOut[]): void {
     if (e.index <= g.applied) return;
     g.applied = e.index;
@@ -550,24 +634,52 @@ export class RaftHost {
       out.push({ g, index: e.index, term: e.term, command: null, applied: null, error: null });
       return;
     }
-    const command = decodeCommand(e.data);
+    let command: Command;
+    try {
+      command = decodeCommand(e.data);
+    } catch (err) {
+      if (!(err instanceof CommandDecodeError)) throw err;
+      out.push({ g, index: e.index, term: e.term, command: null, applied: null, error: err, quarantined: this.quarantine(g, e, null, err) });
+      return;
+    }
     let applied: Applied | null = null;
-    let error: unknown = null;
     try {
       this.o.db.transaction(() => {
         applied = apply(g.store, command);
       })();
     } catch (err) {
-      if (isFatalStorageError(err)) throw err;
-      error = err;
-      this.o.logger.error('apply failed; command dropped', { shard: g.shard, index: e.index, type: command.type, err });
+      if (isStorageError(err)) throw err;
+      out.push({ g, index: e.index, term: e.term, command: null, applied: null, error: err, quarantined: this.quarantine(g, e, command.type, err) });
+      return;
     }
-    out.push({ g, index: e.index, term: e.term, command, applied, error });
+    out.push({ g, index: e.index, term: e.term, command, applied, error: null });
+  }
+
+  /** Records the entry in raft_quarantine, inside the applying transaction. */
+  private quarantine(g: ShardGroup, e: Entry, type: string | null, err: unknown): { entry: QuarantinedEntry; type: string | null } {
+    const message = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+    return { entry: this.quarantined.record(g.shard, e.index, e.term, message, e.data), type };
+  }
+
+  /** After the transaction that quarantined an entry committed: the metric and the error line. */
+  private reportQuarantined(q: { entry: QuarantinedEntry; type: string | null }): void {
+    const { entry, type } = q;
+    this.o.metrics.entriesQuarantined.inc({ shard: String(entry.shard) });
+    this.o.logger.error('log entry quarantined: its command could not be decoded or applied; skipped on every replica', {
+      shard: entry.shard,
+      index: entry.index,
+      term: entry.term,
+      type,
+      digest: entry.digest,
+      bytes: entry.bytes,
+      err: entry.error,
+    });
   }
 
   /** Step 3: effects to the engine, then answers (so a created job is armed before the API answers). */
   private deliver(out: AppliedOut[]): void {
     for (const a of out) {
+      if (a.quarantined !== undefined) this.reportQuarantined(a.quarantined);
       if (a.command !== null) {
         try {
           this.o.onApplied(a.g.shard, a.command, a.applied?.effects ?? []);
@@ -581,7 +693,7 @@ export class RaftHost {
       // Another term's entry committed at the proposal's index: the proposal can never commit (log matching).
       if (p.term !== a.term) p.reject(proposalFailed('proposal_lost', `shard ${a.g.shard}: leadership changed, proposal lost`));
       else if (a.applied !== null) p.resolve(a.applied);
-      else p.reject(new PunctualError('internal', 'command could not be applied'));
+      else p.reject(new PunctualError('internal', `shard ${a.g.shard}: the command of entry ${a.index} could not be applied; it was quarantined`));
     }
   }
 
@@ -623,9 +735,9 @@ export class RaftHost {
     }
     this.serveReads(g);
     if (rd.snapshot !== null) for (const done of g.snapshotInstalls.splice(0)) done();
-    if (rd.snapshotRequested) this.createSnapshot(g);
+    if (rd.snapshotRequested) this.chore('snapshot', g, () => this.createSnapshot(g));
     if (rd.snapshot !== null || rd.committedEntries.some((e) => e.type === 'conf_change')) this.o.onConfChange?.(g.shard, g.raw.confState());
-    if (g.appliedSinceCompact >= (this.o.compaction?.everyEntries ?? nodeLimits.logCompactEveryEntries)) this.compact(g);
+    if (g.appliedSinceCompact >= (this.o.compaction?.everyEntries ?? nodeLimits.logCompactEveryEntries)) this.chore('compaction', g, () => this.compact(g));
   }
 
   private serveReads(g: ShardGroup): void {
@@ -637,6 +749,16 @@ export class RaftHost {
     });
     g.reads.length = 0;
     g.reads.push(...keep);
+  }
+
+  /** Compaction and snapshots are chores: on a full disk they wait for their next turn (Raft asks again). */
+  private chore(what: string, g: ShardGroup, run: () => void): void {
+    try {
+      run();
+    } catch (err) {
+      if (!isDiskFullError(err)) throw err;
+      this.o.logger.warn(`${what} deferred: disk full`, { shard: g.shard });
+    }
   }
 
   /** A follower needs a snapshot: a consistent copy of the shard's rows at the applied index. */
@@ -707,6 +829,8 @@ export class RaftHost {
     this.catchUp = null;
     if (this.scheduled !== null) clearImmediate(this.scheduled);
     this.scheduled = null;
+    if (this.fullRetry !== null) clearTimeout(this.fullRetry);
+    this.fullRetry = null;
     if (this.running !== null) await this.running;
     this.failed = true; // no new round
     await this.drainApplies();

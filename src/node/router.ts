@@ -156,10 +156,17 @@ export function idempotent(op: ForwardOp): boolean {
 }
 
 /** The leader's side: runs a forwarded op and encodes the answer (errors travel as values, never as a 500). */
-export async function answerForward(run: (op: ForwardOp) => Promise<unknown>, body: Uint8Array): Promise<Uint8Array> {
+export async function answerForward(run: (op: unknown) => Promise<unknown>, body: Uint8Array): Promise<Uint8Array> {
   let answer: Answer;
   try {
-    answer = { ok: true, value: await run(decodeWire<ForwardOp>(body)) };
+    // `run` checks the op (NodeService.runForwarded): what a peer sends is decoded here, never trusted.
+    let op: unknown;
+    try {
+      op = decodeWire<unknown>(body);
+    } catch {
+      throw new PunctualError('invalid_argument', 'forwarded operation is not msgpack', [{ field: 'op', message: 'is not msgpack' }]);
+    }
+    answer = { ok: true, value: await run(op) };
   } catch (err) {
     answer = { ok: false, error: toWireError(err) };
   }

@@ -35,6 +35,7 @@ import type { ShardStorage } from './group.js';
 import { queueFull, type Proposer } from './proposer.js';
 import { notLeader, type RaftHost } from './raft-host.js';
 import { createItemsOf, deleteTaskOutcome, jobOf, putTaskOf } from './results.js';
+import { checkForwardOp } from './forward-check.js';
 import { fromWireError, toWireError, type ForwardOp, type ShardRouter, type WireError } from './router.js';
 
 export interface ServiceOptions {
@@ -96,8 +97,12 @@ export class NodeService implements SchedulerApi {
 
   // --- forwarded calls: run here, on the shard's leader ---------------------------------------------------
 
-  /** A call forwarded by another node: this node must lead the shard (it never forwards again). */
-  async runForwarded(op: ForwardOp): Promise<unknown> {
+  /**
+   * A call forwarded by another node: this node must lead the shard (it never forwards again). It is checked
+   * first, as the client API checks a request (forward-check.ts): nothing a peer sends enters the log unchecked.
+   */
+  async runForwarded(forwarded: unknown): Promise<unknown> {
+    const op = checkForwardOp(forwarded, this.o.shards.length);
     switch (op.op) {
       case 'create_jobs': {
         const results = await this.createLocal(op.shard, op.nowMs, op.jobs as JobSpec[]);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decodeCommand, encodeCommand } from './codec.js';
+import { CommandDecodeError, decodeCommand, encodeCommand } from './codec.js';
 import type { Command } from './commands.js';
 import type { JobSpec, TaskRecord } from './types.js';
 
@@ -40,7 +40,7 @@ const commands: Command[] = [
     type: 'create_jobs',
     nowMs: 1_800_000_000_123,
     shard: 5,
-    jobs: [job, { ...job, id: 'j2', task: null, callback: task, schedule: { kind: 'once', atMs: 2 ** 52 } }],
+    jobs: [job, { ...job, id: 'j2', task: null, callback: task, schedule: { kind: 'once', atMs: 253_402_300_799_999 } }],
   },
   { type: 'cancel_job', nowMs: 3, id: 'j' },
   { type: 'pause_job', nowMs: 3, id: 'j' },
@@ -50,7 +50,7 @@ const commands: Command[] = [
     type: 'patch_job',
     nowMs: 4,
     id: 'j',
-    patch: { schedule: { kind: 'every', everyMs: 60_000, startAtMs: -5 }, payload: new Uint8Array([7]), metadata: null },
+    patch: { schedule: { kind: 'every', everyMs: 60_000, startAtMs: 0 }, payload: new Uint8Array([7]), metadata: null },
   },
   { type: 'patch_job', nowMs: 4, id: 'j', patch: { payloadEncoding: 'json' } },
   { type: 'fired', nowMs: 5, nodeId: 'n1', items: [{ jobId: 'j', scheduledAtMs: 4, attempt: 1, startedAtMs: 5 }] },
@@ -96,7 +96,26 @@ describe('codec', () => {
   });
 
   it('refuses bytes that are not a command', () => {
+    expect(() => decodeCommand(encodeCommand({ type: 'bogus' } as unknown as Command))).toThrow(CommandDecodeError);
     expect(() => decodeCommand(encodeCommand({ type: 'bogus' } as unknown as Command))).toThrow(/unknown type/);
-    expect(() => decodeCommand(new Uint8Array([0x01]))).toThrow(/not a map/);
+    expect(() => decodeCommand(new Uint8Array([0x01]))).toThrow(/command: must be an object/);
+    expect(() => decodeCommand(new Uint8Array([0x92, 0x01]))).toThrow(/not msgpack/);
+  });
+
+  it('checks the shape of every field with bounds instead of asserting (the poison of issue 9 among them)', () => {
+    const create = commands[3]! as Extract<Command, { type: 'create_jobs' }>;
+    const poison = (jobPatch: Record<string, unknown>): Uint8Array =>
+      encodeCommand({ ...create, jobs: [{ ...job, ...jobPatch } as unknown as JobSpec] });
+    expect(() => decodeCommand(poison({ payload: { a: 1 } }))).toThrow(/jobs\[0\]\.payload_base64: must be bytes/);
+    expect(() => decodeCommand(poison({ payload: new Uint8Array(256 * 1024 + 1) }))).toThrow(/at most 262144 bytes/);
+    expect(() => decodeCommand(poison({ id: 'a b' }))).toThrow(/jobs\[0\]\.id/);
+    expect(() => decodeCommand(poison({ schedule: { kind: 'cron', cron: 'nope', timezone: 'UTC', startAtMs: null } }))).toThrow(/schedule\.cron/);
+    expect(() => decodeCommand(poison({ maxRuns: 1e300 }))).toThrow(/max_runs/);
+    expect(() => decodeCommand(poison({ misfire: 'sometimes' }))).toThrow(/misfire/);
+    expect(() => decodeCommand(poison({ metadata: [1] }))).toThrow(/metadata/);
+    expect(() => decodeCommand(encodeCommand({ ...create, jobs: new Array(10_001).fill(job) }))).toThrow(/jobs: at most 10000 items/);
+    expect(() => decodeCommand(encodeCommand({ type: 'put_task', nowMs: 1, task: { ...task, retry: null } } as unknown as Command))).toThrow(/task\.retry/);
+    expect(() => decodeCommand(encodeCommand({ type: 'fired', nowMs: 1, nodeId: 'n1', items: [{ jobId: 'j' }] } as unknown as Command))).toThrow(/items\[0\]\.scheduledAtMs/);
+    expect(() => decodeCommand(encodeCommand({ type: 'cancel_job', nowMs: -1, id: 'j' }))).toThrow(/nowMs/);
   });
 });

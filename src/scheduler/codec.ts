@@ -4,37 +4,38 @@
  * Uint8Array, not Node Buffers, so a decoded command equals the one encoded.
  */
 import { Packr } from 'msgpackr';
-import { assert } from '../core/assert.js';
+import { checkCommand, ShapeError } from './check.js';
 import type { Command } from './commands.js';
 
 const packr = new Packr({ useRecords: false, mapsAsObjects: true });
-
-const commandTypes = new Set<string>([
-  'put_task',
-  'delete_task',
-  'create_jobs',
-  'cancel_job',
-  'pause_job',
-  'resume_job',
-  'run_job',
-  'patch_job',
-  'fired',
-  'outcomes',
-  'skipped',
-  'noop',
-]);
 
 export function encodeCommand(c: Command): Uint8Array {
   // A copy: msgpackr packs into a shared scratch buffer, and callers keep entries around.
   return new Uint8Array(packr.pack(c));
 }
 
-/** Throws on bytes that are not an encoded Command (a corrupt entry is a programmer or disk error). */
+/**
+ * Bytes that are not an encoded Command: not msgpack, or a value without the Command's shape (checkCommand). A
+ * replica that meets one in its log quarantines the entry (every replica decodes the same bytes the same way).
+ */
+export class CommandDecodeError extends Error {
+  override name = 'CommandDecodeError';
+}
+
+/** Decodes and checks an entry's command (types, sizes, counts within limits); throws CommandDecodeError. */
 export function decodeCommand(b: Uint8Array): Command {
-  const value: unknown = packr.unpack(b);
-  assert(typeof value === 'object' && value !== null, 'decodeCommand: not a map');
-  const type = (value as { type?: unknown }).type;
-  assert(typeof type === 'string' && commandTypes.has(type), `decodeCommand: unknown type ${String(type)}`);
+  let value: unknown;
+  try {
+    value = packr.unpack(b);
+  } catch (err) {
+    throw new CommandDecodeError(`not msgpack: ${(err as Error).message}`);
+  }
+  try {
+    checkCommand(value);
+  } catch (err) {
+    if (err instanceof ShapeError) throw new CommandDecodeError(`not a command: ${err.message}`);
+    throw err;
+  }
   const c = value as Command;
   if (c.type === 'create_jobs') {
     for (const job of c.jobs) job.payload = plainBytes(job.payload);
@@ -45,6 +46,5 @@ export function decodeCommand(b: Uint8Array): Command {
 }
 
 function plainBytes(b: Uint8Array): Uint8Array {
-  assert(b instanceof Uint8Array, 'decodeCommand: payload is not bytes');
   return b.constructor === Uint8Array ? b : new Uint8Array(b);
 }

@@ -42,6 +42,8 @@ export class Checkpointer {
       const code = m.code ?? '';
       // SQLITE_BUSY / LOCKED just mean "try again next time"; anything else about the file is fatal.
       if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')) return;
+      // A full disk: the WAL keeps the pages (nothing is lost); the next checkpoint copies them once space returns.
+      if (code === 'SQLITE_FULL') return logger.warn('checkpoint deferred: disk full', {});
       logger.error('checkpoint failed', { error: m.error, code });
       onFatal(Object.assign(new Error(m.error), { code }));
     });

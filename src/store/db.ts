@@ -13,9 +13,9 @@
  *   writes) but not a power loss or kernel crash.
  */
 import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { sqliteOpenOptions } from '../platform/sqlite.js';
+import { privateFile, secureDataDir } from './files.js';
 
 export type FsyncMode = 'always' | 'batch' | 'off';
 export type Db = Database.Database;
@@ -44,6 +44,10 @@ CREATE INDEX IF NOT EXISTS executions_open ON executions (shard, job_id, schedul
 CREATE TABLE IF NOT EXISTS log (
   shard INTEGER NOT NULL, idx INTEGER NOT NULL, term INTEGER NOT NULL, data BLOB NOT NULL, crc INTEGER NOT NULL,
   PRIMARY KEY (shard, idx)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS raft_quarantine (
+  shard INTEGER NOT NULL, idx INTEGER NOT NULL, term INTEGER NOT NULL, error TEXT NOT NULL, digest TEXT NOT NULL,
+  bytes INTEGER NOT NULL, data BLOB NOT NULL,
+  PRIMARY KEY (shard, idx)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS shard_meta (
   shard INTEGER PRIMARY KEY,
   term INTEGER NOT NULL DEFAULT 0, vote TEXT, commit_index INTEGER NOT NULL DEFAULT 0,
@@ -60,10 +64,10 @@ export function dbFilePath(dataDir: string): string {
   return join(dataDir, 'punctual.db');
 }
 
-/** Opens (creating if needed) `<dataDir>/punctual.db` with WAL and the schema. */
+/** Opens (creating if needed) `<dataDir>/punctual.db` with WAL and the schema; the directory and files private. */
 export function openNodeDb(dataDir: string, fsync: FsyncMode): Db {
-  mkdirSync(dataDir, { recursive: true });
-  return openDbFile(dbFilePath(dataDir), fsync);
+  secureDataDir(dataDir);
+  return openDbFile(privateFile(dbFilePath(dataDir)), fsync);
 }
 
 export function openDbFile(path: string, fsync: FsyncMode): Db {
@@ -107,14 +111,32 @@ export function setNodeMeta(db: Db, key: string, value: string): void {
   );
 }
 
+/**
+ * True for any error of the storage itself (the file, the disk), as opposed to an error of the data written: a
+ * transaction that meets one is not the command's fault. A full disk is one (isDiskFullError) but not fatal.
+ */
+export function isStorageError(err: unknown): boolean {
+  return isFatalStorageError(err) || isDiskFullError(err);
+}
+
+/**
+ * SQLITE_FULL, or ENOSPC / EDQUOT from a write or an fsync: the disk (or quota) is full. Nothing written in the
+ * failed transaction is kept; the node refuses writes (507) and retries until space returns.
+ */
+export function isDiskFullError(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  // SHMSIZE: SQLite could not grow the WAL index file (-shm) next to the database, which it does by writing a
+  // byte per page: on a full disk that write fails, and the commit that needed it is rolled back like any other.
+  return code === 'SQLITE_FULL' || code === 'SQLITE_IOERR_SHMSIZE' || code === 'ENOSPC' || code === 'EDQUOT';
+}
+
 /** True for errors after which the database file can no longer be trusted: the process must exit. */
 export function isFatalStorageError(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code !== 'string') return false;
+  if (typeof code !== 'string' || isDiskFullError(err)) return false;
   return (
     code.startsWith('SQLITE_IOERR') ||
     code.startsWith('SQLITE_CORRUPT') ||
-    code === 'SQLITE_FULL' ||
     code === 'SQLITE_NOTADB' ||
     code.startsWith('SQLITE_CANTOPEN') ||
     code.startsWith('SQLITE_READONLY')

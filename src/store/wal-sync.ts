@@ -49,7 +49,11 @@ export class WalSyncer {
     fsync(this.fd, (err) => {
       this.running = false;
       if (err) {
-        this.onFatal(err);
+        // Fatal even when it is ENOSPC (unlike SQLITE_FULL at write time, which rolls back): after a failed fsync
+        // the kernel may have dropped the unwritten pages, and a later fsync would report success without them.
+        // The node exits; restarted, it re-reads what is durable (and refuses writes while the disk is full).
+        const full = err.code === 'ENOSPC' || err.code === 'EDQUOT';
+        this.onFatal(full ? Object.assign(new Error(`WAL fsync failed, disk full (${err.code}): exiting, a restart recovers what is durable`), { code: err.code }) : err);
         return;
       }
       for (const resolve of batch) resolve();

@@ -1,0 +1,74 @@
+/**
+ * A follower that cannot persist an append does not acknowledge it. Three nodes in one process (real sockets,
+ * real SQLite files); the follower's database is capped at its current size (PRAGMA max_page_count: SQLite then
+ * answers SQLITE_FULL exactly as on a full disk). The leader and the other follower go on; the capped follower
+ * stays up, refuses writes with 507, and the leader's view of its log (its match index) does not move past what it
+ * had written. Uncapped, it catches up by itself and its replica equals the leader's.
+ */
+import type Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { PunctualError } from '../core/errors.js';
+import { shardOf } from '../core/ids.js';
+import type { NodeCore } from './host.js';
+import { clusterConfigs } from './testing/cluster.js';
+import { callbackSpec, jobSpec } from './testing/fixtures.js';
+import { useNodeBed } from './testing/bed.js';
+import { waitFor } from './testing/receiver.js';
+
+const bed = useNodeBed('punctual-disk-full-', { closeGraceMs: 1_000 });
+
+/** The node's own SQLite connection (RaftHost keeps it private: reached here to cap it, as a full disk would). */
+function dbOf(core: NodeCore): Database.Database {
+  return (core.host as unknown as { o: { db: Database.Database } }).o.db;
+}
+
+function jobsOf(core: NodeCore, shard: number): string[] {
+  return core.host.groups[shard].store.listJobs({ state: null, task: null, limit: 1000, afterId: null }).map((j) => j.id);
+}
+
+describe('a follower whose disk is full', () => {
+  it('acknowledges nothing it could not write, refuses writes with 507, and catches up by itself once it can write', async () => {
+    const configs = await clusterConfigs(bed.dir, 3, { shards: 1 });
+    const cores = await Promise.all(configs.map((c) => bed.startCore(c, { rebalanceIntervalMs: 0 })));
+    await waitFor('ready', () => cores.every((c) => c.service.readiness().ready), 10_000);
+    const leader = cores.find((c) => c.host.isLeader(0))!;
+    const [full, other] = cores.filter((c) => c !== leader);
+    const fullId = full.service.nodeId;
+    await leader.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
+    await waitFor('follower applied the task', () => full.host.groups[0].applied === leader.host.groups[0].applied, 5_000);
+
+    const db = dbOf(full);
+    const pages = db.pragma('page_count', { simple: true }) as number;
+    db.pragma(`max_page_count = ${pages}`);
+    const persistedBefore = full.host.groups[0].storage.lastIndex();
+
+    const atMs = leader.service.nowMs() + 60_000;
+    const ids = Array.from({ length: 20 }, (_, i) => `big-${i}`);
+    for (const id of ids) {
+      const [r] = await leader.service.createJobs([jobSpec(id, { kind: 'once', atMs }, { payload: new Uint8Array(64 * 1024).fill(7) })]);
+      expect(r).toMatchObject({ ok: true, created: true });
+    }
+    expect(shardOf(ids[0], 1)).toBe(0);
+    await waitFor('the capped follower found its disk full', () => full.host.diskFull(), 5_000);
+    await waitFor('the other follower has every job', () => ids.every((id) => jobsOf(other, 0).includes(id)), 5_000);
+
+    // Not acknowledged: the leader counts only what the follower wrote, and the follower wrote nothing new.
+    const persisted = full.host.groups[0].storage.lastIndex();
+    expect(persisted).toBeLessThan(leader.host.groups[0].storage.lastIndex());
+    const match = leader.host.groups[0].raw.status().progress.get(fullId as never)!.match;
+    expect(match).toBeLessThanOrEqual(persisted);
+    expect(persisted).toBeGreaterThanOrEqual(persistedBefore);
+    // Writes are refused on it, with the stable code.
+    const refused = await new Promise<unknown>((resolve) => full.host.propose(0, new Uint8Array([0xc0]), { resolve, reject: resolve }));
+    expect(refused).toBeInstanceOf(PunctualError);
+    expect(refused).toMatchObject({ code: 'insufficient_storage', status: 507 });
+    expect((await full.metrics.scrape()).body).toMatch(/punctual_disk_full 1/);
+
+    db.pragma('max_page_count = 1073741823');
+    await waitFor('the follower caught up by itself', () => ids.every((id) => jobsOf(full, 0).includes(id)), 10_000);
+    expect(full.host.diskFull()).toBe(false);
+    await waitFor('acknowledged up to the leader', () => leader.host.groups[0].raw.status().progress.get(fullId as never)!.match >= full.host.groups[0].storage.lastIndex(), 5_000);
+    expect(jobsOf(full, 0)).toEqual(jobsOf(leader, 0));
+    expect((await full.metrics.scrape()).body).toMatch(/punctual_disk_full 0/);
+  });
+});
