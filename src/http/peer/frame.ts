@@ -8,7 +8,9 @@
  * - request / response (POST /raft/request): raw bytes, the kind in a header.
  */
 import { Packr } from 'msgpackr';
-import type { Message, MessageType, SnapshotMessage } from '../../raft/index.js';
+import { nodeIdPattern } from '../../core/ids.js';
+import { cliLimits, peerLimits } from '../../core/limits.js';
+import type { Entry, LogIndex, Message, MessageType, NodeId, SnapshotMessage, Term } from '../../raft/index.js';
 
 const packr = new Packr({ useRecords: false, mapsAsObjects: true });
 
@@ -25,12 +27,16 @@ export function encodeMessages(messages: readonly Message[]): Uint8Array {
   return packr.pack(messages);
 }
 
-/** Decodes a batch frame; throws FrameError unless it is an array of well-formed messages. */
+/**
+ * Decodes a batch frame; throws FrameError unless it is an array of well-formed messages. Every message is
+ * rebuilt field by field from what was checked, so nothing the sender added (extra keys, a `__proto__`) reaches
+ * the Raft core.
+ */
 export function decodeMessages(frame: Uint8Array): Message[] {
   const value = unpackOrThrow(frame);
   if (!Array.isArray(value)) throw new FrameError('message frame is not an array');
-  for (const m of value) checkMessage(m);
-  return value as Message[];
+  if (value.length > peerLimits.messagesPerFrameMax) throw new FrameError(`message frame holds over ${peerLimits.messagesPerFrameMax} messages`);
+  return value.map((m) => checkMessage(m, false));
 }
 
 function unpackOrThrow(frame: Uint8Array): unknown {
@@ -41,27 +47,109 @@ function unpackOrThrow(frame: Uint8Array): unknown {
   }
 }
 
-/** Shape checks: enough that the Raft core's step() never trips on a missing field (it checks entry crcs itself). */
-function checkMessage(m: unknown): void {
-  if (typeof m !== 'object' || m === null) throw new FrameError('message is not an object');
-  const r = m as Record<string, unknown>;
-  if (!messageTypes.has(r.type as MessageType)) throw new FrameError(`unknown message type ${String(r.type)}`);
-  if (!Number.isSafeInteger(r.group) || (r.group as number) < 0) throw new FrameError('message group is not an index');
-  if (typeof r.from !== 'string' || typeof r.to !== 'string') throw new FrameError('message from/to are not strings');
-  if (typeof r.term !== 'number') throw new FrameError('message term is not a number');
-  if (r.type === 'append') checkEntries(r.entries);
-  if (r.type === 'snapshot') throw new FrameError('snapshot messages travel on the snapshot stream');
+/** A field the object holds itself (an inherited one, e.g. through a decoded `__proto__` key, does not count). */
+function field(r: object, key: string): unknown {
+  return Object.hasOwn(r, key) ? (r as Record<string, unknown>)[key] : undefined;
 }
 
-function checkEntries(entries: unknown): void {
-  if (!Array.isArray(entries)) throw new FrameError('append entries is not an array');
-  for (const e of entries as Array<Record<string, unknown> | null>) {
-    if (typeof e !== 'object' || e === null) throw new FrameError('entry is not an object');
-    if (!(e.data instanceof Uint8Array)) throw new FrameError('entry data is not bytes');
-    if (typeof e.index !== 'number' || typeof e.term !== 'number' || typeof e.crc !== 'number') {
-      throw new FrameError('entry index/term/crc are not numbers');
+function record(v: unknown, what: string): object {
+  if (typeof v !== 'object' || v === null || Array.isArray(v) || v instanceof Uint8Array) throw new FrameError(`${what} is not a map`);
+  return v;
+}
+
+/** Terms, indexes, ticks, groups: safe non-negative integers (never 1e300, -1, 1.5, a string or a bigint). */
+function count<T extends number = number>(r: object, key: string): T {
+  const v = field(r, key);
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw new FrameError(`${key} is not a non-negative safe integer`);
+  return v as T;
+}
+
+function node(r: object, key: string, allowEmpty = false): NodeId {
+  const v = field(r, key);
+  if (typeof v !== 'string' || !((allowEmpty && v === '') || nodeIdPattern.test(v))) throw new FrameError(`${key} is not a node id`);
+  return v as NodeId;
+}
+
+function bool(r: object, key: string): boolean {
+  const v = field(r, key);
+  if (typeof v !== 'boolean') throw new FrameError(`${key} is not a boolean`);
+  return v;
+}
+
+function ctxOf(r: object): string {
+  const v = field(r, 'ctx');
+  if (typeof v !== 'string' || v.length > peerLimits.readCtxCharsMax) throw new FrameError('ctx is not a short string');
+  return v;
+}
+
+/**
+ * Shape and range checks per message type, enough that the Raft core's step() never sees a field of the wrong
+ * type or an impossible number (it checks entry crcs itself). Returns a fresh message holding only its fields.
+ */
+function checkMessage(m: unknown, snapshotAllowed: boolean): Message {
+  const r = record(m, 'message');
+  const type = field(r, 'type');
+  if (typeof type !== 'string' || !messageTypes.has(type as MessageType)) throw new FrameError(`unknown message type ${String(type).slice(0, 32)}`);
+  const base = { group: count(r, 'group'), from: node(r, 'from'), to: node(r, 'to'), term: count<Term>(r, 'term') };
+  if (base.group >= cliLimits.shardsMax) throw new FrameError('group is not a shard');
+  switch (type as MessageType) {
+    case 'pre_vote':
+    case 'vote':
+      return { ...base, type: type as 'vote', lastLogIndex: count<LogIndex>(r, 'lastLogIndex'), lastLogTerm: count<Term>(r, 'lastLogTerm'), transfer: bool(r, 'transfer') };
+    case 'pre_vote_resp':
+    case 'vote_resp':
+      return { ...base, type: type as 'vote_resp', reject: bool(r, 'reject') };
+    case 'append':
+      return {
+        ...base, type: 'append', prevIndex: count<LogIndex>(r, 'prevIndex'), prevTerm: count<Term>(r, 'prevTerm'),
+        entries: checkEntries(field(r, 'entries')), commit: count<LogIndex>(r, 'commit'),
+      };
+    case 'append_resp':
+      return {
+        ...base, type: 'append_resp', reject: bool(r, 'reject'), index: count<LogIndex>(r, 'index'),
+        rejectHint: count<LogIndex>(r, 'rejectHint'), hintTerm: count<Term>(r, 'hintTerm'),
+      };
+    case 'heartbeat':
+      return { ...base, type: 'heartbeat', commit: count<LogIndex>(r, 'commit'), sentTick: count(r, 'sentTick'), ctx: ctxOf(r) };
+    case 'heartbeat_resp':
+      return { ...base, type: 'heartbeat_resp', sentTick: count(r, 'sentTick'), ctx: ctxOf(r) };
+    case 'timeout_now':
+      return { ...base, type: 'timeout_now' };
+    case 'read_index':
+      return { ...base, type: 'read_index', ctx: ctxOf(r) };
+    case 'read_index_resp':
+      return { ...base, type: 'read_index_resp', index: count<LogIndex>(r, 'index'), ctx: ctxOf(r) };
+    case 'transfer_leader':
+      return { ...base, type: 'transfer_leader', transferee: node(r, 'transferee') };
+    case 'snapshot': {
+      if (!snapshotAllowed) throw new FrameError('snapshot messages travel on the snapshot stream');
+      const snap = record(field(r, 'snapshot'), 'snapshot');
+      const meta = record(field(snap, 'metadata'), 'snapshot metadata');
+      const conf = record(field(meta, 'confState'), 'snapshot confState');
+      const metadata = { index: count<LogIndex>(meta, 'index'), term: count<Term>(meta, 'term'), confState: { voters: nodeList(conf, 'voters'), learners: nodeList(conf, 'learners') } };
+      return { ...base, type: 'snapshot', snapshot: { metadata, data: new Uint8Array(0) } };
     }
   }
+}
+
+function nodeList(r: object, key: string): NodeId[] {
+  const v = field(r, key);
+  if (!Array.isArray(v) || v.length > peerLimits.confMembersMax) throw new FrameError(`${key} is not a list of node ids`);
+  return v.map((id) => node({ id }, 'id'));
+}
+
+function checkEntries(entries: unknown): Entry[] {
+  if (!Array.isArray(entries)) throw new FrameError('append entries is not an array');
+  return entries.map((e: unknown): Entry => {
+    const r = record(e, 'entry');
+    const type = field(r, 'type');
+    if (type !== 'normal' && type !== 'conf_change') throw new FrameError('entry type is not normal or conf_change');
+    const data = field(r, 'data');
+    if (!(data instanceof Uint8Array)) throw new FrameError('entry data is not bytes');
+    const crc = field(r, 'crc');
+    if (typeof crc !== 'number' || !Number.isInteger(crc) || crc < 0 || crc > 0xffffffff) throw new FrameError('entry crc is not a u32');
+    return { index: count<LogIndex>(r, 'index'), term: count<Term>(r, 'term'), type, data, crc };
+  });
 }
 
 /** Queue accounting: a cheap upper-ish estimate of a message's encoded size. */
@@ -87,15 +175,9 @@ export function encodeSnapshotHeader(message: SnapshotMessage, dataBytes: number
 }
 
 export function decodeSnapshotHeader(bytes: Uint8Array): SnapshotHeader {
-  const value = unpackOrThrow(bytes) as Partial<SnapshotHeader> | null;
-  if (typeof value !== 'object' || value === null) throw new FrameError('snapshot header is not an object');
-  if (!Number.isSafeInteger(value.dataBytes) || value.dataBytes! < 0) throw new FrameError('snapshot size is not a count');
-  const m = value.message as unknown as Record<string, unknown> | undefined;
-  if (typeof m !== 'object' || m === null || m.type !== 'snapshot') throw new FrameError('snapshot header carries no snapshot message');
-  const snap = m.snapshot as Record<string, unknown> | undefined;
-  if (typeof snap !== 'object' || snap === null || typeof snap.metadata !== 'object' || snap.metadata === null) {
-    throw new FrameError('snapshot message has no metadata');
-  }
-  checkMessage({ ...m, type: 'timeout_now' }); // the common fields
-  return value as SnapshotHeader;
+  const value = record(unpackOrThrow(bytes), 'snapshot header');
+  const dataBytes = count(value, 'dataBytes');
+  const message = checkMessage(field(value, 'message'), true);
+  if (message.type !== 'snapshot') throw new FrameError('snapshot header carries no snapshot message');
+  return { message, dataBytes };
 }
