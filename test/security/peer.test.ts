@@ -67,6 +67,29 @@ describe('peer start-up: no unauthenticated peers by accident', () => {
   });
 });
 
+describe('growing a single node without peer authentication', () => {
+  it('its first add-node is refused (409) instead of opening an unauthenticated peer port', async () => {
+    const { spawnServe, kill9, call } = await import('../../src/node/testing/processes.js');
+    const [api, peer] = await freePorts(2);
+    const child = await spawnServe(['--listen', `127.0.0.1:${api}`, '--peer-listen', `127.0.0.1:${peer}`, '--data', join(dir, 'alone')], api!);
+    try {
+      const r = await call(child, 'POST', '/v1/cluster/nodes', { id: 'n2', peer_addr: '127.0.0.1:9' });
+      expect(r.status).toBe(409);
+      expect(r.json.detail).toMatch(/peers need authentication/);
+      // Nothing listens on the peer port.
+      const { connect } = await import('node:net');
+      const refused = await new Promise<boolean>((resolve) => {
+        const s = connect(peer!, '127.0.0.1');
+        s.on('connect', () => { s.destroy(); resolve(false); });
+        s.on('error', () => resolve(true));
+      });
+      expect(refused).toBe(true);
+    } finally {
+      await kill9(child);
+    }
+  });
+});
+
 describe('a cluster with a cluster secret', () => {
   let nodes: ServeNode[] = [];
   beforeAll(async () => {

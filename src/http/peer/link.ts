@@ -317,10 +317,11 @@ export class PeerLink {
     const fail = (why: string, refusal: unknown, status: number): void => {
       if (failed) return;
       failed = true;
-      if (status === 403) this.answered(403, refusal);
+      // A refusal reason this version does not know comes from another version (protocol 1 says missing_secret).
+      if (status === 403 && typeof refusal === 'string' && Object.hasOwn(refusalHints, refusal)) this.answered(403, refusal);
       else if (status !== 0) {
         this.heard();
-        // An older node answers a hello it does not know with 404 (or some other status): it speaks protocol 1.
+        // An older node answers a hello it does not know with 404 or a 403 of its own: it speaks protocol 1.
         this.refusedBy('protocol_version');
       }
       if (this.session === session) this.onDown(session, new Error(`peer handshake failed: ${why}`), this.wasDownAtConnect);
