@@ -455,6 +455,34 @@ describe('PeerTransport: who may talk (cluster secret)', () => {
     expect(a!.got).toHaveLength(1);
   });
 
+  it('a node of peer protocol 1 (no handshake) is told apart: refused with protocol_version both ways', async () => {
+    // An older node with a secret: it refuses what lacks its fixed proof (403 missing_secret) and knows no /peer/hello.
+    const old = http2.createServer();
+    const sessions: http2.ServerHttp2Session[] = [];
+    old.on('session', (se) => sessions.push(se));
+    old.on('stream', (st) => {
+      st.on('error', () => {});
+      st.respond({ ':status': 403, [refusalHeader]: 'missing_secret' }, { endStream: true });
+    });
+    await new Promise<void>((r) => old.listen(0, '127.0.0.1', () => r()));
+    const port = (old.address() as { port: number }).port;
+    try {
+      const a = await node('n1', (await freePorts(1))[0]!, [{ id: 'n2', host: '127.0.0.1', port }], { clusterSecret: secretA });
+      a.t.send([hb('n1', 'n2', 1)]);
+      await until(() => a.logs.some((l) => l.msg === 'peer refuses this node (403)'), 'the refusal logged');
+      expect(a.logs.find((l) => l.msg === 'peer refuses this node (403)')).toMatchObject({ peer: 'n2', reason: 'protocol_version' });
+      // The other way: what the old node sends (its fixed proof, no handshake) is refused as protocol 1.
+      const v1 = createHmac('sha256', secretA).update('punctual-peer-v1:n2').digest('hex');
+      expect(await rawPost(a.port, '/raft/messages', { [nodeIdHeader]: 'n2', [secretHeader]: v1 }, encodeMessages([hb('n2', 'n1', 1)]))).toBe(403);
+      await until(() => a.logs.some((l) => l.msg === 'peer request refused' && l.reason === 'protocol_version'), 'logged as protocol 1');
+      expect(a.got).toEqual([]);
+    } finally {
+      const closed = new Promise((r) => old.close(r));
+      for (const se of sessions) se.destroy();
+      await closed;
+    }
+  });
+
   it('a link does not come up with a server that cannot prove the secret', async () => {
     // A fake peer that answers the handshake with a made-up proof (it does not know the secret).
     const fake = http2.createServer();
