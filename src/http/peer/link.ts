@@ -1,5 +1,6 @@
 /**
- * PeerLink: this node's side of the link to ONE peer. One HTTP/2 client session, reconnected with bounded
+ * PeerLink: this node's side of the link to ONE peer. One HTTP/2 client session (TLS with this node's
+ * certificate, or cleartext with the cluster-secret handshake first: auth.ts), reconnected with bounded
  * exponential backoff whatever happens to it (refused, reset, GOAWAY, timeouts); a bounded queue of Raft
  * messages that drains in batches (one request per batch, many groups per batch) with at most
  * `batchesInFlightMax` batch requests outstanding, so messages that arrive meanwhile coalesce into the next one.
@@ -85,9 +86,9 @@ export class PeerLink {
   private readonly headers: http2.OutgoingHttpHeaders;
   /** The host:port dialled, as `:authority` (the secret handshake's proofs cover it). */
   private readonly authority: string;
-  /** Callers of ready() waiting for a connecting session to authenticate. */
   /** The link was down when this connection attempt started: its failure is not a new state change to log. */
   private wasDownAtConnect = false;
+  /** Callers of ready() waiting for a connecting session to authenticate. */
   private waiters: Array<{ resolve: (s: http2.ClientHttp2Session) => void; reject: (e: Error) => void }> = [];
 
   constructor(
