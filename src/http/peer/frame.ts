@@ -47,13 +47,17 @@ function unpackOrThrow(frame: Uint8Array): unknown {
   }
 }
 
-/** A field the object holds itself (an inherited one, e.g. through a decoded `__proto__` key, does not count). */
+/** A field of a map checked by record(): its prototype is Object.prototype, so a read finds only its own keys. */
 function field(r: object, key: string): unknown {
-  return Object.hasOwn(r, key) ? (r as Record<string, unknown>)[key] : undefined;
+  return (r as Record<string, unknown>)[key];
 }
 
+/**
+ * A decoded msgpack map: a plain object. A map whose `__proto__` key gave it another prototype (which could
+ * supply fields it does not hold) is refused.
+ */
 function record(v: unknown, what: string): object {
-  if (typeof v !== 'object' || v === null || Array.isArray(v) || v instanceof Uint8Array) throw new FrameError(`${what} is not a map`);
+  if (typeof v !== 'object' || v === null || Object.getPrototypeOf(v) !== Object.prototype) throw new FrameError(`${what} is not a map`);
   return v;
 }
 
@@ -90,44 +94,48 @@ function checkMessage(m: unknown, snapshotAllowed: boolean): Message {
   const r = record(m, 'message');
   const type = field(r, 'type');
   if (typeof type !== 'string' || !messageTypes.has(type as MessageType)) throw new FrameError(`unknown message type ${String(type).slice(0, 32)}`);
-  const base = { group: count(r, 'group'), from: node(r, 'from'), to: node(r, 'to'), term: count<Term>(r, 'term') };
-  if (base.group >= cliLimits.shardsMax) throw new FrameError('group is not a shard');
+  const group = count(r, 'group');
+  const from = node(r, 'from');
+  const to = node(r, 'to');
+  const term = count<Term>(r, 'term');
+  if (group >= cliLimits.shardsMax) throw new FrameError('group is not a shard');
+  // Object literals with every field written out (no spread): this runs for every message of every batch.
   switch (type as MessageType) {
     case 'pre_vote':
     case 'vote':
-      return { ...base, type: type as 'vote', lastLogIndex: count<LogIndex>(r, 'lastLogIndex'), lastLogTerm: count<Term>(r, 'lastLogTerm'), transfer: bool(r, 'transfer') };
+      return { group, from, to, term, type: type as 'vote', lastLogIndex: count<LogIndex>(r, 'lastLogIndex'), lastLogTerm: count<Term>(r, 'lastLogTerm'), transfer: bool(r, 'transfer') };
     case 'pre_vote_resp':
     case 'vote_resp':
-      return { ...base, type: type as 'vote_resp', reject: bool(r, 'reject') };
+      return { group, from, to, term, type: type as 'vote_resp', reject: bool(r, 'reject') };
     case 'append':
       return {
-        ...base, type: 'append', prevIndex: count<LogIndex>(r, 'prevIndex'), prevTerm: count<Term>(r, 'prevTerm'),
+        group, from, to, term, type: 'append', prevIndex: count<LogIndex>(r, 'prevIndex'), prevTerm: count<Term>(r, 'prevTerm'),
         entries: checkEntries(field(r, 'entries')), commit: count<LogIndex>(r, 'commit'),
       };
     case 'append_resp':
       return {
-        ...base, type: 'append_resp', reject: bool(r, 'reject'), index: count<LogIndex>(r, 'index'),
+        group, from, to, term, type: 'append_resp', reject: bool(r, 'reject'), index: count<LogIndex>(r, 'index'),
         rejectHint: count<LogIndex>(r, 'rejectHint'), hintTerm: count<Term>(r, 'hintTerm'),
       };
     case 'heartbeat':
-      return { ...base, type: 'heartbeat', commit: count<LogIndex>(r, 'commit'), sentTick: count(r, 'sentTick'), ctx: ctxOf(r) };
+      return { group, from, to, term, type: 'heartbeat', commit: count<LogIndex>(r, 'commit'), sentTick: count(r, 'sentTick'), ctx: ctxOf(r) };
     case 'heartbeat_resp':
-      return { ...base, type: 'heartbeat_resp', sentTick: count(r, 'sentTick'), ctx: ctxOf(r) };
+      return { group, from, to, term, type: 'heartbeat_resp', sentTick: count(r, 'sentTick'), ctx: ctxOf(r) };
     case 'timeout_now':
-      return { ...base, type: 'timeout_now' };
+      return { group, from, to, term, type: 'timeout_now' };
     case 'read_index':
-      return { ...base, type: 'read_index', ctx: ctxOf(r) };
+      return { group, from, to, term, type: 'read_index', ctx: ctxOf(r) };
     case 'read_index_resp':
-      return { ...base, type: 'read_index_resp', index: count<LogIndex>(r, 'index'), ctx: ctxOf(r) };
+      return { group, from, to, term, type: 'read_index_resp', index: count<LogIndex>(r, 'index'), ctx: ctxOf(r) };
     case 'transfer_leader':
-      return { ...base, type: 'transfer_leader', transferee: node(r, 'transferee') };
+      return { group, from, to, term, type: 'transfer_leader', transferee: node(r, 'transferee') };
     case 'snapshot': {
       if (!snapshotAllowed) throw new FrameError('snapshot messages travel on the snapshot stream');
       const snap = record(field(r, 'snapshot'), 'snapshot');
       const meta = record(field(snap, 'metadata'), 'snapshot metadata');
       const conf = record(field(meta, 'confState'), 'snapshot confState');
       const metadata = { index: count<LogIndex>(meta, 'index'), term: count<Term>(meta, 'term'), confState: { voters: nodeList(conf, 'voters'), learners: nodeList(conf, 'learners') } };
-      return { ...base, type: 'snapshot', snapshot: { metadata, data: new Uint8Array(0) } };
+      return { group, from, to, term, type: 'snapshot', snapshot: { metadata, data: new Uint8Array(0) } };
     }
   }
 }
@@ -140,16 +148,20 @@ function nodeList(r: object, key: string): NodeId[] {
 
 function checkEntries(entries: unknown): Entry[] {
   if (!Array.isArray(entries)) throw new FrameError('append entries is not an array');
-  return entries.map((e: unknown): Entry => {
-    const r = record(e, 'entry');
-    const type = field(r, 'type');
+  // A plain loop with the checks inline: an append may carry thousands of entries, on the hot path of replication.
+  const out: Entry[] = new Array<Entry>(entries.length);
+  for (let i = 0; i < entries.length; i++) {
+    const e = entries[i] as Record<string, unknown>;
+    if (typeof e !== 'object' || e === null || Object.getPrototypeOf(e) !== Object.prototype) throw new FrameError('entry is not a map');
+    const { index, term, type, data, crc } = e;
+    if (typeof index !== 'number' || !Number.isSafeInteger(index) || index < 0) throw new FrameError('entry index is not a non-negative safe integer');
+    if (typeof term !== 'number' || !Number.isSafeInteger(term) || term < 0) throw new FrameError('entry term is not a non-negative safe integer');
     if (type !== 'normal' && type !== 'conf_change') throw new FrameError('entry type is not normal or conf_change');
-    const data = field(r, 'data');
     if (!(data instanceof Uint8Array)) throw new FrameError('entry data is not bytes');
-    const crc = field(r, 'crc');
     if (typeof crc !== 'number' || !Number.isInteger(crc) || crc < 0 || crc > 0xffffffff) throw new FrameError('entry crc is not a u32');
-    return { index: count<LogIndex>(r, 'index'), term: count<Term>(r, 'term'), type, data, crc };
-  });
+    out[i] = { index: index as LogIndex, term: term as Term, type, data, crc };
+  }
+  return out;
 }
 
 /** Queue accounting: a cheap upper-ish estimate of a message's encoded size. */
