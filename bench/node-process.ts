@@ -82,7 +82,7 @@ function serveArgs(spec: NodeSpec, all: NodeSpec[], dataDir: string, options: Lo
     '--log-level', options.logLevel ?? 'warn',
   ];
   const peers = all.filter((s) => s !== spec).map((s) => `${s.id}=127.0.0.1:${s.peerPort}`);
-  if (peers.length > 0) args.push('--peers', peers.join(','));
+  if (peers.length > 0) args.push('--peers', peers.join(','), '--cluster-secret', 'bench-cluster-secret-0123');
   if (options.token) args.push('--auth-token', options.token);
   return args;
 }

@@ -7,6 +7,7 @@ import { resolve as resolvePath } from 'node:path';
 import { Command, Option } from 'commander';
 import type { NodeConfig } from '../src/node/api.js';
 import { startNode } from '../src/node/node.js';
+import { peerSecurityRefusal } from '../src/node/host.js';
 import { lockDataDir, type DataLock } from './data-lock.js';
 import { cliLimits } from '../src/core/limits.js';
 import { parseCidrList } from '../src/dispatch/target-policy.js';
@@ -44,6 +45,10 @@ export interface ServeOptions {
   checkConfig?: boolean;
   callbackAllow?: string;
   callbackDeny?: string;
+  peerTlsCertFile?: string;
+  peerTlsKeyFile?: string;
+  peerTlsCaFile?: string;
+  insecurePeers?: boolean;
 }
 
 type Env = Record<string, string | undefined>;
@@ -140,6 +145,7 @@ export function resolveServeConfig(opts: ServeOptions, env: Env): NodeConfig {
   }
   const offsetP = valueOf('--clock-offset-ms', opts.clockOffsetMs, '0');
   const callbackPolicy = resolveCallbackPolicy(opts, env);
+  const peerSecurity = resolvePeerSecurity(opts, env, peers.length > 0, clusterSecret !== null);
   return {
     listenHost: listen.host,
     listenPort: listen.port,
@@ -158,6 +164,7 @@ export function resolveServeConfig(opts: ServeOptions, env: Env): NodeConfig {
     clockOffsetMs: parseIntIn(offsetP.source, offsetP.value, -clockOffsetMsMax, clockOffsetMsMax),
     join,
     ...callbackPolicy,
+    ...peerSecurity,
   };
 }
 
@@ -172,6 +179,32 @@ function resolveCallbackPolicy(opts: ServeOptions, env: Env): Pick<NodeConfig, '
     if (typeof cidrs === 'string') throw usageError(`${picked.source}: ${cidrs}`);
     out[key] = cidrs.map((c) => c.text);
   }
+  return out;
+}
+
+/**
+ * Peer authentication: --peer-tls-{cert,key,ca}-file (all three or none) and --insecure-peers. A node with
+ * --peers and neither peer TLS nor a cluster secret is refused unless --insecure-peers says so. The fields are
+ * set only when given, so a config without them reads as before.
+ */
+function resolvePeerSecurity(opts: ServeOptions, env: Env, hasPeers: boolean, hasSecret: boolean): Pick<NodeConfig, 'peerTls' | 'insecurePeers'> {
+  const files = {
+    certFile: pick('--peer-tls-cert-file', opts.peerTlsCertFile, env),
+    keyFile: pick('--peer-tls-key-file', opts.peerTlsKeyFile, env),
+    caFile: pick('--peer-tls-ca-file', opts.peerTlsCaFile, env),
+  };
+  const given = Object.entries(files).filter(([, p]) => p !== null);
+  if (given.length > 0 && given.length < 3) {
+    const missing = Object.entries(files).filter(([, p]) => p === null).map(([k]) => `--peer-tls-${k.replace('File', '').toLowerCase()}-file`);
+    throw usageError(`--peer-tls-cert-file, --peer-tls-key-file and --peer-tls-ca-file go together: missing ${missing.join(', ')}`);
+  }
+  const insecure = resolveBoolFlag('--insecure-peers', opts.insecurePeers, env);
+  if (hasPeers && given.length === 0 && !hasSecret && !insecure) throw usageError(`--peers: ${peerSecurityRefusal}`);
+  const out: Pick<NodeConfig, 'peerTls' | 'insecurePeers'> = {};
+  if (given.length === 3) {
+    out.peerTls = { certFile: resolvePath(files.certFile!.value), keyFile: resolvePath(files.keyFile!.value), caFile: resolvePath(files.caFile!.value) };
+  }
+  if (insecure) out.insecurePeers = true;
   return out;
 }
 
@@ -206,6 +239,10 @@ export function registerServeCommand(program: Command, io: CliIo): void {
     .option('--log-level <level>', `debug|info|warn|error (default ${serveDefaults.logLevel})`)
     .option('--log-format <format>', `json|pretty (default ${serveDefaults.logFormat})`)
     .option('--metrics-auth', 'require the auth token on /metrics too')
+    .option('--peer-tls-cert-file <file>', "peers use mutual TLS: this node's certificate (PEM, SAN URI:punctual:node:<node id>); re-read on SIGHUP")
+    .option('--peer-tls-key-file <file>', 'the private key of --peer-tls-cert-file (PEM)')
+    .option('--peer-tls-ca-file <file>', "the CA that signs every node's peer certificate (PEM)")
+    .option('--insecure-peers', 'allow peers with neither peer TLS nor a cluster secret: anyone who reaches --peer-listen controls the cluster')
     .option('--join', 'join a running cluster (the members named by --peers) instead of bootstrapping; then run `punctual cluster add-node` against it')
     .option('--callback-allow <cidrs>', 'callbacks may target these ranges (CIDR,...), even link-local ones; never this node\'s own ports')
     .option('--callback-deny <cidrs>', 'callbacks may not target these ranges (CIDR,...); the longest matching range decides')
@@ -228,13 +265,13 @@ async function serve(config: NodeConfig, io: CliIo): Promise<void> {
     write: (line) => io.stderr.write(line + '\n'),
   });
   logger.debug('starting', { config: redactedConfig(config) });
-  let handle: { nodeId: string; apiPort: number; close(): Promise<void> };
+  let handle: { nodeId: string; apiPort: number; close(): Promise<void>; reloadPeerTls(): boolean };
   let lock: DataLock | null = null;
   try {
     lock = lockDataDir(config.dataDir);
     const node = await startNode(config, { logger });
     const held = lock;
-    handle = { nodeId: node.nodeId, apiPort: node.apiPort, close: () => node.close().then(() => held.release()) };
+    handle = { nodeId: node.nodeId, apiPort: node.apiPort, close: () => node.close().then(() => held.release()), reloadPeerTls: () => node.reloadPeerTls() };
   } catch (err) {
     lock?.release();
     // an operating failure (address in use, wrong data directory) wants its reason, not a stack: the stack is
@@ -252,6 +289,11 @@ async function serve(config: NodeConfig, io: CliIo): Promise<void> {
     data: config.dataDir,
   });
   installShutdown(handle, logger, io);
+  // SIGHUP re-reads the peer certificate and key (new connections use them; a bad file keeps the old ones).
+  process.on('SIGHUP', () => {
+    logger.info('SIGHUP: reloading', { peer_tls: config.peerTls != null });
+    handle.reloadPeerTls();
+  });
 }
 
 /** The reason a node did not start, as log fields: the message and the system error code when there is one. */

@@ -202,6 +202,19 @@ export const peerLimits = {
   closeGraceMs: 1_000,
   /** HTTP/2 flow-control window per stream and per session, so a batch is not split into window-sized waits. */
   windowBytes: 16 * 1024 * 1024,
+  /** Raft messages one batch frame may hold (a bigger count is a bad frame, refused before Raft sees any). */
+  messagesPerFrameMax: 200_000,
+  /** Characters of a ReadIndex context string in a peer message (the host's are a few characters). */
+  readCtxCharsMax: 256,
+  /** Node ids in a snapshot's voters or learners list. */
+  confMembersMax: 64,
+  /** Bytes of a snapshot stream's header (the message and its membership; the data follows). */
+  snapshotHeaderBytesMax: 64 * 1024,
+  /**
+   * A peer session must prove the cluster secret (peer handshake) within this long after it connects, else it is
+   * closed; a connection that never authenticates cannot hold a socket for long.
+   */
+  handshakeTimeoutMs: 5_000,
 } as const;
 assert(peerLimits.batchBytesMax * 2 <= peerLimits.frameBytesMax, 'peer batch (estimated) must leave a margin under the frame limit');
 assert(peerLimits.batchBytesMax <= peerLimits.queueBytesMax, 'peer batch exceeds the queue bound');

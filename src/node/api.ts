@@ -32,4 +32,11 @@ export interface NodeConfig {
    */
   callbackAllow?: string[];
   callbackDeny?: string[];
+  /**
+   * Mutual TLS for the peer transport (--peer-tls-cert-file, --peer-tls-key-file, --peer-tls-ca-file, PEM; the
+   * certificate names the node as SAN URI:punctual:node:<node id>). Absent or null = no peer TLS.
+   */
+  peerTls?: { certFile: string; keyFile: string; caFile: string } | null;
+  /** `--insecure-peers`: a node with peers may run with neither peer TLS nor a cluster secret. Absent = false. */
+  insecurePeers?: boolean;
 }

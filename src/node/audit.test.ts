@@ -106,8 +106,8 @@ describe('cluster audit regressions', () => {
   });
 
   it('a node with the wrong cluster secret shows as unreachable on both sides, and each side says why', async () => {
-    const configs = await clusterConfigs(bed.dir, 3, { shards: 2, clusterSecret: 'right-secret' });
-    configs[2] = { ...configs[2], clusterSecret: 'wrong-secret' };
+    const configs = await clusterConfigs(bed.dir, 3, { shards: 2, clusterSecret: 'right-cluster-secret-0123' });
+    configs[2] = { ...configs[2], clusterSecret: 'wrong-cluster-secret-0123' };
     const lines: string[] = [];
     const logger = createLogger({ level: 'warn', format: 'json', write: (line) => lines.push(line) });
     const cores = [await bed.startCore(configs[0]), await bed.startCore(configs[1]), await bed.startCore(configs[2], { logger })];

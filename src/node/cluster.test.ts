@@ -156,8 +156,8 @@ describe('a three-node cluster in one process', () => {
   });
 
   it('refuses a node that presents the wrong cluster secret, and logs it', async () => {
-    const configs = await clusterConfigs(bed.dir, 3, { shards: 2, clusterSecret: 'right-secret' });
-    configs[2] = { ...configs[2], clusterSecret: 'wrong-secret' };
+    const configs = await clusterConfigs(bed.dir, 3, { shards: 2, clusterSecret: 'right-cluster-secret-0123' });
+    configs[2] = { ...configs[2], clusterSecret: 'wrong-cluster-secret-0123' };
     const lines: string[] = [];
     const logger = silentLogger;
     const cores = [

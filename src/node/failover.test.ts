@@ -78,9 +78,9 @@ describe('failover with real processes', () => {
           '--peers', peers.filter((p) => !p.startsWith(`${id}=`)).join(','), '--shards', '4', '--cluster-secret', secret, '--log-level', 'info'],
         api,
       );
-    const s1 = await serve('n1', a1, p1, 'right');
-    const s2 = await serve('n2', a2, p2, 'right');
-    const s3 = await serve('n3', a3, p3, 'wrong');
+    const s1 = await serve('n1', a1, p1, 'right-cluster-secret-0123');
+    const s2 = await serve('n2', a2, p2, 'right-cluster-secret-0123');
+    const s3 = await serve('n3', a3, p3, 'wrong-cluster-secret-0123');
     bed.track([s1, s2, s3]);
     await waitFor('n1 and n2 ready', async () => (await ready(s1)) && (await ready(s2)), 15_000);
     expect(await ready(s3)).toBe(false);

@@ -11,6 +11,7 @@ import { clusterLimits, nodeLimits, queueLimits } from '../core/limits.js';
 import { Prng } from '../core/prng.js';
 import { Dispatcher } from '../dispatch/dispatcher.js';
 import { targetPolicyFromLists, type TargetPolicy } from '../dispatch/target-policy.js';
+import { PunctualError } from '../core/errors.js';
 import { PeerTransport } from '../http/peer/index.js';
 import { NodeMetrics } from '../metrics/metrics.js';
 import { jobStates, type JobState } from '../scheduler/types.js';
@@ -100,6 +101,17 @@ function checkIdentity(db: Db, config: NodeConfig): void {
   }
 }
 
+/**
+ * A node that talks to peers must authenticate them (peer TLS or a cluster secret) unless the operator said
+ * otherwise (--insecure-peers): without either, anyone who reaches --peer-listen can read and change everything.
+ */
+export const peerSecurityRefusal =
+  'peers need authentication: give --peer-tls-cert-file, --peer-tls-key-file and --peer-tls-ca-file, or --cluster-secret (or --insecure-peers to run peers unauthenticated)';
+
+export function peerSecurityOk(config: NodeConfig): boolean {
+  return (config.peerTls ?? null) !== null || config.clusterSecret !== null || config.insecurePeers === true;
+}
+
 function sumCounts(shards: ShardGroup[]): Record<JobState, number> {
   const total = Object.fromEntries(jobStates.map((s) => [s, 0])) as Record<JobState, number>;
   for (const sh of shards) {
@@ -152,6 +164,7 @@ export async function openNode(config: NodeConfig, options: NodeOptions = {}): P
   });
   const clock = options.clock ?? systemClock(config.clockOffsetMs);
   if ((options.join ?? config.join) === true && config.peers.length === 0) throw new Error('--join needs --peers naming the current members');
+  if (config.peers.length > 0 && !peerSecurityOk(config)) throw new Error(peerSecurityRefusal);
   const db = openNodeDb(config.dataDir, config.fsync);
   const onFatal =
     options.onFatal ??
@@ -167,7 +180,14 @@ export async function openNode(config: NodeConfig, options: NodeOptions = {}): P
     db.close();
     throw err;
   }
-  return assemble(config, options, { db, clock, logger, onFatal, ...durability });
+  try {
+    return assemble(config, options, { db, clock, logger, onFatal, ...durability });
+  } catch (err) {
+    await durability.walSync?.close();
+    await durability.checkpointer?.close();
+    db.close();
+    throw err;
+  }
 }
 
 interface Parts extends Durability {
@@ -254,13 +274,16 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
   const cluster = new ClusterOps(config, host, logger.child({ component: 'cluster' }));
   cluster.setMembers(() => membership.peers());
   const service = new MemberNodeService({ config, shards: host.groups, proposer, engine, host, router, cluster, clock, metrics }, membership);
-  const makeTransport = (): PeerTransport =>
-    new PeerTransport({
+  const makeTransport = (): PeerTransport => {
+    // Also a node whose member book has peers (restarted without --peers) or that grows with add-node.
+    if (!peerSecurityOk(config)) throw new PunctualError('conflict', `this node cannot talk to peers: ${peerSecurityRefusal}`);
+    return new PeerTransport({
       nodeId: config.nodeId,
       listenHost: config.peerListenHost,
       listenPort: config.peerListenPort,
       peers: peerList,
       clusterSecret: config.clusterSecret,
+      tls: config.peerTls ?? null,
       shards: config.shards,
       logger: logger.child({ component: 'peer' }),
       onMessages: (_from, messages) => host.step(messages),
@@ -272,6 +295,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
       },
       onSnapshotStatus: (peerId, group, ok) => host.reportSnapshot(group, peerId, ok),
     });
+  };
   // The member book (seeded from --peers) decides: a node that ever had peers keeps its peer transport.
   if (peerList.length > 0 || book.all().length > 0) transport = makeTransport();
   router.setSender(transport);

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { shardOf } from '../core/ids.js';
 import { freePorts } from './testing/cluster.js';
+import { testClusterSecret } from './testing/fixtures.js';
 import { useProcessBed } from './testing/bed.js';
 import { call, spawnServe, type Child } from './testing/processes.js';
 import { sleep, waitFor } from './testing/receiver.js';
@@ -46,7 +47,7 @@ async function startCluster(): Promise<Map<string, Child>> {
   const peers = ids.map((id, i) => `${id}=127.0.0.1:${ports[3 + i]}`);
   const started = await Promise.all(ids.map((id, i) => spawnServe(
     ['--node-id', id, '--listen', `127.0.0.1:${ports[i]}`, '--peer-listen', `127.0.0.1:${ports[3 + i]}`,
-      '--data', join(bed.dir, id), '--peers', peers.filter((_, k) => k !== i).join(','), '--shards', String(shards),
+      '--data', join(bed.dir, id), '--peers', peers.filter((_, k) => k !== i).join(','), '--cluster-secret', testClusterSecret, '--shards', String(shards),
       '--log-level', 'info'],
     ports[i],
   )));

@@ -304,6 +304,8 @@ export class Membership {
     try {
       transport = await this.o.startTransport();
     } catch (err) {
+      // A node without peer authentication refuses to grow (conflict): retrying will not help.
+      if (err instanceof PunctualError) throw err;
       throw new PunctualError('unavailable', `cannot open the peer listener (--peer-listen) to grow into a cluster: ${(err as Error).message}`);
     }
     this.start(transport);

@@ -18,6 +18,8 @@ export interface NodeHandle {
   api: SchedulerApi;
   /** The Prometheus text of this node (what GET /metrics serves). */
   metrics(): Promise<MetricsText>;
+  /** Re-reads the peer TLS files (SIGHUP); false without peer TLS or when a file is bad (logged, old kept). */
+  reloadPeerTls(): boolean;
   /** Graceful: stop the HTTP server, stop firing, let in-flight callbacks finish (bounded), flush, close the file. */
   close(): Promise<void>;
 }
@@ -53,6 +55,7 @@ export async function startNode(config: NodeConfig, options: StartNodeOptions = 
     apiPort: server.port,
     api: core.service,
     metrics,
+    reloadPeerTls: () => core.transport?.reloadTls() ?? false,
     close() {
       closing ??= (async () => {
         await server.close();

@@ -359,7 +359,7 @@ describe('a three-node cluster from the executable', () => {
       copyFileSync(binary, exe);
       chmodSync(exe, 0o755);
       const peers = ids.flatMap((other, k) => (k === i ? [] : [`${other}=127.0.0.1:${peerPorts[k]}`])).join(',');
-      const flags = ['--node-id', id, '--listen', `127.0.0.1:${apiPorts[i]}`, '--peer-listen', `127.0.0.1:${peerPorts[i]}`, '--peers', peers];
+      const flags = ['--node-id', id, '--listen', `127.0.0.1:${apiPorts[i]}`, '--peer-listen', `127.0.0.1:${peerPorts[i]}`, '--peers', peers, '--cluster-secret', 'binary-test-cluster-secret'];
       copies.push({ id, folder, exe, apiPort: apiPorts[i], env: cleanEnv(), flags, child: null, lines: [] });
     }
     await Promise.all(copies.map(startCopy));

@@ -75,7 +75,7 @@ export class NodeProcess {
     const args = [this.entry, 'serve', '--node-id', s.id, '--listen', `127.0.0.1:${s.apiPort}`,
       '--peer-listen', `127.0.0.1:${s.peerPort}`, '--data', s.dataDir, '--shards', String(s.shards),
       '--log-level', 'info', '--fsync', 'batch'];
-    if (s.peers !== '') args.push('--peers', s.peers);
+    if (s.peers !== '') args.push('--peers', s.peers, '--cluster-secret', 'jepsen-lite-cluster-secret');
     if (clockOffsetMs !== 0) args.push('--clock-offset-ms', String(clockOffsetMs));
     const log = openSync(s.logPath, 'a');
     const child = spawn(process.execPath, args, { stdio: ['ignore', log, log], env: { ...process.env, NODE_OPTIONS: '' } });

@@ -1,5 +1,6 @@
 /**
- * PeerLink: this node's side of the link to ONE peer. One HTTP/2 client session, reconnected with bounded
+ * PeerLink: this node's side of the link to ONE peer. One HTTP/2 client session (TLS with this node's
+ * certificate, or cleartext with the cluster-secret handshake first: auth.ts), reconnected with bounded
  * exponential backoff whatever happens to it (refused, reset, GOAWAY, timeouts); a bounded queue of Raft
  * messages that drains in batches (one request per batch, many groups per batch) with at most
  * `batchesInFlightMax` batch requests outstanding, so messages that arrive meanwhile coalesce into the next one.
@@ -7,11 +8,22 @@
  */
 import * as http2 from 'node:http2';
 import { performance } from 'node:perf_hooks';
+import type { PeerCertificate } from 'node:tls';
 import type { Logger } from '../../core/log.js';
 import type { Message } from '../../raft/index.js';
-import { nodeIdHeader, refusalHeader, refusalHints, secretHeader, shardsHeader, type Refusal } from './auth.js';
+import {
+  authPath, certNodeIds, certNodeUriPrefix, clientProof, helloPath, isNonce, newNonce, nodeIdHeader, nonceHeader, peerProtocol,
+  proofEquals, proofHeader, protocolHeader, refusalHeader, refusalHints, serverProof, shardsHeader, type Refusal,
+} from './auth.js';
 import { encodeMessages, estimateBytes } from './frame.js';
+import type { PeerTlsMaterial } from './tls.js';
 import type { PeerLimits } from './transport.js';
+
+/** How this node proves itself to its peers (auth.ts): its TLS material, the cluster secret, or nothing. */
+export type LinkSecurity =
+  | { mode: 'tls'; material: () => PeerTlsMaterial }
+  | { mode: 'secret'; secret: string }
+  | { mode: 'insecure' };
 
 export interface PeerAddress {
   id: string;
@@ -72,18 +84,24 @@ export class PeerLink {
   private readonly streams = new Set<http2.ClientHttp2Stream>();
   private readonly counts = { sent: 0, dropped: 0, batches: 0, rpcErrors: 0, connects: 0 };
   private readonly headers: http2.OutgoingHttpHeaders;
+  /** The host:port dialled, as `:authority` (the secret handshake's proofs cover it). */
+  private readonly authority: string;
+  /** The link was down when this connection attempt started: its failure is not a new state change to log. */
+  private wasDownAtConnect = false;
+  /** Callers of ready() waiting for a connecting session to authenticate. */
+  private waiters: Array<{ resolve: (s: http2.ClientHttp2Session) => void; reject: (e: Error) => void }> = [];
 
   constructor(
     readonly peer: PeerAddress,
-    nodeId: string,
-    proof: string | null,
+    private readonly nodeId: string,
+    private readonly security: LinkSecurity,
     private readonly limits: PeerLimits,
     private readonly logger: Logger,
     shards: number | null = null,
   ) {
     this.backoffMs = limits.reconnectBackoffMsMin;
-    this.headers = { [nodeIdHeader]: nodeId };
-    if (proof !== null) this.headers[secretHeader] = proof;
+    this.authority = peer.host.includes(':') ? `[${peer.host}]:${peer.port}` : `${peer.host}:${peer.port}`;
+    this.headers = { [nodeIdHeader]: nodeId, ':authority': this.authority };
     if (shards !== null) this.headers[shardsHeader] = String(shards);
   }
 
@@ -113,19 +131,24 @@ export class PeerLink {
    */
   answered(status: number, refusal?: unknown): void {
     this.heard();
-    if (status === 403 && !this.refused) {
-      this.refused = true;
-      const reason = typeof refusal === 'string' && refusal in refusalHints ? (refusal as Refusal) : null;
-      this.logger.warn('peer refuses this node (403)', {
-        peer: this.peer.id,
-        address: `${this.peer.host}:${this.peer.port}`,
-        reason,
-        hint: reason === null ? 'check --cluster-secret, --shards and membership on both nodes' : refusalHints[reason],
-      });
-    } else if (status >= 200 && status < 300 && this.refused) {
+    if (status === 403) this.refusedBy(refusal);
+    else if (status >= 200 && status < 300 && this.refused) {
       this.refused = false;
       this.logger.info('peer accepts this node again', { peer: this.peer.id });
     }
+  }
+
+  /** The peer refuses this node: logged once per change (a refusal reason the peer did not name is shown as null). */
+  private refusedBy(refusal: unknown): void {
+    if (this.refused) return;
+    this.refused = true;
+    const reason = typeof refusal === 'string' && Object.hasOwn(refusalHints, refusal) ? (refusal as Refusal) : null;
+    this.logger.warn('peer refuses this node (403)', {
+      peer: this.peer.id,
+      address: this.authority,
+      reason,
+      hint: reason === null ? 'check --cluster-secret, peer TLS, --shards, versions and membership on both nodes' : refusalHints[reason],
+    });
   }
 
   reachable(): boolean {
@@ -224,20 +247,47 @@ export class PeerLink {
     return null;
   }
 
-  /** The session for a one-off request: a connecting session queues the stream until it is up. */
-  sessionForRequest(): http2.ClientHttp2Session {
+  /**
+   * The session for a one-off request, once it is up (connected and authenticated); rejects with
+   * PeerUnavailableError when the link is down (backing off), closed, or its connection attempt fails.
+   */
+  ready(): Promise<http2.ClientHttp2Session> {
+    if (this.state === 'up' && this.session !== null) return Promise.resolve(this.session);
     if (this.state === 'idle') this.connect();
-    if (this.session === null || this.state === 'closed') throw new PeerUnavailableError(`peer ${this.peer.id} is unreachable (${this.state})`);
-    return this.session;
+    if (this.state !== 'connecting') return Promise.reject(new PeerUnavailableError(`peer ${this.peer.id} is unreachable (${this.state})`));
+    return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
+  }
+
+  private settleWaiters(session: http2.ClientHttp2Session | null): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) {
+      if (session !== null) w.resolve(session);
+      else w.reject(new PeerUnavailableError(`peer ${this.peer.id} is unreachable (${this.state})`));
+    }
   }
 
   private connect(): void {
     const wasDown = this.state === 'down';
+    this.wasDownAtConnect = wasDown;
     this.state = 'connecting';
-    const session = http2.connect(`http://${this.peer.host}:${this.peer.port}`, {
+    const options: http2.SecureClientSessionOptions = {
       settings: { initialWindowSize: this.limits.windowBytes, enablePush: false },
       maxSessionMemory: 256,
-    });
+    };
+    if (this.security.mode === 'tls') {
+      const t = this.security.material();
+      const want = this.peer.id;
+      Object.assign(options, {
+        cert: t.cert, key: t.key, ca: t.ca, ALPNProtocols: ['h2'],
+        // Not an IP (peer addresses usually are, and SNI takes names only); the server ignores it.
+        servername: `${want}.peer.punctual`,
+        // The chain is checked against the CA first; then the certificate must name the node meant, not the host.
+        checkServerIdentity: (_host: string, cert: PeerCertificate): Error | undefined =>
+          certNodeIds(cert).has(want) ? undefined : new Error(`the certificate at ${this.authority} does not name node ${want} (SAN URI:${certNodeUriPrefix}${want})`),
+      });
+    }
+    const session = http2.connect(`${this.security.mode === 'tls' ? 'https' : 'http'}://${this.authority}`, options);
     this.session = session;
     this.connectTimer = setTimeout(() => session.destroy(new Error('connect timeout')), this.limits.connectTimeoutMs);
     let lastError: Error | null = null;
@@ -252,11 +302,73 @@ export class PeerLink {
   }
 
   private onConnect(session: http2.ClientHttp2Session): void {
-    if (this.connectTimer) clearTimeout(this.connectTimer);
-    this.connectTimer = null;
     if (this.session !== session || this.state === 'closed') return;
     session.setLocalWindowSize(this.limits.windowBytes);
+    if (this.security.mode === 'secret') this.handshake(session, this.security.secret);
+    else this.onUp(session);
+  }
+
+  /**
+   * The cluster-secret handshake (auth.ts) on a fresh session: hello (nonces), then auth (proofs both ways).
+   * Bounded by the connect timeout, which is still running. Any failure drops the session (backoff).
+   */
+  private handshake(session: http2.ClientHttp2Session, secret: string): void {
+    const clientNonce = newNonce();
+    let failed = false;
+    const fail = (why: string, refusal: unknown, status: number): void => {
+      if (failed) return;
+      failed = true;
+      // A refusal reason this version does not know comes from another version (protocol 1 says missing_secret).
+      if (status === 403 && typeof refusal === 'string' && Object.hasOwn(refusalHints, refusal)) this.answered(403, refusal);
+      else if (status !== 0) {
+        this.heard();
+        // An older node answers a hello it does not know with 404 or a 403 of its own: it speaks protocol 1.
+        this.refusedBy('protocol_version');
+      }
+      if (this.session === session) this.onDown(session, new Error(`peer handshake failed: ${why}`), this.wasDownAtConnect);
+      session.destroy();
+    };
+    const hello = this.open(session, helloPath, { [protocolHeader]: peerProtocol, [nonceHeader]: clientNonce });
+    let helloDone = false;
+    hello.on('response', (h) => {
+      helloDone = true;
+      const status = Number(h[':status']);
+      const serverNonce = h[nonceHeader];
+      if (status !== 200) return fail(`hello answered ${status}`, h[refusalHeader], status);
+      if (!isNonce(serverNonce)) return fail('hello answered without a nonce', null, 400);
+      const input = { serverNonce, clientNonce, clientId: this.nodeId, serverId: this.peer.id, target: this.authority };
+      const auth = this.open(session, authPath, { [proofHeader]: clientProof(secret, input) });
+      let authDone = false;
+      auth.on('response', (a) => {
+        authDone = true;
+        const st = Number(a[':status']);
+        if (st !== 200) return fail(`auth answered ${st}`, a[refusalHeader], st);
+        if (!proofEquals(a[proofHeader], serverProof(secret, input))) {
+          this.logger.warn('peer did not prove the cluster secret: not talking to it', { peer: this.peer.id, address: this.authority });
+          return fail('the peer\'s proof is wrong', null, 0);
+        }
+        this.answered(200);
+        this.onUp(session);
+      });
+      auth.on('close', () => {
+        if (!authDone) fail('auth stream closed', null, 0);
+      });
+      auth.resume();
+      auth.end();
+    });
+    hello.on('close', () => {
+      if (!helloDone) fail('hello stream closed', null, 0);
+    });
+    hello.resume();
+    hello.end();
+  }
+
+  private onUp(session: http2.ClientHttp2Session): void {
+    if (this.session !== session || this.state !== 'connecting') return;
+    if (this.connectTimer) clearTimeout(this.connectTimer);
+    this.connectTimer = null;
     this.state = 'up';
+    this.settleWaiters(session);
     this.counts.connects++;
     this.backoffMs = this.limits.reconnectBackoffMsMin;
     this.logger.info('peer link up', { peer: this.peer.id, address: `${this.peer.host}:${this.peer.port}` });
@@ -282,9 +394,10 @@ export class PeerLink {
     if (this.session === session) this.session = null;
     if (this.state === 'closed') return;
     const wasUp = this.state === 'up';
+    this.state = 'down';
+    this.settleWaiters(null);
     // A connection attempt that failed is a failed outgoing request too (else a dead peer shows 0 errors).
     if (!wasUp) this.counts.rpcErrors++;
-    this.state = 'down';
     // Logged once per state change: up -> down, or the first failure of a link that never came up.
     if (wasUp || !wasDown) this.logger.warn('peer link down', { peer: this.peer.id, error: err?.message ?? 'closed' });
     const delayMs = wasUp ? this.limits.reconnectBackoffMsMin : this.backoffMs;
@@ -300,6 +413,7 @@ export class PeerLink {
   async close(graceMs: number): Promise<void> {
     if (this.state === 'closed') return;
     this.state = 'closed';
+    this.settleWaiters(null);
     if (this.retryTimer) clearTimeout(this.retryTimer);
     if (this.connectTimer) clearTimeout(this.connectTimer);
     this.counts.dropped += this.queue.length - this.queueHead;

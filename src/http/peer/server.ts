@@ -1,22 +1,35 @@
 /**
- * The receiving side: one node:http2 (cleartext) server on --peer-listen. Every stream is authenticated first
- * (auth.ts); bodies are read under a byte bound; a bad frame is answered 400/413, logged (rate-limited) and
- * dropped, never thrown. Routes: POST /raft/messages (204), POST /raft/snapshot (200 once installed),
- * POST /raft/request (200 + body, 500 + message when the handler fails).
+ * The receiving side: one node:http2 server on --peer-listen (TLS with client certificates in `tls` mode,
+ * cleartext otherwise). Every session authenticates first (auth.ts: the client certificate, or the handshake
+ * streams /peer/hello and /peer/auth); every other stream of an unauthenticated session is refused and the
+ * session closed. Bodies are read under a byte bound; a bad frame is answered 400/413, counted, logged
+ * (rate-limited) and dropped, never thrown. Routes: POST /raft/messages (204), POST /raft/snapshot (200 once
+ * installed), POST /raft/request (200 + body, 500 + message when the handler fails).
  */
 import * as http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import { nodeIdPattern } from '../../core/ids.js';
 import type { Logger } from '../../core/log.js';
 import type { Message } from '../../raft/index.js';
-import type { PeerAuth, RateLimitedLog } from './auth.js';
-import { nodeIdHeader, refusalHeader, secretHeader, shardsHeader } from './auth.js';
+import type { PeerAuth, PeerMode, RateLimitedLog, Refusal } from './auth.js';
+import {
+  authPath, certNodeIds, clientProof, helloPath, isNonce, newNonce, nodeIdHeader, nonceHeader, peerProtocol, proofEquals,
+  proofHeader, protocolHeader, refusalHeader, secretHeader, serverProof, shardsHeader,
+} from './auth.js';
 import { decodeMessages, decodeSnapshotHeader, FrameError } from './frame.js';
+import type { PeerTlsMaterial } from './tls.js';
 import type { PeerLimits } from './transport.js';
 
 export const kindHeader = 'x-punctual-kind';
 
 export interface PeerServerDeps {
   nodeId: string;
+  mode: PeerMode;
+  /** The cluster secret (`secret` mode). */
+  secret: string | null;
+  /** The current TLS material (`tls` mode); read again for each new connection after a reload. */
+  tls: PeerTlsMaterial | null;
   auth: PeerAuth;
   limits: PeerLimits;
   logger: Logger;
@@ -36,24 +49,60 @@ export interface ServerCounts {
 
 type Body = { ok: true; bytes: Uint8Array } | { ok: false; status: number; why: string };
 
+/** What a session proved: in `tls` mode the ids its certificate names, in `secret` mode the id it authenticated as. */
+interface SessionAuth {
+  names: ReadonlySet<string>;
+  authedAs: string | null;
+  hello: { serverNonce: string; clientNonce: string; clientId: string } | null;
+  timer: NodeJS.Timeout | null;
+}
+
 export class PeerServer {
   readonly counts: ServerCounts = { received: 0, refused: 0, badFrames: 0, snapshotsReceived: 0 };
-  private readonly server: http2.Http2Server;
-  private readonly sessions = new Set<http2.ServerHttp2Session>();
+  private readonly server: http2.Http2Server | http2.Http2SecureServer;
+  private readonly sessions = new Map<http2.ServerHttp2Session, SessionAuth>();
 
   constructor(private readonly d: PeerServerDeps) {
-    this.server = http2.createServer({
-      settings: { initialWindowSize: d.limits.windowBytes, enablePush: false },
-      maxSessionMemory: 256,
-    });
-    this.server.on('session', (s) => {
-      this.sessions.add(s);
-      s.on('error', () => {}); // a broken peer session is the peer's problem; its streams see it too
-      s.once('connect', () => s.setLocalWindowSize(d.limits.windowBytes));
-      s.on('close', () => this.sessions.delete(s));
-    });
+    const common = { settings: { initialWindowSize: d.limits.windowBytes, enablePush: false }, maxSessionMemory: 256 };
+    if (d.mode === 'tls') {
+      const t = d.tls!;
+      this.server = http2.createSecureServer({
+        ...common, cert: t.cert, key: t.key, ca: t.ca, requestCert: true, rejectUnauthorized: true,
+        ALPNProtocols: ['h2'], allowHTTP1: false, handshakeTimeout: d.limits.handshakeTimeoutMs,
+      });
+      // A client that fails the TLS handshake (no certificate, another CA) never gets a session: log it.
+      this.server.on('tlsClientError', (err, socket) => {
+        this.counts.refused++;
+        this.d.refusals.warn(`tls:${socket.remoteAddress}`, 'peer TLS handshake refused', { remote: socket.remoteAddress ?? 'unknown', error: err.message });
+      });
+    } else {
+      this.server = http2.createServer(common);
+    }
+    this.server.on('session', (s: http2.ServerHttp2Session) => this.onSession(s));
     this.server.on('sessionError', () => {});
-    this.server.on('stream', (stream, headers) => this.onStream(stream, headers));
+    this.server.on('stream', (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => this.onStream(stream, headers));
+  }
+
+  private onSession(s: http2.ServerHttp2Session): void {
+    const names = this.d.mode === 'tls' ? certNodeIds((s.socket as TLSSocket).getPeerCertificate?.()) : new Set<string>();
+    const state: SessionAuth = { names, authedAs: null, hello: null, timer: null };
+    if (this.d.mode === 'secret') {
+      state.timer = setTimeout(() => {
+        if (state.authedAs === null) s.destroy();
+      }, this.d.limits.handshakeTimeoutMs);
+    }
+    this.sessions.set(s, state);
+    s.on('error', () => {}); // a broken peer session is the peer's problem; its streams see it too
+    s.once('connect', () => s.setLocalWindowSize(this.d.limits.windowBytes));
+    s.on('close', () => {
+      if (state.timer !== null) clearTimeout(state.timer);
+      this.sessions.delete(s);
+    });
+  }
+
+  /** A new certificate, key or CA for the connections accepted from now on (SIGHUP). */
+  setTls(t: PeerTlsMaterial): void {
+    (this.server as http2.Http2SecureServer).setSecureContext({ cert: t.cert, key: t.key, ca: t.ca });
   }
 
   listen(host: string, port: number): Promise<number> {
@@ -69,34 +118,104 @@ export class PeerServer {
 
   async close(graceMs: number): Promise<void> {
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
-    for (const s of this.sessions) s.close();
+    for (const [s, state] of this.sessions) {
+      if (state.timer !== null) clearTimeout(state.timer);
+      s.close();
+    }
     const timer = setTimeout(() => {
-      for (const s of this.sessions) s.destroy();
+      for (const s of this.sessions.keys()) s.destroy();
     }, graceMs);
     await closed;
     clearTimeout(timer);
   }
 
+  /**
+   * Answers 403 with a reason and logs it (rate-limited). `claimed` is the id the request says it comes from: it
+   * goes to this node's log, never into the answer. Before authentication the session is closed as well.
+   */
+  private refuse(stream: http2.ServerHttp2Stream, refusal: Refusal, claimed: unknown, extra: Record<string, unknown> = {}, closeSession = false): void {
+    const remote = stream.session?.socket?.remoteAddress ?? 'unknown';
+    this.counts.refused++;
+    const nodeId = typeof claimed === 'string' ? claimed.slice(0, 64) : null;
+    this.d.refusals.warn(`${refusal}:${remote}`, 'peer request refused', { reason: refusal, remote, nodeId, ...extra });
+    reply(stream, 403, undefined, { [refusalHeader]: refusal });
+    if (closeSession) stream.session?.close();
+  }
+
   private onStream(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void {
     stream.on('error', () => {});
-    const remote = stream.session?.socket?.remoteAddress ?? 'unknown';
-    const from = headers[nodeIdHeader];
-    const refusal = this.d.auth.check(from, headers[secretHeader], headers[shardsHeader]);
-    if (refusal !== null) {
-      this.counts.refused++;
-      const shards = refusal === 'shards_mismatch' ? { shards: String(headers[shardsHeader]) } : {};
-      this.d.refusals.warn(`${refusal}:${remote}`, 'peer request refused', { reason: refusal, remote, nodeId: from ?? null, ...shards });
-      reply(stream, 403, undefined, { [refusalHeader]: refusal });
-      return;
-    }
-    const sender = from as string;
-    this.d.heard(sender);
+    const session = stream.session;
+    const state = session === undefined ? undefined : this.sessions.get(session as http2.ServerHttp2Session);
+    if (state === undefined) return reply(stream, 503);
     const path = headers[':path'];
+    const claimed = headers[nodeIdHeader];
+    let from: string;
+    if (this.d.mode === 'secret') {
+      if (path === helloPath) return this.hello(stream, headers, state);
+      if (path === authPath) return this.authenticate(stream, headers, state);
+      if (state.authedAs === null) {
+        // A node of peer protocol 1 sends its fixed proof on every request: say which version it should run.
+        const old = headers[secretHeader] !== undefined;
+        return this.refuse(stream, old ? 'protocol_version' : 'unauthenticated', claimed, old ? { protocol: 1 } : {}, true);
+      }
+      if (claimed !== undefined && claimed !== state.authedAs) return this.refuse(stream, 'unauthenticated', claimed, {}, true);
+      from = state.authedAs;
+    } else {
+      if (path === helloPath || path === authPath) return this.refuse(stream, 'peer_mode', claimed, {}, true);
+      if (typeof claimed !== 'string' || !nodeIdPattern.test(claimed)) return this.refuse(stream, 'unauthenticated', claimed, {}, true);
+      // tls: the id must be one the client certificate names (its chain was checked during the TLS handshake).
+      if (this.d.mode === 'tls' && !state.names.has(claimed)) {
+        return this.refuse(stream, 'unauthenticated', claimed, { certNames: [...state.names] }, true);
+      }
+      from = claimed;
+    }
+    const refusal = this.d.auth.check(from, headers[shardsHeader]);
+    if (refusal !== null) {
+      const shards = refusal === 'shards_mismatch' ? { shards: String(headers[shardsHeader]) } : {};
+      return this.refuse(stream, refusal, from, shards);
+    }
+    const remote = session!.socket?.remoteAddress ?? 'unknown';
+    this.d.heard(from);
     if (headers[':method'] !== 'POST') reply(stream, 405);
-    else if (path === '/raft/messages') this.guard(this.messages(stream, sender, remote), stream);
-    else if (path === '/raft/request') this.guard(this.request(stream, sender, String(headers[kindHeader] ?? '')), stream);
-    else if (path === '/raft/snapshot') this.snapshot(stream, sender, remote);
+    else if (path === '/raft/messages') this.guard(this.messages(stream, from, remote), stream);
+    else if (path === '/raft/request') this.guard(this.request(stream, from, String(headers[kindHeader] ?? ''), remote), stream);
+    else if (path === '/raft/snapshot') this.snapshot(stream, from, remote);
     else reply(stream, 404);
+  }
+
+  /** Handshake step 1 (`secret` mode): the client's id and nonce in, this session's server nonce out. */
+  private hello(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, state: SessionAuth): void {
+    const claimed = headers[nodeIdHeader];
+    if (headers[protocolHeader] !== peerProtocol) {
+      return this.refuse(stream, 'protocol_version', claimed, { protocol: String(headers[protocolHeader] ?? 'none').slice(0, 16) }, true);
+    }
+    const clientNonce = headers[nonceHeader];
+    if (state.hello !== null || typeof claimed !== 'string' || !nodeIdPattern.test(claimed) || !isNonce(clientNonce)) {
+      return this.refuse(stream, 'unauthenticated', claimed, {}, true);
+    }
+    state.hello = { serverNonce: newNonce(), clientNonce, clientId: claimed };
+    reply(stream, 200, undefined, { [nonceHeader]: state.hello.serverNonce });
+  }
+
+  /** Handshake step 2: the client's proof over this session's values; this node's proof back. */
+  private authenticate(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, state: SessionAuth): void {
+    const h = state.hello;
+    if (h === null || state.authedAs !== null) return this.refuse(stream, 'unauthenticated', headers[nodeIdHeader], {}, true);
+    const input = { ...h, serverId: this.d.nodeId, target: String(headers[':authority'] ?? '') };
+    if (!proofEquals(headers[proofHeader], clientProof(this.d.secret!, input))) {
+      return this.refuse(stream, 'wrong_secret', h.clientId, {}, true);
+    }
+    state.authedAs = h.clientId;
+    if (state.timer !== null) clearTimeout(state.timer);
+    state.timer = null;
+    // Authenticated: from here on, refusals may say what is wrong (a removed member, another --shards).
+    const refusal = this.d.auth.check(h.clientId, headers[shardsHeader]);
+    if (refusal !== null) {
+      const shards = refusal === 'shards_mismatch' ? { shards: String(headers[shardsHeader]) } : {};
+      return this.refuse(stream, refusal, h.clientId, shards);
+    }
+    this.d.heard(h.clientId);
+    reply(stream, 200, undefined, { [proofHeader]: serverProof(this.d.secret!, input) });
   }
 
   /** A handler bug must never become an unhandled rejection: log it and answer 500. */
@@ -138,9 +257,9 @@ export class PeerServer {
     }
   }
 
-  private async request(stream: http2.ServerHttp2Stream, from: string, kind: string): Promise<void> {
+  private async request(stream: http2.ServerHttp2Stream, from: string, kind: string, remote: string): Promise<void> {
     const body = await readBody(stream, this.d.limits.frameBytesMax);
-    if (!body.ok) return this.badFrame(stream, body.status, body.why, from, 'request');
+    if (!body.ok) return this.badFrame(stream, body.status, body.why, from, remote);
     let answer: Uint8Array;
     try {
       answer = await this.d.onRequest(from, kind, body.bytes);
@@ -201,7 +320,8 @@ class SnapshotReader {
       this.head = this.head.length === 0 ? chunk : Buffer.concat([this.head, chunk]);
       if (this.head.length < 4) return null;
       const len = this.head.readUInt32BE(0);
-      if (len > this.limits.frameBytesMax) return 'over the frame limit (snapshot header)';
+      // Checked before the header is buffered: a declared length is never an allocation.
+      if (len > this.limits.snapshotHeaderBytesMax) return 'over the limit (snapshot header)';
       if (this.head.length < 4 + len) return null;
       try {
         this.header = decodeSnapshotHeader(this.head.subarray(4, 4 + len));

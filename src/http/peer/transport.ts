@@ -8,11 +8,12 @@ import { assert } from '../../core/assert.js';
 import { peerLimits } from '../../core/limits.js';
 import type { Logger } from '../../core/log.js';
 import type { GroupId, Message, SnapshotMessage } from '../../raft/index.js';
-import { PeerAuth, RateLimitedLog, refusalHeader, refusalHints, secretProof, type Refusal } from './auth.js';
+import { PeerAuth, RateLimitedLog, refusalHeader, refusalHints, type PeerMode, type Refusal } from './auth.js';
 import { encodeSnapshotHeader } from './frame.js';
-import type { LinkStats, PeerAddress } from './link.js';
+import type { LinkSecurity, LinkStats, PeerAddress } from './link.js';
 import { PeerLink, PeerRequestError, PeerUnavailableError } from './link.js';
 import { kindHeader, PeerServer } from './server.js';
+import { loadPeerTls, type PeerTlsFiles, type PeerTlsMaterial } from './tls.js';
 
 export type PeerLimits = { -readonly [K in keyof typeof peerLimits]: number };
 
@@ -23,7 +24,10 @@ export interface PeerTransportOptions {
   listenPort: number;
   /** The other members (an entry for this node's own id is ignored). */
   peers: PeerAddress[];
+  /** Used for the session handshake when there is no peer TLS; null and no TLS = `insecure` mode (auth.ts). */
   clusterSecret: string | null;
+  /** Mutual TLS (auth.ts `tls` mode); the files are read at construction and again by reloadTls(). */
+  tls?: PeerTlsFiles | null;
   /** This node's --shards: sent on every request, and a peer stating another count is refused (403). */
   shards?: number;
   logger: Logger;
@@ -48,7 +52,7 @@ export interface PeerTransportStats {
   received: number;
   /** Failed outgoing requests of any kind (batches, snapshots, request()). */
   rpcErrors: number;
-  /** Incoming requests refused (stranger, missing or wrong secret). */
+  /** Incoming requests and TLS handshakes refused (unauthenticated, wrong secret, stranger, other version). */
   refused: number;
   /** Incoming frames dropped (undecodable, oversized, misaddressed). */
   badFrames: number;
@@ -69,7 +73,8 @@ export class PeerTransport {
   private readonly links = new Map<string, PeerLink>();
   /** The ids allowed to talk to this node (the links' ids; PeerAuth reads this set live). */
   private readonly members = new Set<string>();
-  private readonly proof: string | null;
+  readonly mode: PeerMode;
+  private tlsMaterial: PeerTlsMaterial | null = null;
   private readonly server: PeerServer;
   private unknownDrops = 0;
   private snapshotsSent = 0;
@@ -79,11 +84,17 @@ export class PeerTransport {
     this.limits = { ...peerLimits, ...opts.limits };
     // A batch is cut at batchBytesMax of estimated size; the margin keeps its encoded frame under the frame limit.
     assert(this.limits.batchBytesMax * 2 <= this.limits.frameBytesMax, 'peer batchBytesMax must be at most half of frameBytesMax');
-    this.proof = opts.clusterSecret === null ? null : secretProof(opts.clusterSecret, opts.nodeId);
+    const tls = opts.tls ?? null;
+    this.mode = tls !== null ? 'tls' : opts.clusterSecret !== null ? 'secret' : 'insecure';
+    // Throws on an unreadable or unusable file: a node does not start with peer TLS it cannot use.
+    if (tls !== null) this.tlsMaterial = loadPeerTls(tls, opts.nodeId);
     for (const p of opts.peers) if (p.id !== opts.nodeId) this.link(p);
     this.server = new PeerServer({
       nodeId: opts.nodeId,
-      auth: new PeerAuth(this.members, opts.clusterSecret, opts.shards ?? null),
+      mode: this.mode,
+      secret: opts.clusterSecret,
+      tls: this.tlsMaterial,
+      auth: new PeerAuth(this.members, opts.shards ?? null),
       limits: this.limits,
       logger: opts.logger,
       refusals: new RateLimitedLog(opts.logger, this.limits.refusalLogIntervalMs),
@@ -97,11 +108,50 @@ export class PeerTransport {
   async start(): Promise<{ port: number }> {
     const port = await this.server.listen(this.opts.listenHost, this.opts.listenPort);
     this.opts.logger.info('peer transport listening', { host: this.opts.listenHost, port, peers: [...this.links.keys()] });
+    this.logMode();
     return { port };
   }
 
+  /** The start-up line that says how peers authenticate, and a warning for what is exposed. */
+  private logMode(): void {
+    const log = this.opts.logger;
+    if (this.mode === 'tls') {
+      log.info('peer links: mutual TLS', { mode: 'tls', cert_sha256: this.tlsMaterial!.fingerprint, cert_valid_to: this.tlsMaterial!.validTo });
+    } else if (this.mode === 'secret') {
+      log.warn('peer links without TLS: peers authenticate with the cluster secret on each connection, but traffic (tasks, payloads, signing secrets) travels in clear; use --peer-tls-* off a private network', { mode: 'secret' });
+    } else {
+      log.warn('peer links WITHOUT authentication or TLS (--insecure-peers): anyone who reaches --peer-listen can read and change every job and task', { mode: 'insecure' });
+    }
+  }
+
+  /**
+   * Re-reads the peer TLS files (SIGHUP): connections made from now on use them, open ones keep theirs. A file
+   * that does not load is logged and the old material kept. False when nothing changed (no TLS, or a bad file).
+   */
+  reloadTls(): boolean {
+    const files = this.opts.tls ?? null;
+    if (files === null || this.closed) return false;
+    let next: PeerTlsMaterial;
+    try {
+      next = loadPeerTls(files, this.opts.nodeId);
+    } catch (err) {
+      this.opts.logger.error('peer TLS reload failed: keeping the certificates in use', { error: (err as Error).message });
+      return false;
+    }
+    this.tlsMaterial = next;
+    this.server.setTls(next);
+    this.opts.logger.info('peer TLS reloaded', { cert_sha256: next.fingerprint, cert_valid_to: next.validTo });
+    return true;
+  }
+
+  private security(): LinkSecurity {
+    if (this.mode === 'tls') return { mode: 'tls', material: () => this.tlsMaterial! };
+    if (this.mode === 'secret') return { mode: 'secret', secret: this.opts.clusterSecret! };
+    return { mode: 'insecure' };
+  }
+
   private link(p: PeerAddress): void {
-    this.links.set(p.id, new PeerLink({ id: p.id, host: p.host, port: p.port }, this.opts.nodeId, this.proof, this.limits, this.opts.logger, this.opts.shards ?? null));
+    this.links.set(p.id, new PeerLink({ id: p.id, host: p.host, port: p.port }, this.opts.nodeId, this.security(), this.limits, this.opts.logger, this.opts.shards ?? null));
     this.members.add(p.id);
   }
 
@@ -165,7 +215,7 @@ export class PeerTransport {
     if (link === undefined || message.type !== 'snapshot' || data.length > this.limits.snapshotBytesMax) return false;
     let req: http2.ClientHttp2Stream;
     try {
-      req = link.open(link.sessionForRequest(), '/raft/snapshot');
+      req = link.open(await link.ready(), '/raft/snapshot');
     } catch {
       link.countRpcError();
       return false;
@@ -194,14 +244,18 @@ export class PeerTransport {
     const link = this.links.get(to);
     if (link === undefined) return Promise.reject(new PeerUnavailableError(`unknown peer ${to}`));
     if (body.length > this.limits.frameBytesMax) return Promise.reject(new PeerRequestError('request over the frame limit', 413));
-    let req: http2.ClientHttp2Stream;
-    try {
-      req = link.open(link.sessionForRequest(), '/raft/request', { [kindHeader]: kind });
-    } catch (err) {
-      link.countRpcError();
-      return Promise.reject(err);
-    }
-    return this.awaitAnswer(link, req, body, timeoutMs);
+    const startedMs = Date.now();
+    return link.ready().then(
+      (session) => {
+        const req = link.open(session, '/raft/request', { [kindHeader]: kind });
+        // The wait for the session (connect and handshake) counts against the request's time.
+        return this.awaitAnswer(link, req, body, Math.max(1, timeoutMs - (Date.now() - startedMs)));
+      },
+      (err: unknown) => {
+        link.countRpcError();
+        throw err;
+      },
+    );
   }
 
   private awaitAnswer(link: PeerLink, req: http2.ClientHttp2Stream, body: Uint8Array, timeoutMs: number): Promise<Uint8Array> {

@@ -3,6 +3,9 @@ import { createHash } from 'node:crypto';
 import type { CallbackSpec, JobSpec, Schedule } from '../../scheduler/types.js';
 import type { NodeConfig } from '../api.js';
 
+/** The cluster secret of test nodes (>= 16 bytes): nodes with peers need peer authentication to start. */
+export const testClusterSecret = 'punctual-test-cluster-secret';
+
 export function nodeConfig(dataDir: string, over: Partial<NodeConfig> = {}): NodeConfig {
   return {
     listenHost: '127.0.0.1',
@@ -14,7 +17,7 @@ export function nodeConfig(dataDir: string, over: Partial<NodeConfig> = {}): Nod
     peers: [],
     shards: 4,
     authToken: null,
-    clusterSecret: null,
+    clusterSecret: testClusterSecret,
     fsync: 'batch',
     logLevel: 'error',
     logFormat: 'json',
