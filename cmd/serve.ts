@@ -3,7 +3,9 @@
  * Precedence: flag, then env var, then default. A bad value is a usage error (exit 2) naming the flag or the
  * env var it came from; a failure to start is a runtime error (exit 1).
  */
+import { readFileSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
+import { createSecureContext } from 'node:tls';
 import { Command, Option } from 'commander';
 import type { NodeConfig } from '../src/node/api.js';
 import { startNode } from '../src/node/node.js';
@@ -11,6 +13,7 @@ import { lockDataDir, type DataLock } from './data-lock.js';
 import { cliLimits } from '../src/core/limits.js';
 import { createLogger, type LogLevel, type Logger } from '../src/core/log.js';
 import { CliError, exitCodes, usageError, type CliIo } from './io.js';
+import { readTokensFile, secretBytesMin } from '../src/http/tokens.js';
 import {
   formatHostPort,
   parseBool,
@@ -41,6 +44,11 @@ export interface ServeOptions {
   join?: boolean;
   clockOffsetMs?: string;
   checkConfig?: boolean;
+  // client API trust boundary
+  tlsCertFile?: string;
+  tlsKeyFile?: string;
+  authTokensFile?: string;
+  httpRequestTimeoutMs?: string;
 }
 
 type Env = Record<string, string | undefined>;
@@ -88,6 +96,14 @@ function pick(flag: string, flagValue: string | undefined, env: Env): Picked | n
  * form wins over both env forms.
  */
 function pickSecret(flag: string, inline: string | undefined, file: string | undefined, env: Env): string | null {
+  const secret = pickSecretText(flag, inline, file, env);
+  if (secret !== null && Buffer.byteLength(secret, 'utf8') < secretBytesMin) {
+    throw usageError(`${flag}: must be at least ${secretBytesMin} bytes (got ${Buffer.byteLength(secret, 'utf8')})`);
+  }
+  return secret;
+}
+
+function pickSecretText(flag: string, inline: string | undefined, file: string | undefined, env: Env): string | null {
   const fileFlag = `${flag}-file`;
   if (inline !== undefined && file !== undefined) {
     throw usageError(`${flag} and ${fileFlag} are mutually exclusive`);
@@ -132,11 +148,13 @@ export function resolveServeConfig(opts: ServeOptions, env: Env): NodeConfig {
   const metricsAuth = resolveBoolFlag('--metrics-auth', opts.metricsAuth, env);
   const join = resolveBoolFlag('--join', opts.join, env);
   if (join && peers.length === 0) throw usageError('--join needs --peers naming the current members');
-  if (metricsAuth && authToken === null) {
-    throw usageError('--metrics-auth needs an auth token (--auth-token or --auth-token-file)');
+  const api = resolveApiTrust(opts, env);
+  if (metricsAuth && authToken === null && api.authTokensFile === null) {
+    throw usageError('--metrics-auth needs an auth token (--auth-token, --auth-token-file or --auth-tokens-file)');
   }
   const offsetP = valueOf('--clock-offset-ms', opts.clockOffsetMs, '0');
   return {
+    ...api,
     listenHost: listen.host,
     listenPort: listen.port,
     dataDir: resolvePath(dataP.value),
@@ -154,6 +172,51 @@ export function resolveServeConfig(opts: ServeOptions, env: Env): NodeConfig {
     clockOffsetMs: parseIntIn(offsetP.source, offsetP.value, -clockOffsetMsMax, clockOffsetMsMax),
     join,
   };
+}
+
+/**
+ * The client API's TLS files (both or neither; each must load now), the tokens file (each line checked now, a bad
+ * one named) and the test-only request deadline.
+ */
+function resolveApiTrust(opts: ServeOptions, env: Env): Pick<NodeConfig, 'tlsCertFile' | 'tlsKeyFile' | 'authTokensFile' | 'httpRequestTimeoutMs'> {
+  const certP = pick('--tls-cert-file', opts.tlsCertFile, env);
+  const keyP = pick('--tls-key-file', opts.tlsKeyFile, env);
+  if ((certP === null) !== (keyP === null)) throw usageError('--tls-cert-file and --tls-key-file go together: give both or neither');
+  if (certP !== null && keyP !== null) checkTlsPair(certP, keyP);
+  const tokensP = pick('--auth-tokens-file', opts.authTokensFile, env);
+  if (tokensP !== null) {
+    try {
+      readTokensFile(tokensP.value);
+    } catch (err) {
+      throw usageError(`${tokensP.source}: ${(err as Error).message}`);
+    }
+  }
+  const timeoutP = pick('--http-request-timeout-ms', opts.httpRequestTimeoutMs, env);
+  return {
+    tlsCertFile: certP === null ? null : resolvePath(certP.value),
+    tlsKeyFile: keyP === null ? null : resolvePath(keyP.value),
+    authTokensFile: tokensP === null ? null : resolvePath(tokensP.value),
+    ...(timeoutP === null ? {} : { httpRequestTimeoutMs: parseIntIn(timeoutP.source, timeoutP.value, 100, 24 * 60 * 60 * 1000) }),
+  };
+}
+
+/** The certificate and key must read, parse and match at start (a reload that fails keeps the old pair instead). */
+function checkTlsPair(cert: Picked, key: Picked): void {
+  const read = (p: Picked): Buffer => {
+    try {
+      return readFileSync(p.value);
+    } catch (err) {
+      const code = typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : String(err);
+      throw usageError(`${p.source}: cannot read ${JSON.stringify(p.value)}: ${code}`);
+    }
+  };
+  const certPem = read(cert);
+  const keyPem = read(key);
+  try {
+    createSecureContext({ cert: certPem, key: keyPem });
+  } catch (err) {
+    throw usageError(`${cert.source} / ${key.source}: not a usable PEM certificate and key: ${(err as Error).message}`);
+  }
 }
 
 /** A boolean flag: present = true, else its env var (true/false/1/0...), else false. */
@@ -189,6 +252,10 @@ export function registerServeCommand(program: Command, io: CliIo): void {
     .option('--metrics-auth', 'require the auth token on /metrics too')
     .option('--join', 'join a running cluster (the members named by --peers) instead of bootstrapping; then run `punctual cluster add-node` against it')
     .option('--check-config', 'validate the configuration, print it as JSON (secrets redacted) and exit')
+    .option('--tls-cert-file <file>', 'serve the client API over HTTPS with this PEM certificate (chain); needs --tls-key-file; re-read on SIGHUP')
+    .option('--tls-key-file <file>', 'the PEM private key of --tls-cert-file; re-read on SIGHUP')
+    .option('--auth-tokens-file <file>', 'named tokens with scopes, one "NAME SCOPE TOKEN" per line (scope read|write|admin); re-read on SIGHUP')
+    .addOption(new Option('--http-request-timeout-ms <ms>', 'test only: client API request deadline').hideHelp())
     .addOption(new Option('--clock-offset-ms <ms>', 'test only: skew this node clock').hideHelp());
   cmd.action(async (opts: ServeOptions) => {
     const config = resolveServeConfig(opts, io.env);
@@ -207,13 +274,13 @@ async function serve(config: NodeConfig, io: CliIo): Promise<void> {
     write: (line) => io.stderr.write(line + '\n'),
   });
   logger.debug('starting', { config: redactedConfig(config) });
-  let handle: { nodeId: string; apiPort: number; close(): Promise<void> };
+  let handle: { nodeId: string; apiPort: number; reload(): boolean; close(): Promise<void> };
   let lock: DataLock | null = null;
   try {
     lock = lockDataDir(config.dataDir);
     const node = await startNode(config, { logger });
     const held = lock;
-    handle = { nodeId: node.nodeId, apiPort: node.apiPort, close: () => node.close().then(() => held.release()) };
+    handle = { nodeId: node.nodeId, apiPort: node.apiPort, reload: () => node.reload(), close: () => node.close().then(() => held.release()) };
   } catch (err) {
     lock?.release();
     // an operating failure (address in use, wrong data directory) wants its reason, not a stack: the stack is
@@ -231,6 +298,15 @@ async function serve(config: NodeConfig, io: CliIo): Promise<void> {
     data: config.dataDir,
   });
   installShutdown(handle, logger, io);
+  installReload(handle, logger);
+}
+
+/** SIGHUP: re-read the client API's certificate, key and tokens file (the node logs what it kept or changed). */
+function installReload(handle: { reload(): boolean }, logger: Logger): void {
+  process.on('SIGHUP', () => {
+    logger.info('SIGHUP: reloading');
+    handle.reload();
+  });
 }
 
 /** The reason a node did not start, as log fields: the message and the system error code when there is one. */
