@@ -276,11 +276,11 @@ function hasBody(req: AnyRequest): boolean {
 function refuse(state: ServerState, req: AnyRequest, res: AnyResponse, isH2: boolean, response: ApiResponse): void {
   const method = req.method ?? 'GET';
   if (isH2) {
-    res.once('finish', () => {
-      const stream = (req as unknown as http2.Http2ServerRequest).stream;
-      if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_NO_ERROR);
-    });
-    return send(state, res, method, response, true);
+    send(state, res, method, response, true);
+    // With NO_ERROR, node:http2 sends the RST_STREAM once the answer is written out (the stream's 'finish').
+    const stream = (req as unknown as http2.Http2ServerRequest).stream;
+    if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+    return;
   }
   // node:http closes a `Connection: close` response's socket once the answer is written, unread body and all.
   if (hasBody(req)) response.headers.connection = 'close';

@@ -116,7 +116,8 @@ function walkMonths(months: readonly number[], fromMs: number, steps: number, fo
       for (const m of spent) {
         if (toMs >= m.fromMs && toMs <= m.toMs) {
           if (!m.included) return total + 1;
-          return total + (forward ? daysBetween(m.fromMs, toMs) : daysBetween(toMs, m.toMs));
+          // the day of the match itself costs nothing more: cron-parser matches it at once
+          return total + (forward ? daysBetween(m.fromMs, toMs) : daysBetween(toMs, m.toMs)) - 1;
         }
         total += m.cost;
       }
