@@ -168,6 +168,8 @@ export const httpLimits = {
   drainBytesMax: 64 * 1024 * 1024,
   /** An HTTP/2 stream whose request body is incomplete is reset after this long without a frame. */
   streamIdleTimeoutMs: 30_000,
+  /** After refusing an HTTP/1.1 request unread (401, 403, 404, 405), how long its connection lingers half-closed. */
+  refusedLingerMs: 2_000,
   /** Concurrent streams a client may open on one HTTP/2 connection (SETTINGS_MAX_CONCURRENT_STREAMS). */
   h2StreamsMax: 1_000,
 } as const;

@@ -282,8 +282,18 @@ function refuse(state: ServerState, req: AnyRequest, res: AnyResponse, isH2: boo
     if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_NO_ERROR);
     return;
   }
-  // node:http closes a `Connection: close` response's socket once the answer is written, unread body and all.
-  if (hasBody(req)) response.headers.connection = 'close';
+  if (hasBody(req)) {
+    // The body is never read into the app. Closing at once would reset the connection under a client still
+    // uploading (it may lose the answer): half-close after the answer, let node:http discard what is in flight
+    // for at most refusedLingerMs, then cut.
+    response.headers.connection = 'close';
+    const socket = (req as unknown as http.IncomingMessage).socket;
+    socket.destroySoon = () => {
+      socket.end();
+      const timer = setTimeout(() => socket.destroy(), httpLimits.refusedLingerMs);
+      socket.once('close', () => clearTimeout(timer));
+    };
+  }
   send(state, res, method, response, false);
 }
 
