@@ -96,30 +96,30 @@ function pick(flag: string, flagValue: string | undefined, env: Env): Picked | n
  * form wins over both env forms.
  */
 function pickSecret(flag: string, inline: string | undefined, file: string | undefined, env: Env): string | null {
-  const secret = pickSecretText(flag, inline, file, env);
-  if (secret !== null && Buffer.byteLength(secret, 'utf8') < secretBytesMin) {
-    throw usageError(`${flag}: must be at least ${secretBytesMin} bytes (got ${Buffer.byteLength(secret, 'utf8')})`);
-  }
-  return secret;
+  const picked = pickSecretText(flag, inline, file, env);
+  if (picked === null) return null;
+  const bytes = Buffer.byteLength(picked.value, 'utf8');
+  if (bytes < secretBytesMin) throw usageError(`${picked.source}: must be at least ${secretBytesMin} bytes (got ${bytes})`);
+  return picked.value;
 }
 
-function pickSecretText(flag: string, inline: string | undefined, file: string | undefined, env: Env): string | null {
+function pickSecretText(flag: string, inline: string | undefined, file: string | undefined, env: Env): Picked | null {
   const fileFlag = `${flag}-file`;
   if (inline !== undefined && file !== undefined) {
     throw usageError(`${flag} and ${fileFlag} are mutually exclusive`);
   }
   if (inline !== undefined || file !== undefined) {
-    if (file !== undefined) return readSecretFile(fileFlag, file);
+    if (file !== undefined) return { value: readSecretFile(fileFlag, file), source: fileFlag };
     if (inline === '') throw usageError(`${flag}: must not be empty`);
-    return inline ?? null;
+    return { value: inline!, source: flag };
   }
   const envInline = pick(flag, undefined, env);
   const envFile = pick(fileFlag, undefined, env);
   if (envInline !== null && envFile !== null) {
     throw usageError(`${envName(flag)} and ${envName(fileFlag)} are mutually exclusive`);
   }
-  if (envFile !== null) return readSecretFile(envFile.source, envFile.value);
-  return envInline?.value ?? null;
+  if (envFile !== null) return { value: readSecretFile(envFile.source, envFile.value), source: envFile.source };
+  return envInline;
 }
 
 /** Validates every serve flag and env var into a NodeConfig; throws a usage error (exit 2) on the first bad one. */
