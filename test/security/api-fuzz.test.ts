@@ -7,8 +7,10 @@
  *   PUNCTUAL_FUZZ_SEED=123 PUNCTUAL_FUZZ_CASES=20000 npx vitest run test/security/api-fuzz.test.ts
  *
  * PUNCTUAL_FUZZ_WORKERS (default 1) sends that many requests at once; PUNCTUAL_FUZZ_TRACE=FILE appends every case
- * and its answer to FILE. Known open finding: with 4 or more workers the default seed stalls after ~490 cases (the
- * requests are never dispatched by the client pool); not yet diagnosed, so CI runs the cases one at a time.
+ * and its answer to FILE. Known open finding: with 4 or more workers the default seed stalls after ~490 cases: the
+ * undici pool holds its connections busy with nothing running and never dispatches the queued requests, while the
+ * node answers a fresh connection at once. It happens with the HTTP layer as it was before the trust-boundary work
+ * too; not yet diagnosed, so CI runs the cases one at a time.
  *
  * Callback URLs and peer addresses are never mutated (they stay on 127.0.0.1): the fuzzer tests the API, not the
  * network around it.
