@@ -3,6 +3,7 @@
  * at once), bearer token, JSON in and out, and the two ways a call fails: the server answered with a problem
  * (exit 1, `error: <code>: <detail>`), or it could not be reached (exit 1, naming the server).
  */
+import { readFileSync } from 'node:fs';
 import { Agent, request } from 'undici';
 import { cliLimits } from '../src/core/limits.js';
 import { CliError, exitCodes, usageError, type CliIo } from './io.js';
@@ -14,6 +15,8 @@ export const defaultServer = 'http://127.0.0.1:8080';
 export interface ClientOptions {
   server?: string;
   token?: string;
+  /** PEM file of the CA(s) that signed an https:// server's certificate (replaces the system CAs). */
+  cacert?: string;
   json?: boolean;
 }
 
@@ -52,13 +55,31 @@ export function resolveServer(flag: string | undefined, env: Record<string, stri
   return url.origin + url.pathname.replace(/\/+$/, '');
 }
 
+/** --cacert, else PUNCTUAL_CACERT: the PEM text, read now (a usage error naming the flag when it cannot be). */
+export function resolveCacert(flag: string | undefined, env: Record<string, string | undefined>): string | null {
+  const fromEnv = env.PUNCTUAL_CACERT;
+  const path = flag ?? (fromEnv !== undefined && fromEnv !== '' ? fromEnv : null);
+  if (path === null) return null;
+  const what = flag !== undefined ? '--cacert' : 'PUNCTUAL_CACERT';
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    const code = isPlainObject(err) && typeof err.code === 'string' ? err.code : String(err);
+    throw usageError(`${what}: cannot read ${JSON.stringify(path)}: ${code}`);
+  }
+  if (!text.includes('-----BEGIN CERTIFICATE-----')) throw usageError(`${what}: ${JSON.stringify(path)} holds no PEM certificate`);
+  return text;
+}
+
 export function openClient(opts: ClientOptions, io: CliIo): Client {
   const server = resolveServer(opts.server, io.env);
   const fromEnv = io.env.PUNCTUAL_TOKEN;
   const token = opts.token ?? (fromEnv !== undefined && fromEnv !== '' ? fromEnv : null);
   if (token === '') throw usageError('--token: must not be empty');
+  const ca = resolveCacert(opts.cacert, io.env);
   const agent = new Agent({
-    connect: { timeout: cliLimits.connectTimeoutMs },
+    connect: { timeout: cliLimits.connectTimeoutMs, ...(ca === null ? {} : { ca }) },
     headersTimeout: cliLimits.requestTimeoutMs,
     bodyTimeout: cliLimits.requestTimeoutMs,
   });

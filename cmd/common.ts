@@ -4,11 +4,12 @@ import { defaultServer, type Client } from './client.js';
 import type { CliIo } from './io.js';
 import { renderObject, isPlainObject } from './format.js';
 
-/** Adds the options every client command takes: --server, --token, --json. */
+/** Adds the options every client command takes: --server, --token, --cacert, --json. */
 export function withClientOptions(cmd: Command): Command {
   return cmd
     .option('--server <url>', `server base URL (env PUNCTUAL_SERVER, default ${defaultServer})`)
     .option('--token <token>', 'bearer token for the API (env PUNCTUAL_TOKEN)')
+    .option('--cacert <file>', 'PEM CA certificate(s) to verify an https:// server with, instead of the system CAs (env PUNCTUAL_CACERT)')
     .option('--json', 'print the JSON the server answered instead of a table');
 }
 

@@ -51,14 +51,17 @@ describe('serve: flags and env', () => {
       metricsAuth: false,
       clockOffsetMs: 0,
       join: false,
+      tlsCertFile: null,
+      tlsKeyFile: null,
+      authTokensFile: null,
     });
   });
 
   it('reads every flag', async () => {
     const c = await config([
       '--listen', '0.0.0.0:8001', '--data', join(tmp, 'd1'), '--node-id', 'node-1', '--peer-listen', '[::1]:9001',
-      '--peers', 'n2=127.0.0.1:9002,n3=localhost:9003', '--shards', '1024', '--auth-token', 'tok',
-      '--cluster-secret', 'sec', '--fsync', 'always', '--log-level', 'debug', '--log-format', 'pretty',
+      '--peers', 'n2=127.0.0.1:9002,n3=localhost:9003', '--shards', '1024', '--auth-token', 'tok-0123456789abcdef',
+      '--cluster-secret', 'sec-0123456789abcdef', '--fsync', 'always', '--log-level', 'debug', '--log-format', 'pretty',
       '--metrics-auth', '--clock-offset-ms', '-250', '--join',
     ]); // prettier-ignore
     expect(c).toEqual({
@@ -73,14 +76,17 @@ describe('serve: flags and env', () => {
         { id: 'n3', host: 'localhost', port: 9003 },
       ],
       shards: 1024,
-      authToken: '<redacted, 3 chars>',
-      clusterSecret: '<redacted, 3 chars>',
+      authToken: '<redacted, 20 chars>',
+      clusterSecret: '<redacted, 20 chars>',
       fsync: 'always',
       logLevel: 'debug',
       logFormat: 'pretty',
       metricsAuth: true,
       clockOffsetMs: -250,
       join: true,
+      tlsCertFile: null,
+      tlsKeyFile: null,
+      authTokensFile: null,
     });
   });
 
@@ -95,8 +101,8 @@ describe('serve: flags and env', () => {
       PUNCTUAL_LOG_LEVEL: 'warn',
       PUNCTUAL_LOG_FORMAT: 'pretty',
       PUNCTUAL_DATA: join(tmp, 'env-data'),
-      PUNCTUAL_AUTH_TOKEN_FILE: file('token', 'from-file-token\n'),
-      PUNCTUAL_CLUSTER_SECRET: 'env-secret',
+      PUNCTUAL_AUTH_TOKEN_FILE: file('token', 'from-file-token-0123\n'),
+      PUNCTUAL_CLUSTER_SECRET: 'env-secret-012345678',
       PUNCTUAL_METRICS_AUTH: 'true',
       PUNCTUAL_CLOCK_OFFSET_MS: '1000',
       PUNCTUAL_JOIN: 'true',
@@ -112,23 +118,23 @@ describe('serve: flags and env', () => {
       logLevel: 'warn',
       logFormat: 'pretty',
       dataDir: join(tmp, 'env-data'),
-      authToken: '<redacted, 15 chars>',
-      clusterSecret: '<redacted, 10 chars>',
+      authToken: '<redacted, 20 chars>',
+      clusterSecret: '<redacted, 20 chars>',
       metricsAuth: true,
       clockOffsetMs: 1000,
       join: true,
     });
-    const flagged = await config(['--node-id', 'flag-node', '--shards', '5', '--auth-token', 'flag'], env);
-    expect(flagged).toMatchObject({ nodeId: 'flag-node', shards: 5, authToken: '<redacted, 4 chars>', listenPort: 7000 });
+    const flagged = await config(['--node-id', 'flag-node', '--shards', '5', '--auth-token', 'flag-0123456789abcdef'], env);
+    expect(flagged).toMatchObject({ nodeId: 'flag-node', shards: 5, authToken: '<redacted, 21 chars>', listenPort: 7000 });
   });
 
   it('reads secrets from files without their trailing newline; an empty env var counts as unset', () => {
     const c = resolveServeConfig(
-      { authTokenFile: file('t2', 's3cret\r\n'), clusterSecretFile: file('c2', 'cluster-key') },
+      { authTokenFile: file('t2', 's3cret-0123456789\r\n'), clusterSecretFile: file('c2', 'cluster-key-0123456789') },
       { PUNCTUAL_NODE_ID: '', PUNCTUAL_AUTH_TOKEN: 'ignored-because-the-flag-wins' },
     );
-    expect(c.authToken).toBe('s3cret');
-    expect(c.clusterSecret).toBe('cluster-key');
+    expect(c.authToken).toBe('s3cret-0123456789');
+    expect(c.clusterSecret).toBe('cluster-key-0123456789');
     expect(c.nodeId).toBe('n1');
   });
 
@@ -179,6 +185,17 @@ describe('serve: flags and env', () => {
     ['log level', ['--log-level', 'trace'], {}, '--log-level: must be one of debug|info|warn|error'],
     ['log format', ['--log-format', 'xml'], {}, '--log-format: must be one of json|pretty'],
     ['metrics auth without token', ['--metrics-auth'], {}, '--metrics-auth needs an auth token'],
+    ['auth token shorter than 16 bytes', ['--auth-token', 'fifteen-bytes!!'], {}, '--auth-token: must be at least 16 bytes (got 15)'],
+    ['auth token file shorter than 16 bytes', ['--auth-token-file', file('short', 'short\n')], {}, '--auth-token-file: must be at least 16 bytes (got 5)'],
+    ['cluster secret shorter than 16 bytes', [], { PUNCTUAL_CLUSTER_SECRET: 'right' }, 'PUNCTUAL_CLUSTER_SECRET: must be at least 16 bytes'],
+    ['tls cert without key', ['--tls-cert-file', file('cert-only', 'x')], {}, '--tls-cert-file and --tls-key-file go together'],
+    ['tls key from env without cert', [], { PUNCTUAL_TLS_KEY_FILE: file('key-only', 'x') }, '--tls-cert-file and --tls-key-file go together'],
+    ['tls files that are not PEM', ['--tls-cert-file', file('c.pem', 'x'), '--tls-key-file', file('k.pem', 'y')], {}, 'not a usable PEM certificate and key'],
+    ['tls cert missing', ['--tls-cert-file', missing, '--tls-key-file', file('k2.pem', 'y')], {}, '--tls-cert-file: cannot read'],
+    ['tokens file bad scope', ['--auth-tokens-file', file('tok1', '# ci\nci read 0123456789abcdef\nops root 0123456789abcdeg\n')], {}, 'line 3: scope must be read, write or admin'],
+    ['tokens file short token', [], { PUNCTUAL_AUTH_TOKENS_FILE: file('tok2', 'ci read short\n') }, 'PUNCTUAL_AUTH_TOKENS_FILE: ' + JSON.stringify(join(tmp, 'tok2')) + ': line 1: token shorter than 16 bytes'],
+    ['tokens file two fields', ['--auth-tokens-file', file('tok3', '\nci 0123456789abcdef\n')], {}, 'line 2: expected NAME SCOPE TOKEN'],
+    ['tokens file missing', ['--auth-tokens-file', missing], {}, '--auth-tokens-file: ' + JSON.stringify(missing) + ': cannot read'],
     ['join without peers', ['--join'], {}, '--join needs --peers'],
     ['metrics auth env not a bool', [], { PUNCTUAL_METRICS_AUTH: 'maybe' }, 'PUNCTUAL_METRICS_AUTH: expected true|false'],
     ['clock offset', ['--clock-offset-ms', 'soon'], {}, '--clock-offset-ms: expected an integer'],
@@ -747,7 +764,7 @@ describe('the executable', () => {
   it('serve: logs ready with the listen address, answers, and exits 0 on SIGTERM', async () => {
     const data = join(tmp, 'serve-n1');
     const p = start(['serve', '--listen', '127.0.0.1:0', '--peer-listen', '127.0.0.1:0', '--data', data, '--shards', '2'], {
-      PUNCTUAL_AUTH_TOKEN: 'proc-token',
+      PUNCTUAL_AUTH_TOKEN: 'proc-token-0123456789',
     });
     try {
       const ready = await logLine(p, 'ready');
@@ -759,7 +776,7 @@ describe('the executable', () => {
       const denied = await cli(['job', 'list', '--server', server]);
       expect(denied.code).toBe(1);
       expect(denied.stderr).toMatch(/^error: unauthorized: /);
-      const listed = await cli(['job', 'list', '--server', server, '--token', 'proc-token']);
+      const listed = await cli(['job', 'list', '--server', server, '--token', 'proc-token-0123456789']);
       expect(listed).toEqual({ stdout: 'ID  TASK  STATE  SCHEDULE  NEXT FIRE AT  RUNS  SHARD\n', stderr: '', code: 0 });
     } finally {
       p.child.kill('SIGTERM');

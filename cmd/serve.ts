@@ -3,7 +3,9 @@
  * Precedence: flag, then env var, then default. A bad value is a usage error (exit 2) naming the flag or the
  * env var it came from; a failure to start is a runtime error (exit 1).
  */
+import { readFileSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
+import { createSecureContext } from 'node:tls';
 import { Command, Option } from 'commander';
 import type { NodeConfig } from '../src/node/api.js';
 import { startNode } from '../src/node/node.js';
@@ -13,6 +15,7 @@ import { cliLimits } from '../src/core/limits.js';
 import { parseCidrList } from '../src/dispatch/target-policy.js';
 import { createLogger, type LogLevel, type Logger } from '../src/core/log.js';
 import { CliError, exitCodes, usageError, type CliIo } from './io.js';
+import { readTokensFile, secretBytesMin } from '../src/http/tokens.js';
 import {
   formatHostPort,
   parseBool,
@@ -49,6 +52,11 @@ export interface ServeOptions {
   peerTlsKeyFile?: string;
   peerTlsCaFile?: string;
   insecurePeers?: boolean;
+  // client API trust boundary
+  tlsCertFile?: string;
+  tlsKeyFile?: string;
+  authTokensFile?: string;
+  httpRequestTimeoutMs?: string;
 }
 
 type Env = Record<string, string | undefined>;
@@ -96,22 +104,30 @@ function pick(flag: string, flagValue: string | undefined, env: Env): Picked | n
  * form wins over both env forms.
  */
 function pickSecret(flag: string, inline: string | undefined, file: string | undefined, env: Env): string | null {
+  const picked = pickSecretText(flag, inline, file, env);
+  if (picked === null) return null;
+  const bytes = Buffer.byteLength(picked.value, 'utf8');
+  if (bytes < secretBytesMin) throw usageError(`${picked.source}: must be at least ${secretBytesMin} bytes (got ${bytes})`);
+  return picked.value;
+}
+
+function pickSecretText(flag: string, inline: string | undefined, file: string | undefined, env: Env): Picked | null {
   const fileFlag = `${flag}-file`;
   if (inline !== undefined && file !== undefined) {
     throw usageError(`${flag} and ${fileFlag} are mutually exclusive`);
   }
   if (inline !== undefined || file !== undefined) {
-    if (file !== undefined) return readSecretFile(fileFlag, file);
+    if (file !== undefined) return { value: readSecretFile(fileFlag, file), source: fileFlag };
     if (inline === '') throw usageError(`${flag}: must not be empty`);
-    return inline ?? null;
+    return { value: inline!, source: flag };
   }
   const envInline = pick(flag, undefined, env);
   const envFile = pick(fileFlag, undefined, env);
   if (envInline !== null && envFile !== null) {
     throw usageError(`${envName(flag)} and ${envName(fileFlag)} are mutually exclusive`);
   }
-  if (envFile !== null) return readSecretFile(envFile.source, envFile.value);
-  return envInline?.value ?? null;
+  if (envFile !== null) return { value: readSecretFile(envFile.source, envFile.value), source: envFile.source };
+  return envInline;
 }
 
 /** Validates every serve flag and env var into a NodeConfig; throws a usage error (exit 2) on the first bad one. */
@@ -140,13 +156,15 @@ export function resolveServeConfig(opts: ServeOptions, env: Env): NodeConfig {
   const metricsAuth = resolveBoolFlag('--metrics-auth', opts.metricsAuth, env);
   const join = resolveBoolFlag('--join', opts.join, env);
   if (join && peers.length === 0) throw usageError('--join needs --peers naming the current members');
-  if (metricsAuth && authToken === null) {
-    throw usageError('--metrics-auth needs an auth token (--auth-token or --auth-token-file)');
+  const api = resolveApiTrust(opts, env);
+  if (metricsAuth && authToken === null && api.authTokensFile === null) {
+    throw usageError('--metrics-auth needs an auth token (--auth-token, --auth-token-file or --auth-tokens-file)');
   }
   const offsetP = valueOf('--clock-offset-ms', opts.clockOffsetMs, '0');
   const callbackPolicy = resolveCallbackPolicy(opts, env);
   const peerSecurity = resolvePeerSecurity(opts, env, peers.length > 0, clusterSecret !== null);
   return {
+    ...api,
     listenHost: listen.host,
     listenPort: listen.port,
     dataDir: resolvePath(dataP.value),
@@ -208,6 +226,51 @@ function resolvePeerSecurity(opts: ServeOptions, env: Env, hasPeers: boolean, ha
   return out;
 }
 
+/**
+ * The client API's TLS files (both or neither; each must load now), the tokens file (each line checked now, a bad
+ * one named) and the test-only request deadline.
+ */
+function resolveApiTrust(opts: ServeOptions, env: Env): Pick<NodeConfig, 'tlsCertFile' | 'tlsKeyFile' | 'authTokensFile' | 'httpRequestTimeoutMs'> {
+  const certP = pick('--tls-cert-file', opts.tlsCertFile, env);
+  const keyP = pick('--tls-key-file', opts.tlsKeyFile, env);
+  if ((certP === null) !== (keyP === null)) throw usageError('--tls-cert-file and --tls-key-file go together: give both or neither');
+  if (certP !== null && keyP !== null) checkTlsPair(certP, keyP);
+  const tokensP = pick('--auth-tokens-file', opts.authTokensFile, env);
+  if (tokensP !== null) {
+    try {
+      readTokensFile(tokensP.value);
+    } catch (err) {
+      throw usageError(`${tokensP.source}: ${(err as Error).message}`);
+    }
+  }
+  const timeoutP = pick('--http-request-timeout-ms', opts.httpRequestTimeoutMs, env);
+  return {
+    tlsCertFile: certP === null ? null : resolvePath(certP.value),
+    tlsKeyFile: keyP === null ? null : resolvePath(keyP.value),
+    authTokensFile: tokensP === null ? null : resolvePath(tokensP.value),
+    ...(timeoutP === null ? {} : { httpRequestTimeoutMs: parseIntIn(timeoutP.source, timeoutP.value, 100, 24 * 60 * 60 * 1000) }),
+  };
+}
+
+/** The certificate and key must read, parse and match at start (a reload that fails keeps the old pair instead). */
+function checkTlsPair(cert: Picked, key: Picked): void {
+  const read = (p: Picked): Buffer => {
+    try {
+      return readFileSync(p.value);
+    } catch (err) {
+      const code = typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : String(err);
+      throw usageError(`${p.source}: cannot read ${JSON.stringify(p.value)}: ${code}`);
+    }
+  };
+  const certPem = read(cert);
+  const keyPem = read(key);
+  try {
+    createSecureContext({ cert: certPem, key: keyPem });
+  } catch (err) {
+    throw usageError(`${cert.source} / ${key.source}: not a usable PEM certificate and key: ${(err as Error).message}`);
+  }
+}
+
 /** A boolean flag: present = true, else its env var (true/false/1/0...), else false. */
 function resolveBoolFlag(flagName: string, flag: boolean | undefined, env: Env): boolean {
   if (flag === true) return true;
@@ -247,6 +310,10 @@ export function registerServeCommand(program: Command, io: CliIo): void {
     .option('--callback-allow <cidrs>', 'callbacks may target these ranges (CIDR,...), even link-local ones; never this node\'s own ports')
     .option('--callback-deny <cidrs>', 'callbacks may not target these ranges (CIDR,...); the longest matching range decides')
     .option('--check-config', 'validate the configuration, print it as JSON (secrets redacted) and exit')
+    .option('--tls-cert-file <file>', 'serve the client API over HTTPS with this PEM certificate (chain); needs --tls-key-file; re-read on SIGHUP')
+    .option('--tls-key-file <file>', 'the PEM private key of --tls-cert-file; re-read on SIGHUP')
+    .option('--auth-tokens-file <file>', 'named tokens with scopes, one "NAME SCOPE TOKEN" per line (scope read|write|admin); re-read on SIGHUP')
+    .addOption(new Option('--http-request-timeout-ms <ms>', 'test only: client API request deadline').hideHelp())
     .addOption(new Option('--clock-offset-ms <ms>', 'test only: skew this node clock').hideHelp());
   cmd.action(async (opts: ServeOptions) => {
     const config = resolveServeConfig(opts, io.env);
@@ -265,13 +332,13 @@ async function serve(config: NodeConfig, io: CliIo): Promise<void> {
     write: (line) => io.stderr.write(line + '\n'),
   });
   logger.debug('starting', { config: redactedConfig(config) });
-  let handle: { nodeId: string; apiPort: number; close(): Promise<void>; reloadPeerTls(): boolean };
+  let handle: { nodeId: string; apiPort: number; reload(): boolean; close(): Promise<void> };
   let lock: DataLock | null = null;
   try {
     lock = lockDataDir(config.dataDir);
     const node = await startNode(config, { logger });
     const held = lock;
-    handle = { nodeId: node.nodeId, apiPort: node.apiPort, close: () => node.close().then(() => held.release()), reloadPeerTls: () => node.reloadPeerTls() };
+    handle = { nodeId: node.nodeId, apiPort: node.apiPort, reload: () => node.reload(), close: () => node.close().then(() => held.release()) };
   } catch (err) {
     lock?.release();
     // an operating failure (address in use, wrong data directory) wants its reason, not a stack: the stack is
@@ -289,10 +356,17 @@ async function serve(config: NodeConfig, io: CliIo): Promise<void> {
     data: config.dataDir,
   });
   installShutdown(handle, logger, io);
-  // SIGHUP re-reads the peer certificate and key (new connections use them; a bad file keeps the old ones).
+  installReload(handle, logger);
+}
+
+/**
+ * SIGHUP: re-read the client API's certificate, key and tokens file and the peer certificate (the node logs what
+ * it kept or changed; a bad file keeps the old one).
+ */
+function installReload(handle: { reload(): boolean }, logger: Logger): void {
   process.on('SIGHUP', () => {
-    logger.info('SIGHUP: reloading', { peer_tls: config.peerTls != null });
-    handle.reloadPeerTls();
+    logger.info('SIGHUP: reloading');
+    handle.reload();
   });
 }
 

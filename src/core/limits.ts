@@ -140,9 +140,22 @@ export const schedulerLimits = {
   runKeysPerJobMax: 16,
   /** A run key: `client:` or `node:` and the client's Idempotency-Key or a UUID. */
   runKeyLengthMax: 300,
+  /**
+   * Search steps (src/scheduler/schedule.ts: a month the cron excludes = 1, a month it includes = its days) for
+   * one next occurrence: 25 years of a February-only date (40 steps a year). A cron whose next match is further
+   * away has no next. A step costs cron-parser up to ~100 µs with a time zone.
+   */
+  cronSearchStepsMax: 1_000,
+  /**
+   * Search steps for a whole preview (and a fire_all replay): what bounds its CPU time (under a second). Every
+   * search also costs cronSearchBaseSteps, for cron-parser's work per call.
+   */
+  cronPreviewStepsMax: 10_000,
+  cronSearchBaseSteps: 2,
 } as const;
 assert(schedulerLimits.cronCacheEntriesMax >= 1, 'cron cache must hold at least one entry');
 assert(schedulerLimits.runKeysPerJobMax >= 1, 'a job must remember at least its latest run key');
+assert(schedulerLimits.cronSearchStepsMax <= schedulerLimits.cronPreviewStepsMax, 'one cron search exceeds the preview bound');
 assert(limits.previewCountMax <= schedulerLimits.occurrencesPerCallMax, 'preview max exceeds the per-call bound');
 assert(limits.misfireFireAllMax < schedulerLimits.occurrencesPerCallMax, 'fire_all cap exceeds the per-call bound');
 
@@ -165,6 +178,12 @@ export const httpLimits = {
   closeGraceMs: 10_000,
   /** After a 413, bytes of the rejected body read and discarded (never buffered) before the connection is cut. */
   drainBytesMax: 64 * 1024 * 1024,
+  /** An HTTP/2 stream whose request body is incomplete is reset after this long without a frame. */
+  streamIdleTimeoutMs: 30_000,
+  /** After refusing an HTTP/1.1 request unread (401, 403, 404, 405), how long its connection lingers half-closed. */
+  refusedLingerMs: 2_000,
+  /** Concurrent streams a client may open on one HTTP/2 connection (SETTINGS_MAX_CONCURRENT_STREAMS). */
+  h2StreamsMax: 1_000,
 } as const;
 assert(httpLimits.headersTimeoutMs < httpLimits.requestTimeoutMs, 'http headers timeout must be below the request timeout');
 assert(schedulerLimits.runKeyLengthMax >= httpLimits.idempotencyKeyLengthMax + 'client:'.length, 'a run key must hold any Idempotency-Key');

@@ -3,13 +3,13 @@
  * tests call handle() directly. Authentication, routing (404 / 405) and the error mapping live here; the routes
  * themselves are in routes.ts.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
 import { PunctualError, invalid, toProblem } from '../core/errors.js';
 import { clusterLimits, limits, quarantineLimits, queueLimits } from '../core/limits.js';
 import type { Logger } from '../core/log.js';
 import type { CallbackUrlCheck } from './parse.js';
 import type { SchedulerApi } from './scheduler-api.js';
 import { routes, type Route } from './routes.js';
+import { TokenSet, scopeAllows, type Principal } from './tokens.js';
 
 export interface ApiRequest {
   method: string;
@@ -33,8 +33,10 @@ export interface LeaderTransferApi {
 
 export interface AppDeps {
   api: SchedulerApi & Partial<LeaderTransferApi>;
-  /** When set, `/v1/*` (and /metrics when metricsAuth) require `Authorization: Bearer <token>`. */
+  /** When set, `/v1/*` (and /metrics when metricsAuth) require `Authorization: Bearer <token>` (an admin token). */
   authToken: string | null;
+  /** Every accepted token with its scope (--auth-token and --auth-tokens-file); when given, authToken is ignored. */
+  tokens?: TokenSet;
   metricsAuth: boolean;
   metrics: () => Promise<{ contentType: string; body: string }>;
   logger: Logger;
@@ -44,6 +46,11 @@ export interface AppDeps {
 
 export interface App {
   handle(req: ApiRequest): Promise<ApiResponse>;
+  /**
+   * The answer to a request that will be refused whatever its body (401, 403, 404, 405), or null: the server asks
+   * before reading a body, so a refused upload is never read.
+   */
+  precheck?(req: { method: string; path: string; headers: Record<string, string | undefined> }): ApiResponse | null;
   /** Largest request body accepted for this route (the server answers 413 beyond it, without buffering). */
   bodyLimitFor(method: string, path: string): number;
 }
@@ -61,32 +68,64 @@ export function problemResponse(err: unknown, headers: Record<string, string> = 
 }
 
 export function createApp(deps: AppDeps): App {
-  const isAuthorized = bearerCheck(deps.authToken);
-  const handle = async (req: ApiRequest): Promise<ApiResponse> => {
-    try {
-      const { segments, query } = splitTarget(req.path);
-      const pathname = '/' + segments.join('/');
-      const needsAuth = segments[0] === 'v1' || (pathname === '/metrics' && deps.metricsAuth);
-      if (needsAuth && !isAuthorized(req.headers.authorization)) {
-        const err = new PunctualError('unauthorized', 'missing or invalid bearer token');
-        return problemResponse(err, { 'www-authenticate': 'Bearer' });
-      }
-      const found = matchRoute(routes, req.method === 'HEAD' ? 'GET' : req.method, segments);
-      if (found.kind === 'none') throw new PunctualError('not_found', `no route for ${pathname}`);
-      if (found.kind === 'method') {
-        const err = new PunctualError('method_not_allowed', `${req.method} is not allowed on ${pathname}`);
-        return problemResponse(err, { allow: found.allowed.join(', ') });
-      }
-      return await found.route.handler({ req, params: found.params, query, deps });
-    } catch (err) {
-      if (!(err instanceof PunctualError)) {
-        deps.logger.error('request failed', { method: req.method, path: req.path, err });
-      }
-      return problemResponse(err, retryHeaders(err));
+  const tokens = deps.tokens ?? new TokenSet(deps.authToken, null);
+  const admit = (req: { method: string; path: string; headers: Record<string, string | undefined> }): Admission => {
+    const { segments, query } = splitTarget(req.path);
+    const pathname = '/' + segments.join('/');
+    const needsAuth = segments[0] === 'v1' || (pathname === '/metrics' && deps.metricsAuth);
+    const principal = tokens.authenticate(req.headers.authorization);
+    if (needsAuth && principal === null) {
+      const err = new PunctualError('unauthorized', 'missing or invalid bearer token');
+      return { kind: 'refused', principal, response: problemResponse(err, { 'www-authenticate': 'Bearer' }) };
     }
+    const found = matchRoute(routes, req.method === 'HEAD' ? 'GET' : req.method, segments);
+    if (found.kind === 'none') return { kind: 'refused', principal, response: problemResponse(new PunctualError('not_found', `no route for ${pathname}`)) };
+    if (found.kind === 'method') {
+      const err = new PunctualError('method_not_allowed', `${req.method} is not allowed on ${pathname}`);
+      return { kind: 'refused', principal, response: problemResponse(err, { allow: found.allowed.join(', ') }) };
+    }
+    if (needsAuth && !scopeAllows(principal!.scope, found.route.scope)) {
+      const err = new PunctualError('forbidden', `this token (${principal!.name}) has scope ${principal!.scope}; ${req.method} ${pathname} needs ${found.route.scope}`);
+      return { kind: 'refused', principal, response: problemResponse(err) };
+    }
+    return { kind: 'admitted', principal, route: found.route, params: found.params, query };
+  };
+  const answer = (err: unknown, req: ApiRequest): ApiResponse => {
+    if (!(err instanceof PunctualError)) deps.logger.error('request failed', { method: req.method, path: req.path, err });
+    return problemResponse(err, retryHeaders(err));
+  };
+  const handle = async (req: ApiRequest): Promise<ApiResponse> => {
+    const startedMs = performance.now();
+    let principal: Principal | null = null;
+    let response: ApiResponse;
+    try {
+      const admission = admit(req);
+      principal = admission.principal;
+      response =
+        admission.kind === 'refused'
+          ? admission.response
+          : await admission.route.handler({ req, params: admission.params, query: admission.query, deps });
+    } catch (err) {
+      response = answer(err, req);
+    }
+    logAccess(deps, req, response.status, principal, startedMs);
+    return response;
+  };
+  const precheck = (req: { method: string; path: string; headers: Record<string, string | undefined> }): ApiResponse | null => {
+    const startedMs = performance.now();
+    let admission: Admission;
+    try {
+      admission = admit(req);
+    } catch {
+      return null; // a malformed target: handle() answers it (there is no body worth keeping to read first)
+    }
+    if (admission.kind === 'admitted') return null;
+    logAccess(deps, { method: req.method, path: req.path }, admission.response.status, admission.principal, startedMs);
+    return admission.response;
   };
   return {
     handle,
+    precheck,
     bodyLimitFor: (method, path) => {
       const batch = method === 'POST' && safeDecode(path.split('?', 1)[0]!) === '/v1/jobs:batch';
       return batch ? limits.batchBodyBytesMax : limits.requestBodyBytesMax;
@@ -108,19 +147,20 @@ function retryHeaders(err: unknown): Record<string, string> {
   return { 'retry-after': String(queueLimits.retryAfterS), ratelimit: `"${policy}";r=0;t=${queueLimits.retryAfterS}` };
 }
 
-/**
- * Bearer token check in constant time: both sides are hashed first so timingSafeEqual compares equal lengths and
- * the token's length does not leak either.
- */
-function bearerCheck(token: string | null): (header: string | undefined) => boolean {
-  if (token === null) return () => true;
-  const expected = createHash('sha256').update(token, 'utf8').digest();
-  return (header) => {
-    const m = header === undefined ? null : /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header);
-    if (m === null) return false;
-    const got = createHash('sha256').update(m[1]!, 'utf8').digest();
-    return timingSafeEqual(got, expected);
-  };
+type Admission =
+  | { kind: 'refused'; principal: Principal | null; response: ApiResponse }
+  | { kind: 'admitted'; principal: Principal | null; route: Route; params: Record<string, string>; query: URLSearchParams };
+
+/** One structured line per write (any method but GET/HEAD): who (the token's name), what, the answer, how long. */
+function logAccess(deps: AppDeps, req: { method: string; path: string }, status: number, principal: Principal | null, startedMs: number): void {
+  if (req.method === 'GET' || req.method === 'HEAD') return;
+  deps.logger.info('access', {
+    method: req.method,
+    path: req.path,
+    status,
+    token: principal === null ? null : principal.name,
+    duration_ms: Math.round((performance.now() - startedMs) * 1000) / 1000,
+  });
 }
 
 function safeDecode(text: string): string {

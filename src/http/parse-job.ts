@@ -3,11 +3,11 @@
  * -> JobSpec / JobPatch / preview arguments. See parse.ts for the conventions.
  */
 import { PunctualError, invalid } from '../core/errors.js';
-import { httpLimits, limits } from '../core/limits.js';
+import { httpLimits, limits, schedulerLimits } from '../core/limits.js';
 import { jobIdPattern, nodeIdPattern, taskNamePattern } from '../core/ids.js';
 import type { JobListQuery, JobPatch, JobSpec, JobState, Schedule } from '../scheduler/types.js';
 import { jobStates } from '../scheduler/types.js';
-import { firstOccurrence } from '../scheduler/schedule.js';
+import { firstOccurrence, firstOccurrenceOutOfBound } from '../scheduler/schedule.js';
 import { deriveJobId, requestDigest } from './idempotency.js';
 import { timeMsMax } from './time.js';
 import { checkJobPatch, checkJobSpec } from '../scheduler/check.js';
@@ -132,7 +132,9 @@ function parseMetadata(value: unknown, field: string, issues: Issues): Record<st
 function checkRenderable(schedule: Schedule | undefined, nowMs: number, field: string, issues: Issues): void {
   if (schedule === undefined || schedule.kind === 'once') return;
   const first = firstOccurrence(schedule, nowMs);
-  if (first === null || first > timeMsMax) issues.add(field, 'has no occurrence before 9999-12-31T23:59:59.999Z');
+  if (first === null && firstOccurrenceOutOfBound(schedule, nowMs)) {
+    issues.add(`${field}.cron`, `no occurrence found within the search bound (${schedulerLimits.cronSearchStepsMax} steps): the expression matches too rarely`);
+  } else if (first === null || first > timeMsMax) issues.add(field, 'has no occurrence before 9999-12-31T23:59:59.999Z');
 }
 
 /** True when an object at any depth of `value` has an own `__proto__` key (as JSON.parse creates it). */

@@ -6,6 +6,7 @@
 import { PunctualError, invalid, toProblem, type Problem } from '../core/errors.js';
 import { nodeIdPattern } from '../core/ids.js';
 import type { CreateJobResult } from './scheduler-api.js';
+import type { Scope } from './tokens.js';
 import type { ApiRequest, ApiResponse, AppDeps } from './app.js';
 import { jsonResponse } from './app.js';
 import { parseJobId, parseTaskBody, parseTaskName } from './parse.js';
@@ -49,6 +50,8 @@ export interface Route {
   method: string;
   /** Path segments: literals or `:name` parameters. */
   segments: readonly string[];
+  /** The token scope a call needs (when the node requires tokens at all; see app.ts for the unauthenticated routes). */
+  scope: Scope;
   handler: (ctx: RouteContext) => Promise<ApiResponse>;
 }
 
@@ -76,8 +79,9 @@ function jsonBody(req: ApiRequest, optional = false): unknown {
   return value;
 }
 
-function route(method: string, path: string, handler: Route['handler']): Route {
-  return { method, segments: path.slice(1).split('/'), handler };
+/** Reads need `read`, job writes `write`; `admin` is given explicitly (tasks hold secrets; cluster operations). */
+function route(method: string, path: string, handler: Route['handler'], scope?: Scope): Route {
+  return { method, segments: path.slice(1).split('/'), scope: scope ?? (method === 'GET' ? 'read' : 'write'), handler };
 }
 
 const noContent: ApiResponse = { status: 204, headers: {}, body: '' };
@@ -239,12 +243,12 @@ export const routes: readonly Route[] = [
     parseNoQuery(query); // a list route: `?limit=` or a typo must not be silently ignored (there is no paging)
     return jsonResponse(200, { tasks: (await deps.api.listTasks()).map(taskView) });
   }),
-  route('PUT', '/v1/tasks/:name', putTask),
+  route('PUT', '/v1/tasks/:name', putTask, 'admin'),
   route('GET', '/v1/tasks/:name', async ({ params, deps }) => jsonResponse(200, taskView(await deps.api.getTask(parseTaskName(params.name!))))),
   route('DELETE', '/v1/tasks/:name', async ({ params, deps }) => {
     await deps.api.deleteTask(parseTaskName(params.name!));
     return noContent;
-  }),
+  }, 'admin'),
   route('POST', '/v1/jobs', createJob),
   route('GET', '/v1/jobs', listJobs),
   route('POST', '/v1/jobs:batch', createBatch),
@@ -258,9 +262,9 @@ export const routes: readonly Route[] = [
   route('GET', '/v1/jobs/:id/executions', listExecutions),
   route('POST', '/v1/schedules:preview', preview),
   route('GET', '/v1/cluster', cluster),
-  route('POST', '/v1/cluster/nodes', addNode),
-  route('DELETE', '/v1/cluster/nodes/:id', removeNode),
-  route('POST', '/v1/cluster/shards/:shard/transfer-leader', transferLeader),
+  route('POST', '/v1/cluster/nodes', addNode, 'admin'),
+  route('DELETE', '/v1/cluster/nodes/:id', removeNode, 'admin'),
+  route('POST', '/v1/cluster/shards/:shard/transfer-leader', transferLeader, 'admin'),
   route('GET', '/healthz', async ({ deps }) => jsonResponse(200, { status: 'ok', node_id: deps.api.nodeId })),
   route('GET', '/readyz', readyz),
   route('GET', '/metrics', metrics),

@@ -1,12 +1,16 @@
 /**
- * The thin runtime adapter: one TCP listener serving HTTP/1.1 (node:http) and cleartext HTTP/2 with prior
- * knowledge (node:http2) on the same port. Each new connection is sniffed: if its first 24 bytes are the HTTP/2
- * client preface it goes to the http2 server, anything else to the http server. Bodies are read up to the
- * route's limit (App.bodyLimitFor); beyond it the answer is 413 without buffering the rest.
+ * The thin runtime adapter: one TCP listener serving HTTP/1.1 (node:http) and HTTP/2 (node:http2) on the same
+ * port. In cleartext each new connection is sniffed: if its first 24 bytes are the HTTP/2 client preface it goes
+ * to the http2 server, anything else to the http server. With TLS the protocol is chosen by ALPN (h2, else
+ * HTTP/1.1). A request the app will refuse whatever its body (401, 403, 404, 405: App.precheck) or one declaring
+ * a body over the route's limit is answered before a byte of its body is read; other bodies are read up to the
+ * route's limit (App.bodyLimitFor), beyond it the answer is 413 without buffering the rest. HTTP/2 streams have
+ * the same whole-request deadline as HTTP/1.1 and an idle deadline while their body is incomplete.
  */
 import http from 'node:http';
 import http2 from 'node:http2';
 import net from 'node:net';
+import tls from 'node:tls';
 import { PunctualError, toProblem } from '../core/errors.js';
 import { httpLimits } from '../core/limits.js';
 import { silentLogger, type Logger } from '../core/log.js';
@@ -17,6 +21,13 @@ const h2Preface = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
 export interface ApiServer {
   /** The bound port (useful with port 0). */
   port: number;
+  /** True when the API is served over TLS. */
+  tls: boolean;
+  /**
+   * Swaps the certificate and key (SIGHUP) for new connections; throws (keeping the old ones) when they do not
+   * load or do not match. Only with TLS.
+   */
+  setTlsCredentials(credentials: TlsCredentials): void;
   /** Stops accepting, closes idle keep-alive connections, lets in-flight requests finish (bounded), then resolves. */
   close(): Promise<void>;
 }
@@ -25,6 +36,16 @@ export interface ApiServerOptions {
   logger?: Logger;
   /** How long close() waits for in-flight requests (default httpLimits.closeGraceMs). */
   closeGraceMs?: number;
+  /** Serve HTTPS (HTTP/1.1 and h2 by ALPN) with this PEM certificate chain and key. */
+  tls?: TlsCredentials | null;
+  /** Headers and body of a request must arrive within this long (HTTP/1.1 and each HTTP/2 stream). */
+  requestTimeoutMs?: number;
+}
+
+/** PEM texts. */
+export interface TlsCredentials {
+  cert: string | Buffer;
+  key: string | Buffer;
 }
 
 /** What both node:http and the node:http2 compatibility API offer, and all this adapter uses. */
@@ -48,50 +69,94 @@ interface ServerState {
   app: App;
   logger: Logger;
   closing: boolean;
+  requestTimeoutMs: number;
   /** Every open connection: still being sniffed, HTTP/1.1 with its requests in flight (0 = idle), or HTTP/2. */
   sockets: Map<net.Socket, { kind: 'sniff' | 'h1' | 'h2'; inFlight: number }>;
 }
 
 export async function startApiServer(app: App, host: string, port: number, options: ApiServerOptions = {}): Promise<ApiServer> {
-  const state: ServerState = { app, logger: options.logger ?? silentLogger, closing: false, sockets: new Map() };
+  const requestTimeoutMs = options.requestTimeoutMs ?? httpLimits.requestTimeoutMs;
+  const state: ServerState = { app, logger: options.logger ?? silentLogger, closing: false, requestTimeoutMs, sockets: new Map() };
   const h1 = http.createServer(
-    { keepAliveTimeout: httpLimits.keepAliveTimeoutMs, headersTimeout: httpLimits.headersTimeoutMs, requestTimeout: httpLimits.requestTimeoutMs },
+    {
+      keepAliveTimeout: httpLimits.keepAliveTimeoutMs,
+      headersTimeout: Math.min(httpLimits.headersTimeoutMs, requestTimeoutMs),
+      requestTimeout: requestTimeoutMs,
+    },
     (req, res) => onH1Request(state, req, res),
   );
-  // `Expect: 100-continue` with a declared body over the route's limit: answer 413 at once instead of inviting the
-  // client to upload it (node:http would send 100 Continue by itself). Otherwise continue as usual.
+  // `Expect: 100-continue`: a request that will be refused (no token, too large, no route) is answered at once
+  // instead of inviting the client to upload (node:http would send 100 Continue by itself).
   h1.on('checkContinue', (req, res) => {
-    const limit = app.bodyLimitFor(req.method ?? 'GET', req.url ?? '/');
-    if (Number(req.headers['content-length'] ?? 0) > limit) {
-      const response = problemResponse(new PunctualError('payload_too_large', `request body exceeds ${limit} bytes`));
-      response.headers.connection = 'close'; // the client may still send the body; do not parse it as a request
-      return send(state, res as AnyResponse, 'POST', response, false);
+    const refusal = refusalOf(state, req as AnyRequest);
+    if (refusal !== null) {
+      refusal.headers.connection = 'close'; // the client may still send the body; do not parse it as a request
+      return send(state, res as AnyResponse, 'POST', refusal, false);
     }
     res.writeContinue();
     onH1Request(state, req, res);
   });
   h1.on('clientError', (err: NodeJS.ErrnoException, socket: net.Socket) => answerClientError(err, socket));
   // node:http enforces headersTimeout/requestTimeout from a checking interval it starts on 'listening'. This
-  // server never listens itself (the sniffing TCP server hands it sockets), so start that interval by hand.
+  // server never listens itself (the TCP or TLS server hands it sockets), so start that interval by hand.
   h1.emit('listening');
-  const h2 = http2.createServer({}, (req, res) => void serve(state, req as AnyRequest, res as AnyResponse, true));
+  const h2 = http2.createServer(
+    { settings: { maxConcurrentStreams: httpLimits.h2StreamsMax } },
+    (req, res) => onH2Request(state, req, res),
+  );
   h2.setTimeout(httpLimits.keepAliveTimeoutMs); // an idle session is closed (no 'timeout' listener: destroyed)
   const sessions = new Set<http2.ServerHttp2Session>();
   h2.on('session', (s) => {
     sessions.add(s);
     s.once('close', () => sessions.delete(s));
   });
-  const tcp = net.createServer((socket) => sniff(state, socket, h1, h2));
+  const secure = options.tls ?? null;
+  const listener: net.Server =
+    secure === null ? net.createServer((socket) => sniff(state, socket, h1, h2)) : tlsListener(state, secure, h1, h2);
   await new Promise<void>((resolve, reject) => {
-    tcp.once('error', reject);
-    tcp.listen(port, host, () => {
-      tcp.removeListener('error', reject);
+    listener.once('error', reject);
+    listener.listen(port, host, () => {
+      listener.removeListener('error', reject);
       resolve();
     });
   });
-  const address = tcp.address() as net.AddressInfo;
+  const address = listener.address() as net.AddressInfo;
   const closeGraceMs = options.closeGraceMs ?? httpLimits.closeGraceMs;
-  return { port: address.port, close: () => closeServers(state, tcp, h1, sessions, closeGraceMs) };
+  return {
+    port: address.port,
+    tls: secure !== null,
+    setTlsCredentials: (credentials) => {
+      if (!(listener instanceof tls.Server)) throw new Error('this API server does not serve TLS');
+      tls.createSecureContext({ cert: credentials.cert, key: credentials.key }); // throws on a bad pair: keep the old
+      listener.setSecureContext({ cert: credentials.cert, key: credentials.key });
+    },
+    close: () => closeServers(state, listener, h1, sessions, closeGraceMs),
+  };
+}
+
+/** HTTPS: the TLS handshake picks the protocol (ALPN h2, else HTTP/1.1); no sniffing. */
+function tlsListener(state: ServerState, credentials: TlsCredentials, h1: http.Server, h2: http2.Http2Server): tls.Server {
+  const server = tls.createServer({
+    cert: credentials.cert,
+    key: credentials.key,
+    ALPNProtocols: ['h2', 'http/1.1'],
+    handshakeTimeout: httpLimits.sniffTimeoutMs,
+  });
+  // The raw TCP socket is tracked from accept, so close() also ends connections still in their handshake.
+  server.on('connection', (raw: net.Socket) => {
+    if (state.closing) return void raw.destroy();
+    raw.setNoDelay(true);
+  });
+  server.on('tlsClientError', (err) => state.logger.debug('tls handshake failed', { err }));
+  server.on('secureConnection', (socket: tls.TLSSocket) => {
+    if (state.closing) return void socket.destroy();
+    const isH2 = socket.alpnProtocol === 'h2';
+    state.sockets.set(socket, { kind: isH2 ? 'h2' : 'h1', inFlight: 0 });
+    socket.once('close', () => state.sockets.delete(socket));
+    socket.on('error', () => socket.destroy());
+    (isH2 ? h2 : h1).emit('connection', socket);
+  });
+  return server;
 }
 
 /**
@@ -145,6 +210,32 @@ function sniff(state: ServerState, socket: net.Socket, h1: http.Server, h2: http
   socket.on('data', onData);
 }
 
+/**
+ * An HTTP/2 request: its headers and body must arrive within requestTimeoutMs (as HTTP/1.1's requestTimeout), and
+ * while its body is incomplete the stream may not stay silent for streamIdleTimeoutMs; either way it is reset
+ * (RST_STREAM CANCEL). Once the body is in, the handler may take as long as it needs.
+ */
+function onH2Request(state: ServerState, req: http2.Http2ServerRequest, res: http2.Http2ServerResponse): void {
+  const stream = req.stream;
+  const cancel = (): void => {
+    if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_CANCEL);
+  };
+  if (!req.complete && !stream.readableEnded) {
+    const deadline = setTimeout(() => {
+      state.logger.debug('http2 request body timed out', { path: req.url });
+      cancel();
+    }, state.requestTimeoutMs);
+    stream.setTimeout(httpLimits.streamIdleTimeoutMs, cancel);
+    const done = (): void => {
+      clearTimeout(deadline);
+      stream.setTimeout(0);
+    };
+    req.once('end', done);
+    stream.once('close', done);
+  }
+  void serve(state, req as AnyRequest, res as AnyResponse, true);
+}
+
 function onH1Request(state: ServerState, req: http.IncomingMessage, res: http.ServerResponse): void {
   const entry = state.sockets.get(req.socket);
   if (entry !== undefined) entry.inFlight++;
@@ -156,10 +247,62 @@ function onH1Request(state: ServerState, req: http.IncomingMessage, res: http.Se
   void serve(state, req as AnyRequest, res as AnyResponse, false);
 }
 
+/**
+ * The answer to a request refused before its body is read: no token, a token of too small a scope, no such route
+ * or method (App.precheck), or a declared body over the route's limit. Null: read the body and handle it.
+ */
+function refusalOf(state: ServerState, req: AnyRequest): ApiResponse | null {
+  const method = req.method ?? 'GET';
+  const refusal = state.app.precheck?.({ method, path: req.url, headers: flattenHeaders(req.headers) }) ?? null;
+  if (refusal !== null) return refusal;
+  const limit = state.app.bodyLimitFor(method, req.url);
+  if (Number(req.headers['content-length'] ?? 0) > limit) {
+    return problemResponse(new PunctualError('payload_too_large', `request body exceeds ${limit} bytes`));
+  }
+  return null;
+}
+
+/** True when an HTTP/1.1 request announces a body (a length above 0, or chunked). */
+function hasBody(req: AnyRequest): boolean {
+  const length = req.headers['content-length'];
+  if (length !== undefined) return Number(length) > 0;
+  return req.headers['transfer-encoding'] !== undefined;
+}
+
+/**
+ * A refused request's answer, its body unread. HTTP/2: the stream is then reset with NO_ERROR (stop sending).
+ * HTTP/1.1 with a body: the connection closes after the answer (its body cannot be skipped without reading it).
+ */
+function refuse(state: ServerState, req: AnyRequest, res: AnyResponse, isH2: boolean, response: ApiResponse): void {
+  const method = req.method ?? 'GET';
+  if (isH2) {
+    send(state, res, method, response, true);
+    // With NO_ERROR, node:http2 sends the RST_STREAM once the answer is written out (the stream's 'finish').
+    const stream = (req as unknown as http2.Http2ServerRequest).stream;
+    if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+    return;
+  }
+  if (hasBody(req)) {
+    // The body is never read into the app. Closing at once would reset the connection under a client still
+    // uploading (it may lose the answer): half-close after the answer, let node:http discard what is in flight
+    // for at most refusedLingerMs, then cut.
+    response.headers.connection = 'close';
+    const socket = (req as unknown as http.IncomingMessage).socket;
+    socket.destroySoon = () => {
+      socket.end();
+      const timer = setTimeout(() => socket.destroy(), httpLimits.refusedLingerMs);
+      socket.once('close', () => clearTimeout(timer));
+    };
+  }
+  send(state, res, method, response, false);
+}
+
 async function serve(state: ServerState, req: AnyRequest, res: AnyResponse, isH2: boolean): Promise<void> {
   const method = req.method ?? 'GET';
   const limit = state.app.bodyLimitFor(method, req.url);
   try {
+    const refusal = state.app.precheck?.({ method, path: req.url, headers: flattenHeaders(req.headers) }) ?? null;
+    if (refusal !== null) return refuse(state, req, res, isH2, refusal);
     const declared = Number(req.headers['content-length'] ?? 0);
     if (declared > limit) return rejectTooLarge(state, req, res, isH2, limit, declared);
     const body = await readBody(req, limit);

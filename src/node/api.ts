@@ -39,4 +39,13 @@ export interface NodeConfig {
   peerTls?: { certFile: string; keyFile: string; caFile: string } | null;
   /** `--insecure-peers`: a node with peers may run with neither peer TLS nor a cluster secret. Absent = false. */
   insecurePeers?: boolean;
+
+  // --- the client API's trust boundary (docs/security.md); absent = null
+  /** --tls-cert-file, --tls-key-file: serve the client API over HTTPS (PEM files, both or neither; re-read on reload). */
+  tlsCertFile?: string | null;
+  tlsKeyFile?: string | null;
+  /** --auth-tokens-file: named tokens with scopes, `NAME SCOPE TOKEN` per line (src/http/tokens.ts), re-read on reload. */
+  authTokensFile?: string | null;
+  /** Test only: the client API's whole-request deadline (default httpLimits.requestTimeoutMs). */
+  httpRequestTimeoutMs?: number;
 }

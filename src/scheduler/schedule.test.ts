@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { PunctualError } from '../core/errors.js';
 import { limits } from '../core/limits.js';
 import {
   fireAllStart,
@@ -298,5 +299,49 @@ describe('validateCron', () => {
       message: 'unknown time zone "Mars/Olympus"',
     });
     expect(validateCron('* * * * *', '')?.field).toBe('schedule.timezone');
+  });
+});
+
+describe('cron searches are bounded in steps (schedulerLimits)', () => {
+  const rare = (tz = 'UTC'): Schedule => cron('0 0 0 ? 2 1#5', tz); // the fifth Monday of February: Feb 29 on a Monday
+  const from = ms('2026-12-01T00:00:00Z');
+
+  it('a preview that would search too far is refused on schedule.cron instead of running for seconds', () => {
+    let thrown: unknown = null;
+    try {
+      previewOccurrences(rare('Europe/Berlin'), from, 1000);
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeInstanceOf(PunctualError);
+    const e = thrown as PunctualError;
+    expect(e.code).toBe('invalid_argument');
+    expect(e.errors).toEqual([{ field: 'schedule.cron', message: expect.stringContaining('search bound') }]);
+  });
+
+  it('a next match within one search is found; one beyond it ends the schedule, the same answer every time', () => {
+    expect(iso(firstOccurrence(rare(), from))).toBe('2044-02-29T00:00:00.000Z');
+    // 2044 -> 2072 is 28 years of February days: more than one search's steps
+    const after = ms('2044-02-29T00:00:00Z');
+    expect(nextOccurrence(rare(), after)).toBeNull();
+    expect(nextOccurrence(rare(), after)).toBeNull(); // a cached answer is the same answer
+    expect(iso(nextOccurrence(rare(), ms('2071-01-01T00:00:00Z')))).toBe('2072-02-29T00:00:00.000Z');
+  });
+
+  it('common expressions are not affected: 1000 occurrences of a daily, a weekly and a per-second cron', () => {
+    expect(walk(cron('30 2 * * *', 'America/New_York'), from, 1000)).toHaveLength(1000);
+    expect(walk(cron('0 0 12 * * SUN', 'Europe/Berlin'), from, 1000)).toHaveLength(1000);
+    expect(walk(cron('*/5 * * * * *'), from, 1000)).toHaveLength(1000);
+    expect(walk(cron('0 0 29 2 *'), from, 20)).toHaveLength(20); // Feb 29: every 4 years, 8 across 2100
+  });
+
+  it('a preview that ran out of steps leaves later computations their full allowance', () => {
+    expect(() => previewOccurrences(rare(), from, 10)).toThrow(/search bound/);
+    expect(iso(firstOccurrence(rare(), from))).toBe('2044-02-29T00:00:00.000Z');
+  });
+
+  it('validateCron stays bounded and still refuses an expression that never matches', () => {
+    expect(validateCron('0 0 0 ? 2 1#5', 'UTC')).toBeNull();
+    expect(validateCron('0 0 31 4 *', 'UTC')?.field).toBe('schedule.cron');
   });
 });

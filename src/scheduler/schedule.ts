@@ -8,7 +8,8 @@
  * exist runs one hour later; a fixed local time that happens twice runs once, at its first occurrence; step
  * expressions keep counting through both copies of the repeated hour.
  */
-import { CronExpressionParser, type CronExpression } from 'cron-parser';
+import { CronExpression, CronExpressionParser } from 'cron-parser';
+import { invalid } from '../core/errors.js';
 import { limits, schedulerLimits } from '../core/limits.js';
 import type { Schedule } from './types.js';
 
@@ -20,8 +21,8 @@ import type { Schedule } from './types.js';
  */
 interface CachedCron {
   expr: CronExpression;
-  /** afterMs -> next match (or null), at most answersMax entries, oldest dropped first. */
-  answers: Map<number, number | null>;
+  /** afterMs -> next match (or null) and the steps it cost, at most answersMax entries, oldest dropped first. */
+  answers: Map<number, { at: number | null; steps: number; exhausted: boolean }>;
 }
 const answersMax = 8;
 
@@ -50,44 +51,153 @@ function parsedCron(cron: string, timezone: string): CachedCron | null {
   return parsed;
 }
 
-/** The cron match strictly after afterMs, or null (no match within cron-parser's search limit). */
-function cronAfter(cron: string, timezone: string, afterMs: number): number | null {
+// ---------------------------------------------------------------- bounded search
+
+/**
+ * The work a cron search does is bounded in search steps, counted from the calendar the way cron-parser walks
+ * it: a month the expression excludes costs one step, a month it includes one step per day, and every search
+ * cronSearchBaseSteps more. A search is given
+ * the instant its steps run out as cron-parser's endDate (startDate backwards), so no call can run long;
+ * whole computations (a preview, a fire_all replay) share one budget. Steps depend only on the expression and
+ * the instants, never on a clock: every replica finds the same answer or gives up at the same place.
+ */
+export interface SearchBudget {
+  stepsLeft: number;
+  /** Set when a search gave up because the budget ran out (rather than the expression having no match). */
+  exhausted: boolean;
+}
+
+export function searchBudget(steps: number): SearchBudget {
+  return { stepsLeft: steps, exhausted: false };
+}
+
+/** 0001-01-01 and 9999-12-31: searches never walk outside RFC 3339's range. */
+const firstMs = -62_135_596_800_000;
+
+interface Walk {
+  /** The last instant the steps reach (forward: end of the last affordable month; backward: its start). */
+  limitMs: number;
+  /** Steps the walk costs from fromMs up to `toMs` (Infinity when toMs lies beyond limitMs). */
+  costTo(toMs: number): number;
+}
+
+const dayMs = 86_400_000;
+
+/**
+ * Walks months from fromMs (UTC calendar) while their cost fits in `steps`. The first month counts from fromMs's
+ * day on (forward) or back to the month's start (backward), so a match close by costs a step or two.
+ */
+function walkMonths(months: readonly number[], fromMs: number, steps: number, forward: boolean): Walk {
+  const start = new Date(fromMs);
+  let year = start.getUTCFullYear();
+  let month0 = start.getUTCMonth();
+  let left = steps;
+  const spent: Array<{ fromMs: number; toMs: number; included: boolean; cost: number }> = [];
+  for (;;) {
+    const monthStartMs = Date.UTC(year, month0, 1);
+    const monthEndMs = Date.UTC(year, month0 + 1, 1) - 1;
+    if (monthStartMs > lastMs || monthEndMs < firstMs) break;
+    const lo = forward && spent.length === 0 ? fromMs : monthStartMs;
+    const hi = !forward && spent.length === 0 ? fromMs : monthEndMs;
+    const included = months.includes(month0 + 1);
+    const cost = included ? daysBetween(lo, hi) : 1;
+    if (cost > left) break;
+    left -= cost;
+    spent.push({ fromMs: lo, toMs: hi, included, cost });
+    month0 += forward ? 1 : -1;
+    if (month0 === 12) [year, month0] = [year + 1, 0];
+    if (month0 === -1) [year, month0] = [year - 1, 11];
+  }
+  const edge = forward ? spent[spent.length - 1]?.toMs : spent[spent.length - 1]?.fromMs;
+  return {
+    limitMs: edge ?? (forward ? fromMs - 1 : fromMs + 1),
+    costTo: (toMs) => {
+      let total = 0;
+      for (const m of spent) {
+        if (toMs >= m.fromMs && toMs <= m.toMs) {
+          if (!m.included) return total + 1;
+          // the day of the match itself costs nothing more: cron-parser matches it at once
+          return total + (forward ? daysBetween(m.fromMs, toMs) : daysBetween(toMs, m.toMs)) - 1;
+        }
+        total += m.cost;
+      }
+      return Infinity;
+    },
+  };
+}
+
+/** UTC calendar days from loMs's day to hiMs's day, both counted. */
+function daysBetween(loMs: number, hiMs: number): number {
+  return Math.floor(hiMs / dayMs) - Math.floor(loMs / dayMs) + 1;
+}
+
+/**
+ * One bounded cron-parser search: the match strictly after (or before) fromMs, or null. Steps spent are taken
+ * from the budget; null with budget.exhausted set when the steps ran out before a match.
+ */
+function boundedSearch(cached: CachedCron, timezone: string, fromMs: number, forward: boolean, budget: SearchBudget): number | null {
+  const steps = Math.min(budget.stepsLeft, schedulerLimits.cronSearchStepsMax);
+  const base = schedulerLimits.cronSearchBaseSteps;
+  const walk = walkMonths(cached.expr.fields.month.values, fromMs, steps - base, forward);
+  const beyondRange = forward ? walk.limitMs >= lastMs : walk.limitMs <= firstMs;
+  let found: number | null = null;
+  if (forward ? walk.limitMs > fromMs : walk.limitMs < fromMs) {
+    const expr = CronExpression.fieldsToExpression(cached.expr.fields, {
+      tz: timezone,
+      currentDate: new Date(fromMs),
+      ...(forward ? { endDate: new Date(walk.limitMs) } : { startDate: new Date(walk.limitMs) }),
+    });
+    try {
+      found = (forward ? expr.next() : expr.prev()).getTime();
+    } catch {
+      found = null; // out of the span the steps allow, or out of range
+    }
+  }
+  const cost = found === null ? steps : Math.min(steps, base + walk.costTo(found));
+  budget.stepsLeft -= cost;
+  if (found === null && !beyondRange) budget.exhausted = true;
+  return found;
+}
+
+/** The cron match strictly after afterMs, or null (none, or none within the budget: see budget.exhausted). */
+function cronAfter(cron: string, timezone: string, afterMs: number, budget: SearchBudget): number | null {
   const cached = parsedCron(cron, timezone);
   if (cached === null) return null;
   const known = cached.answers.get(afterMs);
-  if (known !== undefined) return known;
-  let nextMs: number | null;
-  try {
-    cached.expr.reset(new Date(afterMs));
-    nextMs = cached.expr.next().getTime();
-  } catch {
-    nextMs = null; // "loop limit exceeded" / out of range: an expression that never matches again
+  if (known !== undefined && known.steps <= budget.stepsLeft) {
+    budget.stepsLeft -= known.steps;
+    if (known.exhausted) budget.exhausted = true;
+    return known.at;
   }
-  if (cached.answers.size >= answersMax) cached.answers.delete(cached.answers.keys().next().value!);
-  cached.answers.set(afterMs, nextMs);
-  return nextMs;
+  const before = budget.stepsLeft;
+  const inner = searchBudget(budget.stepsLeft);
+  const at = boundedSearch(cached, timezone, afterMs, true, inner);
+  budget.stepsLeft = inner.stepsLeft;
+  if (inner.exhausted) budget.exhausted = true;
+  // An answer is kept only when found with the full per-search allowance: then it is the same for every caller.
+  if (before >= schedulerLimits.cronSearchStepsMax) {
+    if (cached.answers.size >= answersMax) cached.answers.delete(cached.answers.keys().next().value!);
+    cached.answers.set(afterMs, { at, steps: before - inner.stepsLeft, exhausted: inner.exhausted });
+  }
+  return at;
 }
 
 /** The cron match strictly before beforeMs, or null. Used only to place a fire_all replay window. */
-function cronBefore(cron: string, timezone: string, beforeMs: number): number | null {
+function cronBefore(cron: string, timezone: string, beforeMs: number, budget: SearchBudget): number | null {
   const cached = parsedCron(cron, timezone);
   if (cached === null) return null;
-  try {
-    cached.expr.reset(new Date(beforeMs));
-    return cached.expr.prev().getTime();
-  } catch {
-    return null;
-  }
+  return boundedSearch(cached, timezone, beforeMs, false, budget);
 }
 
 // ---------------------------------------------------------------- occurrences
 
 /**
  * First occurrence of a schedule at or after fromMs (once: its atMs, even if in the past; every: startAtMs +
- * k*everyMs >= fromMs; cron: next match >= fromMs in the zone, and >= startAtMs when set), or null if none.
+ * k*everyMs >= fromMs; cron: next match >= fromMs in the zone, and >= startAtMs when set), or null if none. A
+ * cron search has schedulerLimits.cronSearchStepsMax steps: a match further away counts as none.
  */
-export function firstOccurrence(schedule: Schedule, fromMs: number): number | null {
-  const at = firstOccurrenceAny(schedule, fromMs);
+export function firstOccurrence(schedule: Schedule, fromMs: number, budget?: SearchBudget): number | null {
+  const at = firstOccurrenceAny(schedule, fromMs, budget ?? searchBudget(schedulerLimits.cronSearchStepsMax));
   // Times are RFC 3339 on output: a recurring schedule ends at the last millisecond of year 9999.
   return at !== null && schedule.kind !== 'once' && at > lastMs ? null : at;
 }
@@ -95,7 +205,7 @@ export function firstOccurrence(schedule: Schedule, fromMs: number): number | nu
 /** 9999-12-31T23:59:59.999Z: the last time RFC 3339 can write. */
 const lastMs = 253_402_300_799_999;
 
-function firstOccurrenceAny(schedule: Schedule, fromMs: number): number | null {
+function firstOccurrenceAny(schedule: Schedule, fromMs: number, budget: SearchBudget): number | null {
   switch (schedule.kind) {
     case 'once':
       return schedule.atMs;
@@ -107,37 +217,60 @@ function firstOccurrenceAny(schedule: Schedule, fromMs: number): number | null {
     }
     case 'cron': {
       const from = schedule.startAtMs !== null ? Math.max(fromMs, schedule.startAtMs) : fromMs;
-      return cronAfter(schedule.cron, schedule.timezone, from - 1);
+      return cronAfter(schedule.cron, schedule.timezone, from - 1, budget);
     }
   }
 }
 
 /**
  * The occurrence strictly after afterMs, or null. A recurring job's next is derived from the occurrence that
- * fired, never from a clock.
+ * fired, never from a clock. A cron whose next match lies beyond one search's steps has none: its schedule ends
+ * there, on every replica alike.
  */
-export function nextOccurrence(schedule: Schedule, afterMs: number): number | null {
+export function nextOccurrence(schedule: Schedule, afterMs: number, budget?: SearchBudget): number | null {
   if (schedule.kind === 'once') return schedule.atMs > afterMs ? schedule.atMs : null;
-  return firstOccurrence(schedule, afterMs + 1);
+  return firstOccurrence(schedule, afterMs + 1, budget);
 }
 
-/** Up to count occurrences >= fromMs (POST /v1/schedules:preview); count is clamped to [0, per-call max]. */
+/**
+ * Up to count occurrences >= fromMs (POST /v1/schedules:preview); count is clamped to [0, per-call max]. The
+ * whole preview has schedulerLimits.cronPreviewStepsMax search steps; when they run out before `count`
+ * occurrences are found, it throws invalid_argument on `schedule.cron`.
+ */
 export function previewOccurrences(schedule: Schedule, fromMs: number, count: number): number[] {
   const n = Math.max(0, Math.min(Math.floor(count), schedulerLimits.occurrencesPerCallMax));
+  const budget = searchBudget(schedulerLimits.cronPreviewStepsMax);
   const out: number[] = [];
-  let at = n > 0 ? firstOccurrence(schedule, fromMs) : null;
+  let at = n > 0 ? firstOccurrence(schedule, fromMs, budget) : null;
   if (at !== null && at < fromMs) at = null; // a once schedule in the past has no occurrence left to preview
   while (at !== null && out.length < n) {
     out.push(at);
-    at = nextOccurrence(schedule, at);
+    at = out.length < n ? nextOccurrence(schedule, at, budget) : null;
+  }
+  if (budget.exhausted) {
+    const found = out.length === 0 ? 'no occurrence' : `only ${out.length} occurrence(s)`;
+    throw invalid(
+      'schedule.cron',
+      `${found} found within the search bound (${schedulerLimits.cronPreviewStepsMax} steps per preview, ` +
+        `${schedulerLimits.cronSearchStepsMax} per occurrence): the expression matches too rarely; ask for fewer`,
+    );
   }
   return out;
+}
+
+/** True when the cron schedule's first occurrence from fromMs cannot be found within one search's steps. */
+export function firstOccurrenceOutOfBound(schedule: Schedule, fromMs: number): boolean {
+  if (schedule.kind !== 'cron') return false;
+  const budget = searchBudget(schedulerLimits.cronSearchStepsMax);
+  firstOccurrence(schedule, fromMs, budget);
+  return budget.exhausted;
 }
 
 /**
  * Where a fire_all replay starts when occurrences from `nextMs` up to `limitMs` (inclusive) were missed: `nextMs`
  * itself when at most `limits.misfireFireAllMax` were missed, else the earliest of the latest
- * misfireFireAllMax (older ones are dropped). Work is bounded by about 2 x misfireFireAllMax occurrences.
+ * misfireFireAllMax (older ones are dropped). Work is bounded by about 2 x misfireFireAllMax occurrences and
+ * by schedulerLimits.cronPreviewStepsMax search steps (out of steps: the replay starts at `nextMs`).
  */
 export function fireAllStart(schedule: Schedule, nextMs: number, limitMs: number): number {
   const max = limits.misfireFireAllMax;
@@ -150,15 +283,16 @@ export function fireAllStart(schedule: Schedule, nextMs: number, limitMs: number
   const text = schedule.cron.trim();
   const gapMinMs = text.split(/\s+/).length === 6 || text.toLowerCase() === '@secondly' ? 1_000 : 60_000;
   if ((limitMs - nextMs) / gapMinMs + 1 <= max) return nextMs;
+  const budget = searchBudget(schedulerLimits.cronPreviewStepsMax);
   let at: number | null = nextMs;
-  for (let i = 0; i < max && at !== null && at <= limitMs; i++) at = nextOccurrence(schedule, at);
+  for (let i = 0; i < max && at !== null && at <= limitMs; i++) at = nextOccurrence(schedule, at, budget);
   if (at === null || at > limitMs) return nextMs;
   // More than max were missed: step back max matches from limitMs, then snap forward so the start is an
   // instant forward iteration also yields (prev() may return the second copy of a repeated local hour).
   let back: number | null = limitMs + 1;
-  for (let i = 0; i < max && back !== null; i++) back = cronBefore(schedule.cron, schedule.timezone, back);
-  const start = back === null ? null : firstOccurrence(schedule, back);
-  return start !== null && start > nextMs ? start : nextMs;
+  for (let i = 0; i < max && back !== null; i++) back = cronBefore(schedule.cron, schedule.timezone, back, budget);
+  const start = back === null ? null : firstOccurrence(schedule, back, budget);
+  return start !== null && start > nextMs && !budget.exhausted ? start : nextMs;
 }
 
 // ---------------------------------------------------------------- validation
@@ -213,7 +347,12 @@ export function validateCron(
   }
   try {
     const parsed = CronExpressionParser.parse(text, { currentDate: new Date(0), tz: timezone, hashSeed: text });
-    parsed.next(); // an expression that parses but never matches (0 0 31 4 *) fails here
+    // An expression that parses but never matches (0 0 31 4 *) fails here; the search is bounded like every
+    // other (a rare one that merely runs out of steps is judged when a job's first occurrence is computed).
+    const budget = searchBudget(schedulerLimits.cronSearchStepsMax);
+    if (boundedSearch({ expr: parsed, answers: new Map() }, timezone, 0, true, budget) === null && !budget.exhausted) {
+      return { field: 'schedule.cron', message: 'never matches' };
+    }
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
     // cron-parser says "Invalid explicit day of month definition" for a date that never exists (Feb 30).
