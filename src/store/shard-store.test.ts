@@ -94,7 +94,7 @@ describe('SqliteShardStore (beyond the contract)', () => {
     const put = decodeCommand(encodeCommand({ type: 'put_task', nowMs: 1, task: rotating }));
     expect(put).toEqual({ type: 'put_task', nowMs: 1, task: rotating });
     const { state: _s, nextFireAtMs: _n, runs: _r, shard: _sh, createdAtMs: _c, updatedAtMs: _u, ...spec } = inline;
-    const created = decodeCommand(encodeCommand({ type: 'create_jobs', nowMs: 1, jobs: [spec] } as Command));
+    const created = decodeCommand(encodeCommand({ type: 'create_jobs', nowMs: 1, shard: 1, jobs: [spec] } as Command));
     expect(created.type === 'create_jobs' && created.jobs[0]!.callback).toMatchObject({ signingSecretNext: 'next-secret-16byte' });
   });
 
