@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import {
   authPath, clientProof, helloPath, newNonce, nodeIdHeader, nonceHeader, peerProtocol, proofHeader, protocolHeader,
 } from '../../src/http/peer/auth.js';
-import type { CertFiles } from '../../src/http/peer/testing/certs.js';
+import type { CertFiles } from '../../src/core/testing/certs.js';
 import { freePorts } from '../../src/node/testing/cluster.js';
 import { call, kill9, spawnServe, type Child } from '../../src/node/testing/processes.js';
 import { waitFor } from '../../src/node/testing/receiver.js';

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { Packr } from 'msgpackr';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { authPath, helloPath, nodeIdHeader, nonceHeader, peerProtocol, proofHeader, protocolHeader, refusalHeader } from '../../src/http/peer/auth.js';
-import { makeCa, makeNodeCert, type CertFiles } from '../../src/http/peer/testing/certs.js';
+import { makeCa, makeNodeCert, type CertFiles } from '../../src/core/testing/certs.js';
 import { assertBuilt } from '../../src/node/testing/processes.js';
 import { startReceiver, waitFor, type Receiver } from '../../src/node/testing/receiver.js';
 import { freePorts } from '../../src/node/testing/cluster.js';

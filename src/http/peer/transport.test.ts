@@ -12,7 +12,7 @@ import {
   authPath, clientProof, helloPath, newNonce, nodeIdHeader, nonceHeader, peerProtocol, proofHeader, protocolHeader, refusalHeader,
   secretHeader,
 } from './auth.js';
-import { makeCa, makeNodeCert } from './testing/certs.js';
+import { makeCa, makeNodeCert } from '../../core/testing/certs.js';
 import { encodeMessages } from './frame.js';
 import type { PeerAddress, PeerLimits, PeerTransportOptions } from './transport.js';
 import { PeerRequestError, PeerTimeoutError, PeerTransport, PeerUnavailableError } from './transport.js';
