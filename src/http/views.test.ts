@@ -1,6 +1,7 @@
 /** views.ts round-trips (body -> JobSpec -> rendered JSON), times, ids and the digest helpers. */
 import { describe, expect, it } from 'vitest';
 import type { JobView } from '../scheduler/types.js';
+import { resolveSchedule } from '../scheduler/policy.js';
 import { canonicalJson, deriveJobId, requestDigest, sha256Hex } from './idempotency.js';
 import { parseJob } from './parse-job.js';
 import { parseRfc3339, renderTime } from './time.js';
@@ -10,7 +11,7 @@ const nowMs = Date.UTC(2026, 11, 1, 9, 0, 0);
 
 function viewOf(body: Record<string, unknown>): Record<string, unknown> {
   const spec = parseJob(body, '', { nowMs, idempotencyKey: null, batchIndex: null });
-  const view: JobView = { ...spec, state: 'PENDING', nextFireAtMs: null, runs: 0, shard: 2, createdAtMs: nowMs, updatedAtMs: nowMs, lastExecution: null };
+  const view: JobView = { ...spec, schedule: resolveSchedule(spec.schedule, nowMs), state: 'PENDING', nextFireAtMs: null, runs: 0, shard: 2, createdAtMs: nowMs, updatedAtMs: nowMs, lastExecution: null };
   return jobView(view);
 }
 
@@ -46,11 +47,11 @@ describe('job view round-trips', () => {
     const view = viewOf(body);
     expect(Object.keys(view)).toEqual([
       'id', 'task', 'schedule', 'state', 'next_fire_at', 'created_at', 'updated_at', 'runs', 'shard', 'last_execution',
-      'payload', 'callback', 'end_at', 'max_runs', 'misfire', 'overlap', 'metadata',
+      'payload', 'callback', 'end_at', 'max_runs', 'misfire', 'misfire_threshold_ms', 'overlap', 'metadata',
     ]);
     expect(view).toMatchObject({
       id: 'j-1', task: null, payload: body.payload, end_at: '2027-01-01T00:00:00.000Z', max_runs: 10,
-      misfire: 'skip', overlap: 'buffer_one', metadata: { team: 'core' }, shard: 2, created_at: '2026-12-01T09:00:00.000Z',
+      misfire: 'skip', misfire_threshold_ms: 5_000, overlap: 'buffer_one', metadata: { team: 'core' }, shard: 2, created_at: '2026-12-01T09:00:00.000Z',
     });
     expect(view.callback).toEqual({
       url: 'https://e.com/x', method: 'POST', headers: { 'x-tenant': 'a' }, timeout_ms: 10_000,
