@@ -61,6 +61,16 @@ describe('job view round-trips', () => {
     expect(JSON.stringify(view)).not.toContain('hunter2-hunter2-hunter2');
   });
 
+  it('misfire_threshold_ms: as given; a job stored before the field existed shows the 5000 it keeps', () => {
+    expect(viewOf({ task: 't', schedule: { every_ms: 1000 }, misfire_threshold_ms: 60_000 }).misfire_threshold_ms).toBe(60_000);
+    const spec = parseJob({ task: 't', schedule: { every_ms: 1000 } }, '', { nowMs, idempotencyKey: null, batchIndex: null });
+    const { misfireThresholdMs: _dropped, ...legacy } = spec;
+    const view: JobView = { ...legacy, schedule: resolveSchedule(spec.schedule, nowMs), state: 'PENDING', nextFireAtMs: null, runs: 0, shard: 0, createdAtMs: nowMs, updatedAtMs: nowMs, lastExecution: null };
+    expect(jobView(view).misfire_threshold_ms).toBe(5_000);
+    // every_ms without start_at reads back with the start it got when its command was stamped: its created_at.
+    expect(jobView(view).schedule).toEqual({ every_ms: 1000, start_at: renderTime(nowMs) });
+  });
+
   it('payload forms: JSON value, base64 bytes, null, none', () => {
     expect(viewOf({ task: 't', payload_base64: 'AAEC/w==' })).toMatchObject({ payload_base64: 'AAEC/w==' });
     expect(viewOf({ task: 't', payload: null })).toHaveProperty('payload', null);
