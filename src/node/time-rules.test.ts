@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../core/clock.js';
+import { parseJob } from '../http/parse-job.js';
 import type { ExecutionRecord, JobSpec } from '../scheduler/types.js';
 import type { NodeCore } from './host.js';
 import { callbackSpec, jobSpec, nodeConfig } from './testing/fixtures.js';
@@ -18,6 +19,27 @@ async function create(core: NodeCore, specs: JobSpec[]): Promise<void> {
 }
 
 const scheduledAt = (id: string): number[] => bed.rx.of(id).map((r) => Number(r.headers['x-punctual-scheduled-at']));
+
+describe('first runs', () => {
+  it('every_ms without start_at runs first at creation even when the clock moves between parsing and stamping', async () => {
+    const t = Date.now();
+    const clock = new ManualClock(t);
+    const core = await bed.startCore(nodeConfig(bed.dir), { clock });
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
+    const specs = Array.from({ length: 6 }, (_, i) =>
+      parseJob({ id: `e${i}`, task: 'hook', schedule: { every_ms: 3_600_000 } }, '', { nowMs: clock.nowMs(), idempotencyKey: null, batchIndex: null }),
+    );
+    clock.advance(1); // the request was parsed; its command is stamped a millisecond later
+    const results = await core.service.createJobs(specs);
+    for (const r of results) {
+      if (!r.ok) throw r.error;
+      expect(r.job.createdAtMs).toBe(t + 1);
+      expect(r.job.nextFireAtMs).toBe(t + 1);
+    }
+    await waitFor('all six ran at creation', () => specs.every((s) => scheduledAt(s.id).length === 1));
+    for (const s of specs) expect(scheduledAt(s.id)).toEqual([t + 1]);
+  });
+});
 
 describe('misfire after a restart', () => {
   it('20 s down: fire_once sends one catch-up, skip none, fire_all each; a job whose threshold covers the stop runs each, late', async () => {
