@@ -180,15 +180,15 @@ const spans = (horizonMs: number, maxCount: number, maxLengthMs: number) =>
     });
 
 const horizonMs = 120_000;
-const history = (over: { outages?: boolean; pauses?: boolean; overlap?: OverlapPolicy[]; misfire?: MisfirePolicy[] } = {}) =>
+const history = (over: { outages?: boolean; pauses?: boolean; overlap?: OverlapPolicy[]; misfire?: MisfirePolicy[]; gapMaxMs?: number } = {}) =>
   fc.record({
     everyMs: fc.constantFrom(500, 1000, 1500, 3000),
     thresholdMs: fc.option(fc.constantFrom(1000, 2000, 5000, 12_000), { nil: undefined }),
     misfire: fc.constantFrom(...(over.misfire ?? (['fire_once', 'skip', 'fire_all'] as const))),
     overlap: fc.constantFrom(...(over.overlap ?? (['allow', 'skip', 'buffer_one'] as const))),
     durationsMs: fc.array(fc.integer({ min: 1, max: 4000 }), { minLength: 1, maxLength: 8 }),
-    outages: over.outages === false ? fc.constant<Span[]>([]) : spans(horizonMs, 4, 30_000),
-    pauses: over.pauses === false ? fc.constant<Span[]>([]) : spans(horizonMs, 3, 20_000),
+    outages: over.outages === false ? fc.constant<Span[]>([]) : spans(horizonMs, 4, over.gapMaxMs ?? 30_000),
+    pauses: over.pauses === false ? fc.constant<Span[]>([]) : spans(horizonMs, 3, over.gapMaxMs ?? 20_000),
     horizonMs: fc.constant(horizonMs),
   });
 
@@ -225,7 +225,7 @@ describe('every history: the rules that hold for every policy', () => {
 describe('misfire rules on random outages and pauses', () => {
   it('an occurrence within the threshold is not missed: with no gap longer than the threshold and overlap allow, every occurrence runs', () => {
     fc.assert(
-      fc.property(history({ overlap: ['allow'] }), (h) => {
+      fc.property(history({ overlap: ['allow'], gapMaxMs: 6_000 }), (h) => {
         const trace = simulate(h);
         const short = mergedGaps(h).every((s) => s.forMs < trace.thresholdMs);
         fc.pre(short);
@@ -385,6 +385,22 @@ describe('the histories of issue 13', () => {
     const trace = simulate({ ...base, overlap: 'buffer_one', durationsMs: [2_500] });
     expect(trace.deliveries.length).toBeGreaterThan(10);
     for (const d of trace.deliveries) expect(lateness(d)).toBeLessThanOrEqual(2_500);
+  });
+
+  it('PATCH changes the threshold of a stored job', () => {
+    const store = new MemoryStore();
+    apply(store, { type: 'put_task', nowMs: T0, task });
+    const spec: JobSpec = {
+      id: 'p', task: 'hook', callback: null, payload: new Uint8Array(0), payloadEncoding: 'json',
+      schedule: { kind: 'every', everyMs: 1000, startAtMs: null }, endAtMs: null, maxRuns: 0, misfire: 'skip',
+      overlap: 'allow', metadata: null, requestDigest: 'd', idempotencyKey: null,
+    }; // prettier-ignore
+    apply(store, { type: 'create_jobs', nowMs: T0, shard: 0, jobs: [spec] });
+    expect(misfireThresholdOf(store.getJob('p')!)).toBe(5_000);
+    expect(dueAction(store.getJob('p')!, T0, T0 + 8_000, false)).toBe('skip_misfire');
+    apply(store, { type: 'patch_job', nowMs: T0 + 1, id: 'p', patch: { misfireThresholdMs: 10_000 } });
+    expect(store.getJob('p')!.misfireThresholdMs).toBe(10_000);
+    expect(dueAction(store.getJob('p')!, T0, T0 + 8_000, false)).toBe('fire');
   });
 
   it('the threshold is the job\'s: a 10 s outage is within 12 s, missed with 2 s', () => {
