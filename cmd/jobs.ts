@@ -39,6 +39,7 @@ export interface JobAddOptions extends ClientOptions {
   endAt?: string;
   maxRuns?: string;
   misfire?: string;
+  misfireThresholdMs?: string;
   overlap?: string;
   metadata?: string;
   idempotencyKey?: string;
@@ -151,6 +152,9 @@ export function buildJobRequest(opts: JobAddOptions): { body: Record<string, unk
   if (opts.endAt !== undefined) body.end_at = parseTime('--end-at', opts.endAt);
   if (opts.maxRuns !== undefined) body.max_runs = parseIntIn('--max-runs', opts.maxRuns, 0, Number.MAX_SAFE_INTEGER);
   if (opts.misfire !== undefined) body.misfire = parseEnum('--misfire', opts.misfire, ['fire_once', 'skip', 'fire_all'] as const);
+  if (opts.misfireThresholdMs !== undefined) {
+    body.misfire_threshold_ms = parseIntIn('--misfire-threshold-ms', opts.misfireThresholdMs, limits.misfireThresholdMsMin, limits.misfireThresholdMsMax);
+  }
   if (opts.overlap !== undefined) body.overlap = parseEnum('--overlap', opts.overlap, ['allow', 'skip', 'buffer_one'] as const);
   if (opts.metadata !== undefined) body.metadata = parseJsonObject('--metadata', opts.metadata);
   const headers: Record<string, string> = {};
@@ -221,11 +225,12 @@ function addJobAdd(job: Command, io: CliIo): void {
     .option('--cron <expr>', 'cron expression, 5 fields or 6 with seconds first')
     .option('--timezone <zone>', 'IANA time zone of --cron (default UTC)')
     .option('--every-ms <ms>', 'fire every MS milliseconds')
-    .option('--start-at <time>', 'first fire time of --every-ms (default now)')
+    .option('--start-at <time>', 'first fire time of --every-ms (default: the moment the job is created)')
     .option('--id <id>', 'client job id, [A-Za-z0-9._:-]{1,128} (default: generated)')
     .option('--end-at <time>', 'end of a recurring schedule')
     .option('--max-runs <n>', 'stop after N runs (0 = unlimited)')
     .option('--misfire <policy>', 'fire_once|skip|fire_all (recurring jobs, after downtime)')
+    .option('--misfire-threshold-ms <ms>', `an occurrence later than this is missed, ${limits.misfireThresholdMsMin}..${limits.misfireThresholdMsMax} (server default ${limits.misfireThresholdMs})`)
     .option('--overlap <policy>', 'allow|skip|buffer_one (recurring jobs, while a run is going)')
     .option('--metadata <json>', 'free-form JSON object (<= 4 KiB)')
     .option('--idempotency-key <key>', 'Idempotency-Key header: a repeat returns the existing job')

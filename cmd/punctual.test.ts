@@ -343,7 +343,7 @@ describe('job add', () => {
       'job', 'add', '--task', 'send-email', '--payload', '{"to":"a@b.c"}', '--cron', '0 9 * * MON-FRI',
       '--timezone', 'Europe/Berlin', '--id', 'j1', '--metadata', '{"team":"x"}', '--idempotency-key', 'k-1',
       '--misfire', 'skip', '--overlap', 'buffer_one', '--max-runs', '10', '--end-at', '2027-01-01T00:00:00+01:00',
-      '--token', 's3cret',
+      '--misfire-threshold-ms', '60000', '--token', 's3cret',
     ]); // prettier-ignore
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
@@ -362,6 +362,7 @@ describe('job add', () => {
       end_at: '2027-01-01T00:00:00+01:00',
       max_runs: 10,
       misfire: 'skip',
+      misfire_threshold_ms: 60_000,
       overlap: 'buffer_one',
       metadata: { team: 'x' },
     });
@@ -438,6 +439,7 @@ describe('job add', () => {
     ['every too small', ['--task', 't', '--every-ms', '1'], '--every-ms: must be in 10..'],
     ['bad misfire', ['--task', 't', '--misfire', 'sometimes'], '--misfire: must be one of fire_once|skip|fire_all'],
     ['bad overlap', ['--task', 't', '--overlap', 'never'], '--overlap: must be one of allow|skip|buffer_one'],
+    ['misfire threshold too small', ['--task', 't', '--misfire-threshold-ms', '10'], '--misfire-threshold-ms: must be in 1000..'],
     ['metadata not an object', ['--task', 't', '--metadata', '[1]'], '--metadata: expected a JSON object'],
     ['max runs negative', ['--task', 't', '--max-runs', '-1'], '--max-runs: must be in 0..'],
     ['timeout 0', ['--url', 'http://x/', '--timeout-ms', '0'], '--timeout-ms: must be in 1..'],

@@ -56,8 +56,14 @@ export const limits = {
   everyMsMax: 366 * 24 * 60 * 60 * 1000,
   /** Occurrences computed when applying fire_all after downtime, per job per command. */
   misfireFireAllMax: 1000,
-  /** An occurrence fired later than this after its time counts as misfired for recurring jobs. */
+  /**
+   * A job's `misfire_threshold_ms` when the request gives none (written into the job, so apply never reads this):
+   * an occurrence due more than this before Punctual gets to it is missed.
+   */
   misfireThresholdMs: 5_000,
+  /** Bounds of `misfire_threshold_ms`: below a second, ordinary firing jitter under load would count as missed. */
+  misfireThresholdMsMin: 1_000,
+  misfireThresholdMsMax: 24 * 60 * 60 * 1000,
 
   // --- timing wheel and loader
   /** The loader keeps jobs due within this horizon in the wheel; the rest stay in SQLite. */
@@ -93,6 +99,7 @@ assert(limits.previewCountDefault <= limits.previewCountMax, 'preview default ex
 assert(limits.retryInitialBackoffMsDefault <= limits.retryMaxBackoffMsDefault, 'backoff defaults inverted');
 assert(limits.loaderIntervalMs * 2 <= limits.wheelHorizonMs, 'loader must run at least twice per horizon');
 assert(limits.everyMsMin >= 1, 'every_ms minimum must be positive');
+assert(limits.misfireThresholdMsMin <= limits.misfireThresholdMs && limits.misfireThresholdMs <= limits.misfireThresholdMsMax, 'misfire threshold default out of bounds');
 assert(limits.callbackTimeoutMsDefault <= limits.callbackTimeoutMsMax, 'timeout default exceeds max');
 
 // --- cmd/ (the punctual CLI's client commands)

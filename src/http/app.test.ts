@@ -65,7 +65,9 @@ describe('jobs', () => {
     expect(specs.at!.schedule).toEqual({ kind: 'once', atMs: now + 500 });
     expect(specs.epoch!.schedule).toEqual({ kind: 'once', atMs: now + 7 });
     expect(specs.cron!.schedule).toEqual({ kind: 'cron', cron: '0 9 * * MON-FRI', timezone: 'UTC', startAtMs: null });
-    expect(specs.every!.schedule).toEqual({ kind: 'every', everyMs: 60_000, startAtMs: now });
+    // every_ms without start_at starts when its command is stamped: the state machine resolves it, not the parser.
+    expect(specs.every!.schedule).toEqual({ kind: 'every', everyMs: 60_000, startAtMs: null });
+    expect(specs.every!.misfireThresholdMs).toBe(5_000);
     expect(specs.now!.callback).toEqual({
       url: cb.url,
       method: 'PUT',

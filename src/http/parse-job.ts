@@ -5,7 +5,8 @@
 import { PunctualError, invalid } from '../core/errors.js';
 import { httpLimits, limits, schedulerLimits } from '../core/limits.js';
 import { jobIdPattern, nodeIdPattern, taskNamePattern } from '../core/ids.js';
-import type { JobListQuery, JobPatch, JobSpec, JobState, Schedule } from '../scheduler/types.js';
+import type { JobListQuery, JobPatch, JobSpec, JobState, Schedule, ScheduleSpec } from '../scheduler/types.js';
+import { resolveSchedule } from '../scheduler/policy.js';
 import { jobStates } from '../scheduler/types.js';
 import { firstOccurrence, firstOccurrenceOutOfBound } from '../scheduler/schedule.js';
 import { deriveJobId, requestDigest } from './idempotency.js';
@@ -29,6 +30,7 @@ import {
 
 const jobKeys = [
   'id', 'task', 'callback', 'payload', 'payload_base64', 'schedule', 'end_at', 'max_runs', 'misfire', 'overlap', 'metadata',
+  'misfire_threshold_ms',
 ] as const;
 
 export interface JobContext {
@@ -55,8 +57,9 @@ export function parseJob(body: unknown, prefix: string, ctx: JobContext): JobSpe
   const maxRuns = o.max_runs == null ? 0 : readInt(o.max_runs, fieldAt(prefix, 'max_runs'), 0, Number.MAX_SAFE_INTEGER, issues);
   const misfire = o.misfire == null ? 'fire_once' : readEnum(o.misfire, fieldAt(prefix, 'misfire'), misfirePolicies, issues);
   const overlap = o.overlap == null ? 'allow' : readEnum(o.overlap, fieldAt(prefix, 'overlap'), overlapPolicies, issues);
+  const misfireThresholdMs = readMisfireThreshold(o.misfire_threshold_ms, fieldAt(prefix, 'misfire_threshold_ms'), issues) ?? limits.misfireThresholdMs;
   const metadata = parseMetadata(o.metadata, fieldAt(prefix, 'metadata'), issues);
-  checkEnd(schedule, endAtMs, fieldAt(prefix, 'end_at'), issues);
+  checkEnd(schedule, endAtMs, ctx.nowMs, fieldAt(prefix, 'end_at'), issues);
   checkRenderable(schedule, ctx.nowMs, fieldAt(prefix, 'schedule'), issues);
   if (!issues.ok) throw issues.toError();
   const spec: JobSpec = {
@@ -69,6 +72,7 @@ export function parseJob(body: unknown, prefix: string, ctx: JobContext): JobSpe
     endAtMs: endAtMs!,
     maxRuns: maxRuns!,
     misfire: misfire!,
+    misfireThresholdMs,
     overlap: overlap!,
     metadata: metadata!,
     requestDigest: requestDigest(body),
@@ -129,10 +133,11 @@ function parseMetadata(value: unknown, field: string, issues: Issues): Record<st
  * A recurring schedule whose first occurrence is after 9999-12-31 (a cron starting late in 9999) would
  * show a `next_fire_at` that is not RFC 3339 (`+010000-...`) and never fire: refuse it.
  */
-function checkRenderable(schedule: Schedule | undefined, nowMs: number, field: string, issues: Issues): void {
+function checkRenderable(schedule: ScheduleSpec | undefined, nowMs: number, field: string, issues: Issues): void {
   if (schedule === undefined || schedule.kind === 'once') return;
-  const first = firstOccurrence(schedule, nowMs);
-  if (first === null && firstOccurrenceOutOfBound(schedule, nowMs)) {
+  const resolved = resolveSchedule(schedule, nowMs);
+  const first = firstOccurrence(resolved, nowMs);
+  if (first === null && firstOccurrenceOutOfBound(resolved, nowMs)) {
     issues.add(`${field}.cron`, `no occurrence found within the search bound (${schedulerLimits.cronSearchStepsMax} steps): the expression matches too rarely`);
   } else if (first === null || first > timeMsMax) issues.add(field, 'has no occurrence before 9999-12-31T23:59:59.999Z');
 }
@@ -149,8 +154,19 @@ function hasProtoKey(value: unknown): boolean {
   return false;
 }
 
-function checkEnd(schedule: Schedule | undefined, endAtMs: number | null | undefined, field: string, issues: Issues): void {
+/** `misfire_threshold_ms`: absent or null = undefined (the default, or unchanged in a patch). */
+function readMisfireThreshold(value: unknown, field: string, issues: Issues): number | undefined {
+  if (value == null) return undefined;
+  return readInt(value, field, limits.misfireThresholdMsMin, limits.misfireThresholdMsMax, issues);
+}
+
+function checkEnd(schedule: ScheduleSpec | undefined, endAtMs: number | null | undefined, nowMs: number, field: string, issues: Issues): void {
   if (schedule === undefined || endAtMs == null || schedule.kind === 'once') return;
+  if (schedule.kind === 'every' && schedule.startAtMs === null) {
+    // Starts when its command is stamped, about now.
+    if (endAtMs <= nowMs) issues.add(field, 'must be in the future (every_ms without start_at starts now)');
+    return;
+  }
   const startAtMs = schedule.startAtMs;
   if (startAtMs !== null && endAtMs <= startAtMs) issues.add(field, 'must be after schedule.start_at');
 }
@@ -182,8 +198,10 @@ export function parsePatch(body: unknown, nowMs: number): JobPatch {
   const issues = new Issues();
   const o = readObject(body, '', issues);
   if (o === undefined) throw issues.toError();
-  onlyKeys(o, ['schedule', 'payload', 'payload_base64', 'metadata'], '', issues);
+  onlyKeys(o, ['schedule', 'payload', 'payload_base64', 'metadata', 'misfire_threshold_ms'], '', issues);
   const patch: JobPatch = {};
+  const misfireThresholdMs = readMisfireThreshold(o.misfire_threshold_ms, 'misfire_threshold_ms', issues);
+  if (misfireThresholdMs !== undefined) patch.misfireThresholdMs = misfireThresholdMs;
   if (o.schedule !== undefined) patch.schedule = parseSchedule(o.schedule, 'schedule', nowMs, issues);
   if (o.schedule !== undefined) checkRenderable(patch.schedule, nowMs, 'schedule', issues);
   if (o.payload !== undefined || o.payload_base64 != null) {
@@ -211,7 +229,8 @@ export function parsePreview(body: unknown, nowMs: number): PreviewRequest {
   const count = o.count == null ? limits.previewCountDefault : readInt(o.count, 'count', 1, limits.previewCountMax, issues);
   const schedule = parseSchedule(o.schedule, 'schedule', fromMs ?? nowMs, issues);
   if (!issues.ok) throw issues.toError();
-  return { schedule: schedule!, fromMs: fromMs!, count: count! };
+  // `every_ms` without `start_at` previews as a job created at `from` would run.
+  return { schedule: resolveSchedule(schedule!, fromMs!), fromMs: fromMs!, count: count! };
 }
 
 /** POST /v1/cluster/shards/{id}/transfer-leader: `{"to": "n2"}`. */

@@ -1,8 +1,8 @@
 /**
  * Request bodies -> the internal model (src/scheduler/types.ts). Every parser collects all field problems and
  * throws one invalid_argument PunctualError naming them (`errors: [{field, message}]`). Time-dependent values
- * (`delay_ms`, "now", `every_ms` without `start_at`) are resolved here with the caller's nowMs: apply never reads
- * a clock.
+ * (`delay_ms`, "now") are resolved here with the caller's nowMs; `every_ms` without `start_at` is resolved by apply
+ * with its command's nowMs (parseSchedule). Apply never reads a clock.
  */
 import { httpLimits, limits } from '../core/limits.js';
 import { jobIdPattern, taskNamePattern } from '../core/ids.js';
@@ -16,7 +16,7 @@ import {
   redactedSecret,
   reservedHeaders,
 } from '../scheduler/check.js';
-import type { CallbackSpec, JobSpec, RetryPolicy, Schedule } from '../scheduler/types.js';
+import type { CallbackSpec, JobSpec, RetryPolicy, Schedule, ScheduleSpec } from '../scheduler/types.js';
 import { PunctualError } from '../core/errors.js';
 import { timeMsMax } from './time.js';
 import {
@@ -42,8 +42,12 @@ export { callbackMethods, misfirePolicies, overlapPolicies, redactedSecret } fro
 const scheduleKeys = ['at', 'delay_ms', 'cron', 'timezone', 'every_ms', 'start_at'] as const;
 const scheduleKinds = ['at', 'delay_ms', 'cron', 'every_ms'] as const;
 
-/** `schedule`: exactly one of at / delay_ms / cron(+timezone) / every_ms(+start_at); absent, null or {} = now. */
-export function parseSchedule(value: unknown, field: string, nowMs: number, issues: Issues): Schedule | undefined {
+/**
+ * `schedule`: exactly one of at / delay_ms / cron(+timezone) / every_ms(+start_at); absent, null or {} = now.
+ * `every_ms` without `start_at` is left without a start: the state machine starts it at the instant its command is
+ * stamped with, the one instant its first occurrence is computed from (a preview resolves it at `from`).
+ */
+export function parseSchedule(value: unknown, field: string, nowMs: number, issues: Issues): ScheduleSpec | undefined {
   if (value === undefined || value === null) return { kind: 'once', atMs: nowMs };
   const given = readObject(value, field, issues);
   if (given === undefined) return undefined;
@@ -72,9 +76,9 @@ export function parseSchedule(value: unknown, field: string, nowMs: number, issu
       return parseCron(o, field, issues);
     case 'every_ms': {
       const everyMs = readInt(o.every_ms, fieldAt(field, 'every_ms'), limits.everyMsMin, limits.everyMsMax, issues);
-      const startAtMs = o.start_at === undefined ? nowMs : readTime(o.start_at, fieldAt(field, 'start_at'), issues);
+      const startAtMs = o.start_at === undefined ? null : readTime(o.start_at, fieldAt(field, 'start_at'), issues);
       if (everyMs === undefined || startAtMs === undefined) return undefined;
-      return { kind: 'every', everyMs, startAtMs };
+      return startAtMs === null ? { kind: 'every', everyMs, startAtMs: null } : { kind: 'every', everyMs, startAtMs };
     }
   }
 }

@@ -1,6 +1,7 @@
 /** views.ts round-trips (body -> JobSpec -> rendered JSON), times, ids and the digest helpers. */
 import { describe, expect, it } from 'vitest';
 import type { JobView } from '../scheduler/types.js';
+import { resolveSchedule } from '../scheduler/policy.js';
 import { canonicalJson, deriveJobId, requestDigest, sha256Hex } from './idempotency.js';
 import { parseJob } from './parse-job.js';
 import { parseRfc3339, renderTime } from './time.js';
@@ -10,7 +11,7 @@ const nowMs = Date.UTC(2026, 11, 1, 9, 0, 0);
 
 function viewOf(body: Record<string, unknown>): Record<string, unknown> {
   const spec = parseJob(body, '', { nowMs, idempotencyKey: null, batchIndex: null });
-  const view: JobView = { ...spec, state: 'PENDING', nextFireAtMs: null, runs: 0, shard: 2, createdAtMs: nowMs, updatedAtMs: nowMs, lastExecution: null };
+  const view: JobView = { ...spec, schedule: resolveSchedule(spec.schedule, nowMs), state: 'PENDING', nextFireAtMs: null, runs: 0, shard: 2, createdAtMs: nowMs, updatedAtMs: nowMs, lastExecution: null };
   return jobView(view);
 }
 
@@ -46,11 +47,11 @@ describe('job view round-trips', () => {
     const view = viewOf(body);
     expect(Object.keys(view)).toEqual([
       'id', 'task', 'schedule', 'state', 'next_fire_at', 'created_at', 'updated_at', 'runs', 'shard', 'last_execution',
-      'payload', 'callback', 'end_at', 'max_runs', 'misfire', 'overlap', 'metadata',
+      'payload', 'callback', 'end_at', 'max_runs', 'misfire', 'misfire_threshold_ms', 'overlap', 'metadata',
     ]);
     expect(view).toMatchObject({
       id: 'j-1', task: null, payload: body.payload, end_at: '2027-01-01T00:00:00.000Z', max_runs: 10,
-      misfire: 'skip', overlap: 'buffer_one', metadata: { team: 'core' }, shard: 2, created_at: '2026-12-01T09:00:00.000Z',
+      misfire: 'skip', misfire_threshold_ms: 5_000, overlap: 'buffer_one', metadata: { team: 'core' }, shard: 2, created_at: '2026-12-01T09:00:00.000Z',
     });
     expect(view.callback).toEqual({
       url: 'https://e.com/x', method: 'POST', headers: { 'x-tenant': 'a' }, timeout_ms: 10_000,
@@ -58,6 +59,16 @@ describe('job view round-trips', () => {
       signing_secret: '***', max_concurrency: 100,
     });
     expect(JSON.stringify(view)).not.toContain('hunter2-hunter2-hunter2');
+  });
+
+  it('misfire_threshold_ms: as given; a job stored before the field existed shows the 5000 it keeps', () => {
+    expect(viewOf({ task: 't', schedule: { every_ms: 1000 }, misfire_threshold_ms: 60_000 }).misfire_threshold_ms).toBe(60_000);
+    const spec = parseJob({ task: 't', schedule: { every_ms: 1000 } }, '', { nowMs, idempotencyKey: null, batchIndex: null });
+    const { misfireThresholdMs: _dropped, ...legacy } = spec;
+    const view: JobView = { ...legacy, schedule: resolveSchedule(spec.schedule, nowMs), state: 'PENDING', nextFireAtMs: null, runs: 0, shard: 0, createdAtMs: nowMs, updatedAtMs: nowMs, lastExecution: null };
+    expect(jobView(view).misfire_threshold_ms).toBe(5_000);
+    // every_ms without start_at reads back with the start it got when its command was stamped: its created_at.
+    expect(jobView(view).schedule).toEqual({ every_ms: 1000, start_at: renderTime(nowMs) });
   });
 
   it('payload forms: JSON value, base64 bytes, null, none', () => {

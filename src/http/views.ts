@@ -5,6 +5,7 @@
 import type { ClusterView } from './scheduler-api.js';
 import type { CallbackSpec, ExecutionRecord, JobView, Schedule, TaskRecord } from '../scheduler/types.js';
 import { unreachable } from '../core/assert.js';
+import { misfireThresholdOf } from '../scheduler/policy.js';
 import { redactedSecret } from './parse.js';
 import { renderTime, renderTimeOrNull } from './time.js';
 
@@ -87,6 +88,7 @@ export function jobView(j: JobView): Record<string, unknown> {
   view.end_at = renderTimeOrNull(j.endAtMs);
   view.max_runs = j.maxRuns;
   view.misfire = j.misfire;
+  view.misfire_threshold_ms = misfireThresholdOf(j);
   view.overlap = j.overlap;
   view.metadata = j.metadata;
   return view;

@@ -12,8 +12,9 @@
  * spins on setImmediate for the last nodeLimits.firingSpinMs; nothing fires before `clock.nowMs() >= dueAtMs`.
  *
  * At fire time each due occurrence is checked against the store (job gone, cancelled or paused -> dropped;
- * execution already final -> dropped), then misfire (policy skip, later than limits.misfireThresholdMs ->
- * `skipped`) and overlap (skip -> `skipped`; buffer_one -> held until the job's `finished` effect). Then the
+ * execution already final -> dropped), then a regular occurrence of a recurring job goes by the scheduler's
+ * decision (src/scheduler/policy.ts dueAction: misfire skip -> `skipped`; overlap skip -> `skipped`, buffer_one ->
+ * held until the job's `finished` effect, then fired as released). The engine decides none of it. Then the
  * callback is handed to the dispatcher at once; its `fired` item goes to the proposer when the dispatcher really
  * starts it (past the task's concurrency queue: startedAtMs and lateness say when it was sent), never delaying
  * the send, and the proposer may fold it into the attempt's outcome (proposer.ts).
@@ -41,6 +42,7 @@ import { retryDelayMs } from '../dispatch/backoff.js';
 import type { AttemptOutcome, Delivery, Dispatcher } from '../dispatch/dispatcher.js';
 import type { NodeMetrics } from '../metrics/metrics.js';
 import type { Command, Effect, FiredItem, OutcomeItem } from '../scheduler/commands.js';
+import { dueAction } from '../scheduler/policy.js';
 import type { CallbackSpec, JobRecord, JobState } from '../scheduler/types.js';
 import { TimerWheel } from '../timerwheel/wheel.js';
 import type { ShardStorage } from './group.js';
@@ -57,6 +59,8 @@ interface Armed {
   dueAtMs: number;
   /** Armed by an applied command's effect (trusted) rather than by the loader (re-checked against the store). */
   fromEffect: boolean;
+  /** The occurrence overlap=buffer_one held, let go because the run before it finished (policy.ts dueAction). */
+  released?: boolean;
 }
 
 export interface EngineOptions {
@@ -261,8 +265,8 @@ export class FiringEngine {
         if (b !== undefined) {
           this.buffered.delete(e.jobId);
           // Held back: back to the wheel, due now, so it waits its turn like every other due occurrence.
-          if (this.firingHeld()) this.arm({ ...b, dueAtMs: this.o.clock.nowMs() });
-          else this.fire(b);
+          if (this.firingHeld()) this.arm({ ...b, dueAtMs: this.o.clock.nowMs(), released: true });
+          else this.fire({ ...b, released: true });
         }
       }
     }
@@ -437,21 +441,18 @@ export class FiringEngine {
     this.send(a, job, nowMs, regular && a.attempt === 1 && job.schedule.kind === 'once');
   }
 
-  /** Misfire (skip) and overlap policies of a regular occurrence of a recurring job; true when not sent now. */
+  /** Does what the scheduler decided for a regular occurrence of a recurring job (policy.ts); true when not sent now. */
   private holdBack(a: Armed, job: JobRecord, nowMs: number): boolean {
-    const key = occurrenceKey(a.jobId, a.scheduledAtMs);
-    if (job.misfire === 'skip' && nowMs - a.scheduledAtMs > limits.misfireThresholdMs) {
-      this.awaitingApply.set(key, a.shard);
-      this.o.proposer.addSkipped(a.shard, { jobId: a.jobId, scheduledAtMs: a.scheduledAtMs, reason: 'misfire' });
+    const runInFlight = job.overlap !== 'allow' && this.hasOtherOpen(a);
+    const action = dueAction(job, a.scheduledAtMs, nowMs, runInFlight, a.released === true);
+    if (action === 'fire') return false;
+    if (action === 'buffer') {
+      this.buffered.set(a.jobId, a);
       return true;
     }
-    if (job.overlap === 'allow' || !this.hasOtherOpen(a)) return false;
-    if (job.overlap === 'skip') {
-      this.awaitingApply.set(key, a.shard);
-      this.o.proposer.addSkipped(a.shard, { jobId: a.jobId, scheduledAtMs: a.scheduledAtMs, reason: 'overlap' });
-    } else {
-      this.buffered.set(a.jobId, a);
-    }
+    this.awaitingApply.set(occurrenceKey(a.jobId, a.scheduledAtMs), a.shard);
+    const reason = action === 'skip_misfire' ? 'misfire' : 'overlap';
+    this.o.proposer.addSkipped(a.shard, { jobId: a.jobId, scheduledAtMs: a.scheduledAtMs, reason });
     return true;
   }
 

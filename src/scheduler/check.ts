@@ -148,7 +148,7 @@ const taskKeys = [...callbackKeys, 'name', 'createdAtMs', 'updatedAtMs'];
 const retryKeys = ['maxAttempts', 'initialBackoffMs', 'maxBackoffMs', 'multiplier', 'jitter'];
 const jobKeys = [
   'id', 'task', 'callback', 'payload', 'payloadEncoding', 'schedule', 'endAtMs', 'maxRuns', 'misfire', 'overlap', 'metadata',
-  'requestDigest', 'idempotencyKey',
+  'requestDigest', 'idempotencyKey', 'misfireThresholdMs',
 ];
 const scheduleKeys: Record<string, readonly string[]> = {
   once: ['kind', 'atMs'],
@@ -247,7 +247,8 @@ export function checkSchedule(v: unknown, field: string, strict = false): void {
     }
     case 'every':
       int(o.everyMs, at(field, 'every_ms'), limits.everyMsMin, limits.everyMsMax);
-      time(o.startAtMs, at(field, 'start_at'));
+      // null: no start_at given, apply starts it at its command's nowMs.
+      nullable(o.startAtMs, (s) => time(s, at(field, 'start_at')));
       return;
     default:
       fail(field, 'must be one of at, delay_ms, cron, every_ms');
@@ -296,6 +297,7 @@ export function checkJobSpec(v: unknown, prefix: string, strict = false): void {
   const endAtMs = nullable(o.endAtMs, (e) => time(e, at(prefix, 'end_at')));
   int(o.maxRuns, at(prefix, 'max_runs'), 0, Number.MAX_SAFE_INTEGER);
   oneOf(o.misfire, at(prefix, 'misfire'), misfirePolicies);
+  checkMisfireThreshold(o.misfireThresholdMs, prefix);
   oneOf(o.overlap, at(prefix, 'overlap'), overlapPolicies);
   checkMetadata(o.metadata, at(prefix, 'metadata'));
   str(o.requestDigest, at(prefix, 'request_digest'), digestLengthMax);
@@ -306,11 +308,17 @@ export function checkJobSpec(v: unknown, prefix: string, strict = false): void {
   }
 }
 
-/** PATCH of a job: any of schedule, payload (with its encoding), metadata. */
+/** Absent: a job written before the field existed (policy.ts misfireThresholdMsUnset); else within its bounds. */
+function checkMisfireThreshold(v: unknown, prefix: string): void {
+  if (v !== undefined) int(v, at(prefix, 'misfire_threshold_ms'), limits.misfireThresholdMsMin, limits.misfireThresholdMsMax);
+}
+
+/** PATCH of a job: any of schedule, payload (with its encoding), metadata, misfire threshold. */
 export function checkJobPatch(v: unknown, prefix: string, strict = false): void {
   const o = obj(v, prefix);
-  known(o, ['schedule', 'payload', 'payloadEncoding', 'metadata'], prefix, strict);
+  known(o, ['schedule', 'payload', 'payloadEncoding', 'metadata', 'misfireThresholdMs'], prefix, strict);
   if (o.schedule !== undefined) checkSchedule(o.schedule, at(prefix, 'schedule'), strict);
+  checkMisfireThreshold(o.misfireThresholdMs, prefix);
   const encoding = o.payloadEncoding === undefined ? undefined : oneOf(o.payloadEncoding, at(prefix, 'payload_encoding'), ['json', 'base64'] as const);
   if (o.payload !== undefined) bytes(o.payload, at(prefix, encoding === 'base64' ? 'payload_base64' : 'payload'), limits.payloadBytesMax);
   if (o.metadata !== undefined) checkMetadata(o.metadata, at(prefix, 'metadata'));

@@ -6,10 +6,11 @@
  */
 import { unreachable } from '../core/assert.js';
 import type { ErrorCode } from '../core/errors.js';
-import { limits, schedulerLimits } from '../core/limits.js';
+import { schedulerLimits } from '../core/limits.js';
 import type { Command, FiredItem, OutcomeItem, SkippedItem } from './commands.js';
 import type { Effect } from './commands.js';
-import { fireAllStart, firstOccurrence, nextOccurrence } from './schedule.js';
+import { nextAfter, resolveSchedule, resumedNext } from './policy.js';
+import { firstOccurrence } from './schedule.js';
 import type { SchedulerStore } from './store.js';
 import type { ExecutionRecord, JobPatch, JobRecord, JobSpec, JobState, TaskRecord } from './types.js';
 
@@ -166,21 +167,9 @@ function armQueued(store: SchedulerStore, job: JobRecord, nowMs: number, effects
   }
 }
 
-/**
- * The regular occurrence after the one at firedAtMs (fired or skipped), misfire policy applied: an occurrence is
- * missed when it is due more than misfireThresholdMs before nowMs. skip / fire_once jump past every missed one
- * (fire_once's one catch-up run is the occurrence that just fired); fire_all replays them one by one, capped to
- * the latest misfireFireAllMax when a backlog starts (the job untouched since its occurrence came due).
- */
-function advance(job: JobRecord, firedAtMs: number, nowMs: number): number | null {
-  const s = job.schedule;
-  let next = nextOccurrence(s, firedAtMs);
-  const limitMs = nowMs - limits.misfireThresholdMs;
-  if (next !== null && s.kind !== 'once' && next <= limitMs) {
-    if (job.misfire !== 'fire_all') next = firstOccurrence(s, limitMs + 1);
-    else if (job.updatedAtMs < firedAtMs) next = fireAllStart(s, next, limitMs);
-  }
-  return bound(job, next);
+/** The regular occurrence after the one at firedAtMs (started at startedAtMs, null = skipped): policy.ts nextAfter. */
+function advance(job: JobRecord, firedAtMs: number, startedAtMs: number | null, nowMs: number): number | null {
+  return bound(job, nextAfter(job, firedAtMs, startedAtMs, nowMs));
 }
 
 // ---------------------------------------------------------------- tasks
@@ -222,8 +211,11 @@ function createJob(
   if (spec.task === null && spec.callback === null) {
     return { id, ...fail('invalid_argument', 'a job needs a task or a callback', 'callback') };
   }
+  // The first occurrence is computed from this command's one instant (an `every` without start starts at it).
+  const schedule = resolveSchedule(spec.schedule, nowMs);
   const job: JobRecord = {
     ...spec,
+    schedule,
     state: 'PENDING',
     nextFireAtMs: null,
     runs: 0,
@@ -231,7 +223,7 @@ function createJob(
     createdAtMs: nowMs,
     updatedAtMs: nowMs,
   };
-  const first = firstOccurrence(spec.schedule, nowMs);
+  const first = firstOccurrence(schedule, nowMs);
   if (first === null) return { id, ...fail('invalid_argument', 'the schedule has no occurrence', 'schedule') };
   job.nextFireAtMs = bound(job, first);
   if (job.nextFireAtMs === null) {
@@ -268,27 +260,10 @@ function pauseJob(store: SchedulerStore, job: JobRecord, nowMs: number, effects:
   return { ok: true, job };
 }
 
-/** The next occurrence of a job resumed at nowMs (see README.md: resume and misfire). */
-function resumeNext(job: JobRecord, nowMs: number): number | null {
-  const n = job.nextFireAtMs;
-  const s = job.schedule;
-  if (n === null || s.kind === 'once') return n; // a once job whose time passed fires now
-  const limitMs = nowMs - limits.misfireThresholdMs;
-  if (n > limitMs) return n; // nothing missed
-  switch (job.misfire) {
-    case 'skip':
-      return bound(job, firstOccurrence(s, limitMs + 1));
-    case 'fire_once':
-      return n; // one catch-up run for the earliest missed; firing it jumps past the rest (advance)
-    case 'fire_all':
-      return fireAllStart(s, n, limitMs);
-  }
-}
-
 function resumeJob(store: SchedulerStore, job: JobRecord, nowMs: number, effects: Effect[]): JobCommandResult {
   if (job.state === 'PENDING' || job.state === 'RUNNING') return { ok: true, job };
   if (job.state !== 'PAUSED') return fail('conflict', `cannot resume job ${JSON.stringify(job.id)}: ${job.state}`);
-  job.nextFireAtMs = resumeNext(job, nowMs);
+  job.nextFireAtMs = bound(job, resumedNext(job, nowMs));
   job.state = 'PENDING';
   settle(store, job);
   job.updatedAtMs = nowMs;
@@ -344,13 +319,15 @@ function patchJob(
 ): JobCommandResult {
   if (isFinal(job.state)) return fail('conflict', `cannot patch job ${JSON.stringify(job.id)}: ${job.state}`);
   let next: number | null = job.nextFireAtMs;
-  if (patch.schedule !== undefined) {
-    const first = firstOccurrence(patch.schedule, nowMs);
+  const schedule = patch.schedule === undefined ? undefined : resolveSchedule(patch.schedule, nowMs);
+  if (schedule !== undefined) {
+    const first = firstOccurrence(schedule, nowMs);
     if (first === null) return fail('invalid_argument', 'the schedule has no occurrence', 'schedule');
-    next = bound({ ...job, schedule: patch.schedule }, first);
+    next = bound({ ...job, schedule }, first);
     if (next === null) return fail('invalid_argument', 'the schedule has no occurrence before end_at or max_runs', 'schedule');
-    job.schedule = patch.schedule;
+    job.schedule = schedule;
   }
+  if (patch.misfireThresholdMs !== undefined) job.misfireThresholdMs = patch.misfireThresholdMs;
   if (patch.payload !== undefined) job.payload = patch.payload;
   if (patch.payloadEncoding !== undefined) job.payloadEncoding = patch.payloadEncoding;
   if (patch.metadata !== undefined) job.metadata = patch.metadata;
@@ -402,7 +379,7 @@ function startAttempt(store: SchedulerStore, item: FiredItem, nodeId: string, no
   };
   if (job.state !== 'PAUSED' && item.scheduledAtMs === job.nextFireAtMs) {
     job.runs += 1;
-    job.nextFireAtMs = advance(job, item.scheduledAtMs, nowMs);
+    job.nextFireAtMs = advance(job, item.scheduledAtMs, item.startedAtMs, nowMs);
     armNext(job, effects);
   }
   return { job, execution };
@@ -500,7 +477,7 @@ function applySkipped(store: SchedulerStore, item: SkippedItem, nowMs: number, e
   const job = store.getJob(item.jobId);
   if (job === null || job.state === 'CANCELLED' || job.state === 'PAUSED') return false;
   if (item.scheduledAtMs !== job.nextFireAtMs) return false; // stale: not the pending regular occurrence
-  job.nextFireAtMs = advance(job, item.scheduledAtMs, nowMs);
+  job.nextFireAtMs = advance(job, item.scheduledAtMs, null, nowMs);
   armNext(job, effects);
   settle(store, job);
   job.updatedAtMs = nowMs;

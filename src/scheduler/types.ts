@@ -63,6 +63,12 @@ export type Schedule =
   | { kind: 'cron'; cron: string; timezone: string; startAtMs: number | null }
   | { kind: 'every'; everyMs: number; startAtMs: number };
 
+/**
+ * A schedule as a command carries it: also `every` without a start, which apply starts at the command's nowMs (the
+ * one instant a first occurrence is computed from; see resolveSchedule in schedule.ts). Stored jobs never have it.
+ */
+export type ScheduleSpec = Schedule | { kind: 'every'; everyMs: number; startAtMs: null };
+
 /** A job as submitted, after validation and normalization by the proposer. */
 export interface JobSpec {
   id: string;
@@ -73,11 +79,16 @@ export interface JobSpec {
   payload: Uint8Array;
   /** How the payload was given, so GET can echo it: JSON text, or raw bytes (payload_base64). */
   payloadEncoding: 'json' | 'base64';
-  schedule: Schedule;
+  schedule: ScheduleSpec;
   endAtMs: number | null;
   /** 0 = unlimited. */
   maxRuns: number;
   misfire: MisfirePolicy;
+  /**
+   * An occurrence is missed when it is due more than this before Punctual gets to it (misfire.ts). Absent on jobs
+   * written before it existed: they keep the threshold they had (misfireThresholdMsUnset).
+   */
+  misfireThresholdMs?: number;
   overlap: OverlapPolicy;
   metadata: Record<string, unknown> | null;
   /**
@@ -107,6 +118,8 @@ export interface ExecutionRecord {
 }
 
 export interface JobRecord extends JobSpec {
+  /** Resolved when the job was created or patched. */
+  schedule: Schedule;
   /** The stored state (QUEUED and RUNNING are overlaid by the leader from its wheel and dispatcher). */
   state: JobState;
   /** The occurrence to fire next, or null when none remains. */
@@ -128,7 +141,8 @@ export interface JobView extends JobRecord {
 }
 
 export interface JobPatch {
-  schedule?: Schedule;
+  schedule?: ScheduleSpec;
+  misfireThresholdMs?: number;
   payload?: Uint8Array;
   payloadEncoding?: 'json' | 'base64';
   metadata?: Record<string, unknown> | null;

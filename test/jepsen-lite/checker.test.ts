@@ -153,21 +153,24 @@ describe('recurring-no-skip', () => {
   test('fire_once: a run fired past the threshold explains the runs it jumped over', () => {
     const b = () => new Builder().job('e', { kind: 'every', everyMs: 1_000, startAtMs: 1_000, endAtMs: 12_000, misfire: 'fire_once' })
       .op('e', 'create', 'ok', 0, 10).deliver('e', 1_000, 1_001);
-    // 2 000 fired at 8 500 (the catch-up): 3 000 was due more than 5 s before, so it is jumped over; 4 000 ..
-    // 8 000 were not, so they fire at once, late; 9 000 on, on time.
+    // 2 000 fired at 8 500 (the catch-up, more than 5 s late): every occurrence due by then (3 000 .. 8 000) is
+    // jumped over; 9 000 on, on time.
     const ok = b().deliver('e', 2_000, 8_500);
-    for (let s = 4_000; s <= 8_000; s += 1_000) ok.deliver('e', s, 8_501);
     for (let s = 9_000; s <= 12_000; s += 1_000) ok.deliver('e', s, s + 1);
     expect(named(ok.check(), 'recurring-no-skip').ok).toBe(true);
-    expect(named(ok.check(), 'recurring-no-skip').counts.excused_misfire).toBe(1);
+    expect(named(ok.check(), 'recurring-no-skip').counts.excused_misfire).toBe(6);
     // The catch-up run itself missing: the first missed run must still fire under fire_once.
     const noCatchUp = b();
     for (let s = 4_000; s <= 12_000; s += 1_000) noCatchUp.deliver('e', s, Math.max(s + 1, 8_501));
     expect(named(noCatchUp.check(), 'recurring-no-skip').ok).toBe(false);
-    // Runs well inside the threshold jumped over: not the policy.
+    // Runs due after the catch-up started jumped over: not the policy.
     const tooMany = b().deliver('e', 2_000, 8_500);
-    for (let s = 9_000; s <= 12_000; s += 1_000) tooMany.deliver('e', s, s + 1);
+    for (let s = 11_000; s <= 12_000; s += 1_000) tooMany.deliver('e', s, s + 1);
     expect(named(tooMany.check(), 'recurring-no-skip').ok).toBe(false);
+    // A run less than the threshold late is no catch-up: what follows it is owed.
+    const notLate = b().deliver('e', 2_000, 6_500);
+    for (let s = 9_000; s <= 12_000; s += 1_000) notLate.deliver('e', s, s + 1);
+    expect(named(notLate.check(), 'recurring-no-skip').ok).toBe(false);
   });
   test('fire_once: a deposed leader\'s unrecorded on-time fire does not hide the late catch-up that replaced it', () => {
     // Seed 20261130, 5 nodes (cron every second, fire_once): the term-13 leader fired 896 000 on time, but the fire

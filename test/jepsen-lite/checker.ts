@@ -300,9 +300,10 @@ function lastFirstAttemptArrivals(ds: readonly Delivery[]): Map<number, number> 
 }
 
 /**
- * Is a missed occurrence S within the job's misfire policy? A run is missed when the node handles it more than
- * the threshold late. fire_all: never skips. fire_once: the earliest missed run still fires (late) and firing it
- * jumps past the rest, so a skipped S always follows a run delivered at least the threshold after S (its first
+ * Is a missed occurrence S within the job's misfire policy (docs/api.md, First runs, misfires and overlap)? A run
+ * is missed when the node handles it more than the threshold late. fire_all: never skips. fire_once: the earliest
+ * missed run still fires (late: the catch-up) and firing it jumps past every occurrence due by then, so a skipped
+ * S always follows a catch-up run P < S delivered more than the threshold after P and not before S (its first
  * delivery, or a later first attempt that replaced an unrecorded fire of a deposed leader: jepsen-lite seed
  * 20261130 with 5 nodes). skip: the missed runs are skipped outright, so a fault window around S (to recovery,
  * plus the threshold) also explains it.
@@ -314,10 +315,9 @@ function misfireExplains(h: RunHistory, policy: Misfire, s: number, windows: Arr
   let prev = -Infinity;
   for (const t of firstArrival.keys()) if (t < s && t > prev) prev = t;
   // 1 s of slack: the node decides on its own clock when it records the fire, a little after the send.
-  const lateEnoughMs = s + h.misfireThresholdMs - h.clockToleranceMs - 1_000;
-  const prevArrival = firstArrival.get(prev);
-  const prevDecided = lastFirstAttempt.get(prev);
-  return (prevArrival !== undefined && prevArrival >= lateEnoughMs) || (prevDecided !== undefined && prevDecided >= lateEnoughMs);
+  const slackMs = h.clockToleranceMs + 1_000;
+  const catchUp = (atMs: number | undefined) => atMs !== undefined && atMs - prev >= h.misfireThresholdMs - slackMs && atMs >= s - slackMs;
+  return catchUp(firstArrival.get(prev)) || catchUp(lastFirstAttempt.get(prev));
 }
 
 export interface Percentiles {

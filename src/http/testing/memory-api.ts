@@ -8,6 +8,7 @@ import { ManualClock } from '../../core/clock.js';
 import { PunctualError, notFound } from '../../core/errors.js';
 import { shardOf } from '../../core/ids.js';
 import type { ClusterView, CreateJobResult, SchedulerApi } from '../scheduler-api.js';
+import { resolveSchedule } from '../../scheduler/policy.js';
 import { firstOccurrence, previewOccurrences } from '../../scheduler/schedule.js';
 import type {
   CallbackSpec,
@@ -71,9 +72,11 @@ export class MemoryApi implements SchedulerApi {
       return { ok: false, id: spec.id, error: new PunctualError('not_found', 'no such task', [{ field: 'task', message: 'not found' }]) };
     }
     const now = this.nowMs();
-    const nextFireAtMs = firstOccurrence(spec.schedule, now);
+    const schedule = resolveSchedule(spec.schedule, now);
+    const nextFireAtMs = firstOccurrence(schedule, now);
     const job: JobView = {
       ...spec,
+      schedule,
       state: 'PENDING',
       nextFireAtMs,
       runs: 0,
@@ -117,8 +120,12 @@ export class MemoryApi implements SchedulerApi {
   }
 
   async patchJob(id: string, patch: JobPatch): Promise<JobView> {
-    const changes: Partial<JobView> = { ...patch };
-    if (patch.schedule !== undefined) changes.nextFireAtMs = firstOccurrence(patch.schedule, this.nowMs());
+    const { schedule, ...rest } = patch;
+    const changes: Partial<JobView> = { ...rest };
+    if (schedule !== undefined) {
+      changes.schedule = resolveSchedule(schedule, this.nowMs());
+      changes.nextFireAtMs = firstOccurrence(changes.schedule, this.nowMs());
+    }
     return this.update(id, changes);
   }
 
