@@ -27,6 +27,7 @@ interface BenchFlags {
   out: string;
   receiverPort: number;
   receiverInProcess?: boolean;
+  tls?: boolean;
   json?: boolean;
 }
 
@@ -88,11 +89,13 @@ export function registerBenchCommand(program: Command): void {
     .option('--out <dir>', 'directory of the results files', 'bench/results')
     .option('--receiver-port <port>', 'port of the callback receiver on 127.0.0.1 (0 = any free port)', intArg(0, 65_535), 0)
     .option('--receiver-in-process', "run the callback receiver on the bench's own event loop instead of its own thread (to compare with the old figures: arrivals then wait for the load generator)")
+    .option('--tls', 'spawned nodes serve the API over HTTPS and their peers use mutual TLS (a CA and certificates made with openssl for the run)')
     .option('--json', 'print the result JSON instead of the table')
     .action(async function (this: Command, flags: BenchFlags) {
       const out = this.configureOutput();
       const writeOut = (s: string): void => (out.writeOut ? out.writeOut(s) : void process.stdout.write(s));
       const writeErr = (s: string): void => (out.writeErr ? out.writeErr(s) : void process.stderr.write(s));
+      if (flags.tls && flags.server !== undefined) this.error('punctual: --tls applies to spawned nodes; drop --server', { exitCode: 2 });
       const scenarios = flags.scenario === 'all' ? [...scenarioNames] : [flags.scenario];
       let params: ScenarioParams[];
       try {
@@ -111,6 +114,7 @@ export function registerBenchCommand(program: Command): void {
             token: flags.token ?? null,
             receiverPort: flags.receiverPort,
             receiverInProcess: flags.receiverInProcess ?? false,
+            tls: flags.tls ?? false,
             logger: createLogger({ format: 'pretty', level: 'info', write: (line) => writeErr(line + '\n') }),
           });
           const files = await writeResult(result, flags.out);

@@ -14,6 +14,8 @@ export interface ServerSetOptions {
   /** Requests in flight per connection (HTTP/1.1 pipelining); 1 = none. */
   pipelining?: number;
   token?: string | null;
+  /** PEM of the CA to trust for https servers (the bench's own, with --tls). */
+  caPem?: string | null;
 }
 
 /** One keep-alive Pool per server URL, handed out round-robin. */
@@ -34,6 +36,7 @@ export class ServerSet {
           keepAliveTimeout: 60_000,
           headersTimeout: 60_000,
           bodyTimeout: 60_000,
+          ...(options.caPem ? { connect: { ca: options.caPem } } : {}),
         }),
     );
     this.headers = { 'content-type': 'application/json' };

@@ -5,12 +5,13 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { request } from 'undici';
+import { Agent, request } from 'undici';
+import { loopbackSans, makeCa, makeNodeCert, type CertFiles } from '../src/core/testing/certs.js';
 import { sleepMs } from './load.js';
 import { nowPreciseMs } from './receiver.js';
 
@@ -21,6 +22,12 @@ export interface LocalNodesOptions {
   entry?: string | null;
   readyTimeoutMs?: number;
   logLevel?: 'debug' | 'info' | 'warn' | 'error';
+  /**
+   * The client API over HTTPS and the peers over mutual TLS, with a CA and one certificate per node made by the
+   * `openssl` command in the run's directory (as docs/security.md makes them). Off = cleartext API, peers
+   * authenticated by a cluster secret.
+   */
+  tls?: boolean;
 }
 
 export interface LocalNodes {
@@ -28,6 +35,8 @@ export interface LocalNodes {
   urls: string[];
   pids: number[];
   dataDir: string;
+  /** PEM of the CA that signed the nodes' certificates (with `tls`), for the load generator's connections. */
+  caPem: string | null;
   /** Peak resident set (VmHWM) of each node in bytes, null when /proc cannot tell (not Linux, or exited). */
   peakRssBytes(): Array<number | null>;
   stop(): Promise<void>;
@@ -72,7 +81,7 @@ interface NodeSpec {
   peerPort: number;
 }
 
-function serveArgs(spec: NodeSpec, all: NodeSpec[], dataDir: string, options: LocalNodesOptions): string[] {
+function serveArgs(spec: NodeSpec, all: NodeSpec[], dataDir: string, options: LocalNodesOptions, certs: CertFiles | null): string[] {
   const args = [
     'serve',
     '--node-id', spec.id,
@@ -82,9 +91,23 @@ function serveArgs(spec: NodeSpec, all: NodeSpec[], dataDir: string, options: Lo
     '--log-level', options.logLevel ?? 'warn',
   ];
   const peers = all.filter((s) => s !== spec).map((s) => `${s.id}=127.0.0.1:${s.peerPort}`);
-  if (peers.length > 0) args.push('--peers', peers.join(','), '--cluster-secret', 'bench-cluster-secret-0123');
+  if (peers.length > 0) args.push('--peers', peers.join(','));
+  if (certs !== null) {
+    args.push('--tls-cert-file', certs.certFile, '--tls-key-file', certs.keyFile);
+    args.push('--peer-tls-cert-file', certs.certFile, '--peer-tls-key-file', certs.keyFile, '--peer-tls-ca-file', certs.caFile);
+  } else if (peers.length > 0) {
+    args.push('--cluster-secret', 'bench-cluster-secret-0123');
+  }
   if (options.token) args.push('--auth-token', options.token);
   return args;
+}
+
+/** A CA and one certificate per node naming it for the peers (URI SAN) and for clients on loopback. */
+async function makeBenchCerts(dataDir: string, specs: NodeSpec[]): Promise<Map<string, CertFiles>> {
+  const dir = join(dataDir, 'tls');
+  await mkdir(dir, { mode: 0o700 });
+  makeCa(dir);
+  return new Map(specs.map((s) => [s.id, makeNodeCert(dir, [s.id], { extraSans: loopbackSans })]));
 }
 
 /** Keeps the last lines a child wrote on stderr, to explain a failed start. */
@@ -103,19 +126,23 @@ export async function spawnLocalNodes(options: LocalNodesOptions): Promise<Local
   const specs: NodeSpec[] = [];
   for (let i = 1; i <= options.nodes; i++) specs.push({ id: `n${i}`, apiPort: await freePort(), peerPort: await freePort() });
   const entry = options.entry === undefined ? defaultEntry() : options.entry;
+  const certs = options.tls === true ? await makeBenchCerts(dataDir, specs) : null;
+  const caPem = certs === null ? null : readFileSync(certs.get(specs[0]!.id)!.caFile, 'utf8');
   const children = specs.map((spec) => {
-    const args = serveArgs(spec, specs, dataDir, options);
+    const args = serveArgs(spec, specs, dataDir, options, certs?.get(spec.id) ?? null);
     const child = spawn(process.execPath, entry ? [entry, ...args] : args, {
       stdio: ['ignore', 'ignore', 'pipe'],
       env: { ...process.env, NODE_OPTIONS: '' },
     });
     return { child, tail: tailOf(child) };
   });
-  const urls = specs.map((s) => `http://127.0.0.1:${s.apiPort}`);
+  const scheme = certs === null ? 'http' : 'https';
+  const urls = specs.map((s) => `${scheme}://127.0.0.1:${s.apiPort}`);
   const nodes: LocalNodes = {
     urls,
     pids: children.map((c) => c.child.pid ?? -1),
     dataDir,
+    caPem,
     peakRssBytes: () => children.map((c) => (c.child.pid ? readVmHwmBytes(c.child.pid) : null)),
     stop: async () => {
       await Promise.all(children.map((c) => stopChild(c.child)));
@@ -123,7 +150,12 @@ export async function spawnLocalNodes(options: LocalNodesOptions): Promise<Local
     },
   };
   try {
-    await Promise.all(children.map((c, i) => waitReady(c.child, urls[i], options, c.tail)));
+    const probe = caPem === null ? undefined : new Agent({ connect: { ca: caPem } });
+    try {
+      await Promise.all(children.map((c, i) => waitReady(c.child, urls[i], options, c.tail, probe)));
+    } finally {
+      await probe?.close();
+    }
   } catch (err) {
     await nodes.stop();
     throw err;
@@ -136,6 +168,7 @@ async function waitReady(
   url: string,
   options: LocalNodesOptions,
   tail: () => string,
+  dispatcher?: Agent,
 ): Promise<void> {
   const deadlineMs = nowPreciseMs() + (options.readyTimeoutMs ?? 30_000);
   while (nowPreciseMs() < deadlineMs) {
@@ -143,7 +176,7 @@ async function waitReady(
       throw new Error(`node at ${url} exited (code ${child.exitCode}, signal ${child.signalCode}) before ready:\n${tail()}`);
     }
     try {
-      const res = await request(`${url}/readyz`, { method: 'GET', headersTimeout: 2_000, bodyTimeout: 2_000 });
+      const res = await request(`${url}/readyz`, { method: 'GET', headersTimeout: 2_000, bodyTimeout: 2_000, dispatcher });
       await res.body.dump();
       if (res.statusCode === 200) return;
     } catch {

@@ -50,6 +50,8 @@ export interface RunOptions {
   receiverPort: number;
   /** Run the callback receiver on the bench's own event loop instead of its own thread (to compare the two). */
   receiverInProcess?: boolean;
+  /** Spawned nodes serve the API over HTTPS and talk to their peers over mutual TLS. */
+  tls?: boolean;
   logger?: Logger;
 }
 
@@ -217,7 +219,7 @@ async function buildFigures(
 
 async function startServers(options: RunOptions, log: Logger): Promise<{ urls: string[]; local: LocalNodes | null }> {
   if (options.servers !== null) return { urls: options.servers, local: null };
-  const local = await spawnLocalNodes({ nodes: options.nodes, token: options.token });
+  const local = await spawnLocalNodes({ nodes: options.nodes, token: options.token, tls: options.tls ?? false });
   log.info('bench: local node(s) ready', { urls: local.urls, pids: local.pids });
   return { urls: local.urls, local };
 }
@@ -242,7 +244,7 @@ export async function runScenario(options: RunOptions): Promise<BenchResult> {
     const started = await startServers(options, log);
     local = started.local;
     const perServer = Math.max(1, Math.ceil(params.concurrency / started.urls.length));
-    servers = new ServerSet(started.urls, { connections: perServer, token: options.token });
+    servers = new ServerSet(started.urls, { connections: perServer, token: options.token, caPem: local?.caPem ?? null });
     await putTask(servers, receiver, params);
     log.info('bench: submitting', { scenario, ...params });
     const run = await driveLoad(scenario, servers, params, idPrefix);
@@ -257,6 +259,7 @@ export async function runScenario(options: RunOptions): Promise<BenchResult> {
         ...params,
         nodes: options.servers === null ? options.nodes : options.servers.length,
         receiver: receiver.mode,
+        tls: options.tls ?? false,
       },
       servers: { mode: local ? 'spawned' : 'external', urls: started.urls },
       ...environment,
