@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { shardOf } from '../core/ids.js';
+import type { LogIndex, Message, NodeId, Term } from '../raft/index.js';
 import { createLogger, silentLogger, type Logger } from '../core/log.js';
 import type { NodeConfig } from './api.js';
 import type { NodeCore, NodeOptions } from './host.js';
@@ -73,6 +74,27 @@ describe('a three-node cluster in one process', () => {
       const follower = cores.find((c) => !c.host.isLeader(shardOf(id, 4)))!;
       await waitFor('recorded', async () => (await follower.service.getJob(id)).state === 'SUCCEEDED');
     }
+  });
+
+  it('a stale snapshot from the leader is answered at once (Raft ignores it; nothing waits for an install)', async () => {
+    const { cores } = await startCluster();
+    const leader = leaderOf(cores, 0);
+    const follower = cores.find((c) => c !== leader)!;
+    const s = leader.host.groups[0]!.raw.status();
+    const stale: Message = {
+      type: 'snapshot',
+      group: 0,
+      from: leader.service.nodeId as NodeId,
+      to: follower.service.nodeId as NodeId,
+      term: s.term,
+      snapshot: { metadata: { index: 1 as LogIndex, term: 1 as Term, confState: s.confState }, data: new Uint8Array() },
+    } as Message;
+    const answered = await Promise.race([
+      follower.host.installSnapshot(stale).then(() => 'installed-or-ignored'),
+      sleep(5_000).then(() => 'still waiting'),
+    ]);
+    expect(answered).toBe('installed-or-ignored');
+    expect(follower.host.groups[0]!.raw.hasPendingSnapshot()).toBe(false);
   });
 
   it('a task written through one node is read back through every other at once', async () => {
