@@ -11,7 +11,7 @@ import { jobStates } from '../scheduler/types.js';
 import { firstOccurrence, firstOccurrenceOutOfBound } from '../scheduler/schedule.js';
 import { deriveJobId, requestDigest } from './idempotency.js';
 import { timeMsMax } from './time.js';
-import { checkJobPatch, checkJobSpec } from '../scheduler/check.js';
+import { checkJobPatch, checkJobSpec, hasOwnProto } from '../scheduler/check.js';
 import { endsInModel, misfirePolicies, overlapPolicies, parseCallback, parseSchedule, type CallbackUrlCheck } from './parse.js';
 import {
   Issues,
@@ -123,7 +123,7 @@ function parseMetadata(value: unknown, field: string, issues: Issues): Record<st
   if (!isObject(value)) return issues.add(field, 'must be a JSON object');
   // The store's encoder (msgpackr) renames a `__proto__` key to `__proto_` on the way back (a prototype-pollution
   // guard), so such metadata would silently read back changed: refuse it instead.
-  if (hasProtoKey(value)) return issues.add(field, 'must not contain a "__proto__" key');
+  if (hasOwnProto(value)) return issues.add(field, 'must not contain a "__proto__" key');
   const bytes = utf8Length(JSON.stringify(value));
   if (bytes > limits.metadataBytesMax) return issues.add(field, `must be at most ${limits.metadataBytesMax} bytes as JSON (got ${bytes})`);
   return value;
@@ -140,18 +140,6 @@ function checkRenderable(schedule: ScheduleSpec | undefined, nowMs: number, fiel
   if (first === null && firstOccurrenceOutOfBound(resolved, nowMs)) {
     issues.add(`${field}.cron`, `no occurrence found within the search bound (${schedulerLimits.cronSearchStepsMax} steps): the expression matches too rarely`);
   } else if (first === null || first > timeMsMax) issues.add(field, 'has no occurrence before 9999-12-31T23:59:59.999Z');
-}
-
-/** True when an object at any depth of `value` has an own `__proto__` key (as JSON.parse creates it). */
-function hasProtoKey(value: unknown): boolean {
-  const stack: unknown[] = [value];
-  while (stack.length > 0) {
-    const v = stack.pop();
-    if (typeof v !== 'object' || v === null) continue;
-    if (!Array.isArray(v) && Object.hasOwn(v, '__proto__')) return true;
-    stack.push(...(Array.isArray(v) ? v : Object.values(v)));
-  }
-  return false;
 }
 
 /** `misfire_threshold_ms`: absent or null = undefined (the default, or unchanged in a patch). */

@@ -273,7 +273,8 @@ function checkMetadata(v: unknown, field: string): void {
   if (hasOwnProto(o)) fail(field, 'must not contain a "__proto__" key');
 }
 
-function hasOwnProto(value: unknown): boolean {
+/** True when an object at any depth of `value` has an own `__proto__` key (as JSON.parse creates it). */
+export function hasOwnProto(value: unknown): boolean {
   const stack: unknown[] = [value];
   while (stack.length > 0) {
     const v = stack.pop();
