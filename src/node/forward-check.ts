@@ -12,7 +12,7 @@ import type { ForwardOp } from './router.js';
 
 const jobActions = ['cancel', 'pause', 'resume', 'run', 'patch'];
 /** What a node forwards as a raw command: task writes (proposeToAll); everything else has its own op. */
-const forwardedCommandTypes = ['put_task', 'delete_task'];
+const forwardedCommandTypes = ['put_task', 'delete_task', 'put_calendar', 'delete_calendar'];
 
 function fail(field: string, message: string): never {
   throw new ShapeError(field, message);
@@ -67,7 +67,10 @@ function checkOp(op: Record<string, unknown>, shards: number): void {
       return matches(op.to, 'to', nodeIdPattern);
     case 'get_task':
       return matches(op.name, 'name', taskNamePattern);
+    case 'get_calendar':
+      return matches(op.name, 'name', taskNamePattern);
     case 'list_tasks':
+    case 'list_calendars':
     case 'info':
       return;
     default:
