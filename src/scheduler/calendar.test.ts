@@ -243,6 +243,14 @@ describe('preview', () => {
     expect(previewExcluding(dailyNine(['all']), from, 3, [all])).toEqual([]);
   });
 
+  it('the example of docs/api.md: Christmas week in Berlin', () => {
+    const hol = calendarRule(calendar('holidays-de', { dates: ['2027-12-25', '2027-12-26'], ranges: [{ from: '2027-12-24', to: '2027-12-31' }] }));
+    expect(previewExcluding(dailyNine(['holidays-de']), Date.parse('2027-12-20T06:00:00Z'), 5, [hol]).map(iso)).toEqual([
+      '2027-12-20T08:00:00.000Z', '2027-12-21T08:00:00.000Z', '2027-12-22T08:00:00.000Z', '2027-12-23T08:00:00.000Z',
+      '2028-01-01T08:00:00.000Z',
+    ]);
+  });
+
   it('skipExcluded of a once occurrence that is excluded: none (only recurring schedules move on)', () => {
     const hol = calendarRule(calendar('hol', { dates: ['2027-12-25'] }));
     expect(skipExcluded({ kind: 'once', atMs: Date.parse('2027-12-25T12:00:00Z') }, Date.parse('2027-12-25T12:00:00Z'), [hol])).toBeNull();
