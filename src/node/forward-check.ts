@@ -7,7 +7,7 @@
 import { PunctualError } from '../core/errors.js';
 import { jobIdPattern, nodeIdPattern, taskNamePattern } from '../core/ids.js';
 import { httpLimits, limits, schedulerLimits } from '../core/limits.js';
-import { ShapeError, checkCommand, checkJobPatch, checkJobSpec, checkTaskRecord, modelTimeMsMax } from '../scheduler/check.js';
+import { ShapeError, checkCalendarRecord, checkCommand, checkJobPatch, checkJobSpec, checkTaskRecord, modelTimeMsMax } from '../scheduler/check.js';
 import type { ForwardOp } from './router.js';
 
 const jobActions = ['cancel', 'pause', 'resume', 'run', 'patch'];
@@ -56,9 +56,10 @@ function checkOp(op: Record<string, unknown>, shards: number): void {
     case 'propose': {
       shardIn(op.shard, shards);
       const command = (typeof op.command === 'object' && op.command !== null ? op.command : {}) as { type?: unknown; task?: unknown };
-      if (typeof command.type !== 'string' || !forwardedCommandTypes.includes(command.type)) fail('type', 'only task writes are forwarded as commands');
+      if (typeof command.type !== 'string' || !forwardedCommandTypes.includes(command.type)) fail('type', 'only task and calendar writes are forwarded as commands');
       // The task first, so its fields are named as PUT /v1/tasks/{name} names them (`url`, not `task.url`).
       if (command.type === 'put_task') checkTaskRecord(command.task, '', true);
+      if (command.type === 'put_calendar') checkCalendarRecord((command as { calendar?: unknown }).calendar, '', true);
       checkCommand(command);
       return;
     }
