@@ -46,7 +46,12 @@ export interface ApplyResult {
 
 export function apply(store: SchedulerStore, command: Command): ApplyResult {
   const effects: Effect[] = [];
-  return { result: dispatch(store, command, effects), effects };
+  rulesInApply.clear();
+  try {
+    return { result: dispatch(store, command, effects), effects };
+  } finally {
+    rulesInApply.clear();
+  }
 }
 
 function dispatch(store: SchedulerStore, c: Command, effects: Effect[]): CommandResult {
@@ -192,11 +197,23 @@ function calendarRules(store: SchedulerStore, schedule: Schedule): CalendarRule[
   if (schedule.kind === 'once' || schedule.exclude === undefined) return [];
   const rules: CalendarRule[] = [];
   for (const name of schedule.exclude) {
-    const calendar = store.getCalendar(name);
-    if (calendar !== null) rules.push(calendarRule(calendar));
+    let rule = rulesInApply.get(name);
+    if (rule === undefined) {
+      const calendar = store.getCalendar(name);
+      rule = calendar === null ? null : calendarRule(calendar);
+      rulesInApply.set(name, rule);
+    }
+    if (rule !== null) rules.push(rule);
   }
   return rules;
 }
+
+/**
+ * The calendars read by the command being applied, each read and parsed once per command rather than once per job
+ * (a fired command of a thousand jobs naming one holiday calendar). Cleared around every apply; calendars do not
+ * change within a command that computes occurrences, so it answers what the store would.
+ */
+const rulesInApply = new Map<string, CalendarRule | null>();
 
 /** A new schedule may name only calendars that exist (`field` is where the API has the schedule). */
 function unknownCalendar(store: SchedulerStore, schedule: Schedule, field: string): Failure | null {
