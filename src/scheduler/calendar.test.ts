@@ -3,6 +3,7 @@
  * excluded stretch on create, fire, skip and resume, the bound on jumps, unknown and deleted calendars, what a
  * calendar change does to an occurrence already computed, the preview, and the model's checks of the new command.
  */
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { limits, schedulerLimits } from '../core/limits.js';
 import { calendarRule, dayNumber, excludedSpans, localDay, previewExcluding, skipExcluded, startOfLocalDay } from './calendar.js';
@@ -11,6 +12,7 @@ import { decodeCommand, encodeCommand } from './codec.js';
 import type { Command } from './commands.js';
 import { apply } from './machine.js';
 import { MemoryStore } from './memory-store.js';
+import { firstOccurrence, nextOccurrence } from './schedule.js';
 import type { CalendarRecord, JobRecord, JobSpec, Schedule } from './types.js';
 
 const H = 3_600_000;
@@ -300,5 +302,51 @@ describe('checks of the new command and field', () => {
     expect(problemOf(() => checkCommand(job({ kind: 'once', atMs: 5, exclude: ['a'] })))).toBeNull(); // lenient: ignored
     const strict = problemOf(() => checkCommand({ type: 'put_calendar', nowMs: 1, calendar: good }));
     expect(strict).toBeNull();
+  });
+});
+
+describe('skipExcluded, on random calendars and schedules', () => {
+  const zones = ['UTC', 'Europe/Berlin', 'America/New_York', 'Asia/Tokyo', 'Australia/Lord_Howe', 'America/Sao_Paulo', 'Pacific/Kiritimati'];
+  const base = Date.parse('2027-03-01T00:00:00Z');
+  const dayText = (n: number) => new Date(base + n * D).toISOString().slice(0, 10);
+  const arbCalendar = fc.record({
+    timezone: fc.constantFrom(...zones),
+    days: fc.uniqueArray(fc.integer({ min: 0, max: 300 }), { maxLength: 40 }),
+    ranges: fc.array(fc.tuple(fc.integer({ min: 0, max: 300 }), fc.integer({ min: 0, max: 20 })), { maxLength: 5 }),
+  });
+  const arbSchedule: fc.Arbitrary<Schedule> = fc.oneof(
+    fc.record({ everyMs: fc.constantFrom(H, 5 * H, 7 * H, D, 3 * D), offsetMs: fc.integer({ min: 0, max: D }) }).map(
+      ({ everyMs, offsetMs }): Schedule => ({ kind: 'every', everyMs, startAtMs: base + offsetMs }),
+    ),
+    fc.record({ cron: fc.constantFrom('0 9 * * *', '30 2 * * *', '0 0 * * 1-5', '15 */6 * * *', '0 12 1 * *'), timezone: fc.constantFrom(...zones) }).map(
+      ({ cron, timezone }): Schedule => ({ kind: 'cron', cron, timezone, startAtMs: null }),
+    ),
+  );
+
+  it('the answer is an occurrence of the schedule, not excluded, and no occurrence between is left out that is not', () => {
+    fc.assert(
+      fc.property(fc.array(arbCalendar, { minLength: 1, maxLength: 3 }), arbSchedule, fc.integer({ min: 0, max: 200 * D }), (cals, schedule, fromOffset) => {
+        const rules = cals.map((c, i) =>
+          calendarRule(calendar(`c${i}`, {
+            timezone: c.timezone,
+            dates: [...c.days].sort((a, b) => a - b).map(dayText),
+            ranges: c.ranges.map(([from, len]) => ({ from: dayText(from), to: dayText(from + len) })),
+          })),
+        ); // prettier-ignore
+        const excluded = (at: number) =>
+          cals.some((c, i) => rules[i]!.spans.some(([from, to]) => localDay(at, c.timezone) >= from && localDay(at, c.timezone) <= to));
+        const first = firstOccurrence(schedule, base + fromOffset);
+        const found = skipExcluded(schedule, first, rules);
+        // walk the occurrences one by one from `first`: every one before `found` is excluded, `found` is not
+        let at = first;
+        for (let i = 0; at !== null && at !== found && i < 10_000; i++) {
+          expect(excluded(at), new Date(at).toISOString()).toBe(true);
+          at = nextOccurrence(schedule, at);
+        }
+        expect(at).toBe(found);
+        if (found !== null) expect(excluded(found)).toBe(false);
+      }),
+      { numRuns: 150 },
+    );
   });
 });
