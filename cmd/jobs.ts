@@ -43,6 +43,8 @@ export interface JobAddOptions extends ClientOptions {
   overlap?: string;
   metadata?: string;
   idempotencyKey?: string;
+  /** Calendars whose dates the recurring schedule skips (schedule.exclude). */
+  exclude?: string[];
 }
 
 export const callbackMethods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
@@ -149,6 +151,10 @@ export function buildJobRequest(opts: JobAddOptions): { body: Record<string, unk
   payloadFields(opts, body);
   const schedule = scheduleField(opts);
   if (schedule !== undefined) body.schedule = schedule;
+  if (opts.exclude !== undefined) {
+    if (opts.cron === undefined && opts.everyMs === undefined) throw usageError('--exclude: only with --cron or --every-ms');
+    body.schedule = { ...schedule, exclude: opts.exclude };
+  }
   if (opts.endAt !== undefined) body.end_at = parseTime('--end-at', opts.endAt);
   if (opts.maxRuns !== undefined) body.max_runs = parseIntIn('--max-runs', opts.maxRuns, 0, Number.MAX_SAFE_INTEGER);
   if (opts.misfire !== undefined) body.misfire = parseEnum('--misfire', opts.misfire, ['fire_once', 'skip', 'fire_all'] as const);
@@ -234,6 +240,7 @@ function addJobAdd(job: Command, io: CliIo): void {
     .option('--overlap <policy>', 'allow|skip|buffer_one (recurring jobs, while a run is going)')
     .option('--metadata <json>', 'free-form JSON object (<= 4 KiB)')
     .option('--idempotency-key <key>', 'Idempotency-Key header: a repeat returns the existing job')
+    .option('--exclude <calendar>', 'skip the dates of this calendar (repeatable; with --cron or --every-ms)', collect)
     .action(async (opts: JobAddOptions) => {
       const req = buildJobRequest(opts);
       await withClient(opts, io, async (client) => {

@@ -8,6 +8,7 @@ import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, CommanderError } from 'commander';
 import { registerBenchCommand } from '../bench/cli.js';
+import { registerCalendarCommands } from './calendars.js';
 import { registerClusterCommands } from './cluster.js';
 import { registerDoctorCommand } from './doctor.js';
 import { CliError, exitCodes, type CliIo } from './io.js';
@@ -39,6 +40,7 @@ export function buildProgram(io: CliIo): Command {
   registerServeCommand(program, io);
   registerJobCommands(program, io);
   registerTaskCommands(program, io);
+  registerCalendarCommands(program, io);
   registerClusterCommands(program, io);
   registerBenchCommand(program);
   registerDoctorCommand(program, io);

@@ -31,6 +31,11 @@ export const limits = {
   /** Occurrences returned by POST /v1/schedules:preview. */
   previewCountMax: 1000,
   previewCountDefault: 10,
+  /** Dates plus ranges of one exclusion calendar (PUT /v1/calendars/{name}). */
+  calendarEntriesMax: 1_000,
+  /** Calendars one schedule may name in `exclude`. */
+  calendarsPerScheduleMax: 4,
+  calendarDescriptionLengthMax: 1_024,
 
   // --- callbacks
   callbackTimeoutMsDefault: 10_000,
@@ -159,6 +164,12 @@ export const schedulerLimits = {
    */
   cronPreviewStepsMax: 10_000,
   cronSearchBaseSteps: 2,
+  /**
+   * Excluded stretches (src/scheduler/calendar.ts) one next occurrence may jump over: an occurrence further away
+   * counts as none (the schedule ends there, on every replica alike). A preview shares this many for all of its
+   * occurrences.
+   */
+  calendarJumpsMax: 1_000,
 } as const;
 assert(schedulerLimits.cronCacheEntriesMax >= 1, 'cron cache must hold at least one entry');
 assert(schedulerLimits.runKeysPerJobMax >= 1, 'a job must remember at least its latest run key');

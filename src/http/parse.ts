@@ -6,9 +6,12 @@
  */
 import { httpLimits, limits } from '../core/limits.js';
 import { jobIdPattern, taskNamePattern } from '../core/ids.js';
-import { validateCron } from '../scheduler/schedule.js';
+import { isValidTimezone, validateCron } from '../scheduler/schedule.js';
+import { dayNumber } from '../scheduler/calendar.js';
+import type { CalendarBody } from './scheduler-api.js';
 import {
   callbackMethods,
+  checkCalendarRecord,
   checkCallbackSpec,
   headerNamePattern,
   headerValuePattern,
@@ -39,7 +42,7 @@ import {
 // The model's own vocabulary (src/scheduler/check.ts), shared with the checks every parsed value ends in.
 export { callbackMethods, misfirePolicies, overlapPolicies, redactedSecret } from '../scheduler/check.js';
 
-const scheduleKeys = ['at', 'delay_ms', 'cron', 'timezone', 'every_ms', 'start_at'] as const;
+const scheduleKeys = ['at', 'delay_ms', 'cron', 'timezone', 'every_ms', 'start_at', 'exclude'] as const;
 const scheduleKinds = ['at', 'delay_ms', 'cron', 'every_ms'] as const;
 
 /**
@@ -61,6 +64,32 @@ export function parseSchedule(value: unknown, field: string, nowMs: number, issu
   if (o.start_at !== undefined && kind !== 'every_ms' && kind !== 'cron') {
     issues.add(fieldAt(field, 'start_at'), 'only allowed with every_ms or cron');
   }
+  const exclude = parseExclude(o.exclude, fieldAt(field, 'exclude'), kind, issues);
+  const schedule = parseScheduleKind(o, kind, field, nowMs, issues);
+  return schedule === undefined || exclude === undefined || schedule.kind === 'once' ? schedule : { ...schedule, exclude };
+}
+
+/**
+ * `exclude`: the names of 1 to limits.calendarsPerScheduleMax calendars (PUT /v1/calendars/{name}) whose dates a
+ * recurring schedule skips. Whether they exist is the state machine's to say, when the job is created.
+ */
+function parseExclude(value: unknown, field: string, kind: string | undefined, issues: Issues): string[] | undefined {
+  if (value === undefined) return undefined;
+  if (kind !== 'cron' && kind !== 'every_ms') return issues.add(field, 'only allowed with cron or every_ms');
+  if (!Array.isArray(value) || value.length === 0 || value.length > limits.calendarsPerScheduleMax) {
+    return issues.add(field, `must be an array of 1 to ${limits.calendarsPerScheduleMax} calendar names`);
+  }
+  const names: string[] = [];
+  value.forEach((v: unknown, i) => {
+    const name = readPattern(v, `${field}[${i}]`, taskNamePattern, '[A-Za-z0-9._-]{1,128}', issues);
+    if (name === undefined) return;
+    if (names.includes(name)) issues.add(`${field}[${i}]`, 'is named twice');
+    names.push(name);
+  });
+  return names.length === value.length ? names : undefined;
+}
+
+function parseScheduleKind(o: JsonObject, kind: (typeof scheduleKinds)[number] | undefined, field: string, nowMs: number, issues: Issues): ScheduleSpec | undefined {
   switch (kind) {
     case undefined:
       return { kind: 'once', atMs: nowMs };
@@ -260,6 +289,55 @@ export function endsInModel<T>(value: T, check: () => void): T {
   const problem = problemOf(check);
   if (problem !== null) throw new PunctualError('invalid_argument', `${problem.field}: ${problem.message}`, [problem]);
   return value;
+}
+
+const calendarKeys = ['timezone', 'dates', 'ranges', 'description'] as const;
+
+/**
+ * PUT /v1/calendars/{name}: `{"timezone" (default UTC), "dates": ["YYYY-MM-DD"], "ranges": [{"from", "to"}],
+ * "description"}`, at most limits.calendarEntriesMax dates and ranges in all. Dates are stored sorted, once each.
+ */
+export function parseCalendarBody(body: unknown, name: string): CalendarBody {
+  const issues = new Issues();
+  const o = readObject(body, 'body', issues) ?? {};
+  onlyKeys(o, calendarKeys, '', issues);
+  const timezone = o.timezone == null ? 'UTC' : readString(o.timezone, 'timezone', httpLimits.timezoneLengthMax, issues);
+  if (timezone !== undefined && !isValidTimezone(timezone)) issues.add('timezone', `unknown time zone ${JSON.stringify(timezone)}`);
+  const entries = (v: unknown, field: string): unknown[] => {
+    if (v == null) return [];
+    if (!Array.isArray(v)) return issues.add(field, 'must be an array') ?? [];
+    return v;
+  };
+  const givenDates = entries(o.dates, 'dates');
+  const givenRanges = entries(o.ranges, 'ranges');
+  if (givenDates.length + givenRanges.length > limits.calendarEntriesMax) {
+    issues.add('dates', `at most ${limits.calendarEntriesMax} dates and ranges in all (got ${givenDates.length + givenRanges.length})`);
+  }
+  const date = (v: unknown, field: string): number | undefined => {
+    const day = typeof v === 'string' ? dayNumber(v) : null;
+    return day === null ? issues.add(field, 'must be a date YYYY-MM-DD') : day;
+  };
+  const days = new Map<number, string>();
+  givenDates.forEach((v, i) => {
+    if (date(v, `dates[${i}]`) !== undefined) days.set(dayNumber(v as string)!, v as string);
+  });
+  const ranges: CalendarBody['ranges'] = [];
+  givenRanges.forEach((v, i) => {
+    const f = `ranges[${i}]`;
+    const r = readObject(v, f, issues);
+    if (r === undefined) return;
+    onlyKeys(r, ['from', 'to'], f, issues);
+    const from = date(r.from, `${f}.from`);
+    const to = date(r.to, `${f}.to`);
+    if (from === undefined || to === undefined) return;
+    if (to < from) return void issues.add(`${f}.to`, 'must not be before from');
+    ranges.push({ from: r.from as string, to: r.to as string });
+  });
+  const description = o.description == null ? null : readString(o.description, 'description', limits.calendarDescriptionLengthMax, issues);
+  if (!issues.ok || timezone === undefined || description === undefined) throw issues.toError();
+  const dates = [...days.entries()].sort((a, b) => a[0] - b[0]).map(([, d]) => d);
+  const calendar: CalendarBody = { timezone, dates, ranges, description };
+  return endsInModel(calendar, () => checkCalendarRecord({ ...calendar, name, createdAtMs: 0, updatedAtMs: 0 }, '', true));
 }
 
 export function parseTaskName(name: string): string {

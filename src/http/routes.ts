@@ -9,7 +9,7 @@ import type { CreateJobResult } from './scheduler-api.js';
 import type { Scope } from './tokens.js';
 import type { ApiRequest, ApiResponse, AppDeps } from './app.js';
 import { jsonResponse } from './app.js';
-import { parseJobId, parseTaskBody, parseTaskName } from './parse.js';
+import { parseCalendarBody, parseJobId, parseTaskBody, parseTaskName } from './parse.js';
 import {
   parseBatch,
   parseIdempotencyKey,
@@ -24,7 +24,7 @@ import {
 } from './parse-job.js';
 import { renderTime, timeMsMax } from './time.js';
 import { Issues, jsonDepthMax, jsonDepthOver, onlyKeys, readObject, readPattern, readString } from './validate.js';
-import { clusterView, executionView, jobView, taskView } from './views.js';
+import { calendarView, clusterView, executionView, jobView, taskView } from './views.js';
 
 /** What add-node / remove-node answer (src/node/membership.ts MembershipResult). */
 export interface MembershipOutcome {
@@ -238,6 +238,27 @@ async function metrics({ deps }: RouteContext): Promise<ApiResponse> {
   return { status: 200, headers: { 'content-type': m.contentType }, body: m.body };
 }
 
+/** Exclusion calendars: read scope to read, admin to write (they change when every job naming them runs). */
+function calendarRoutes(): Route[] {
+  return [
+    route('GET', '/v1/calendars', async ({ query, deps }) => {
+      parseNoQuery(query);
+      return jsonResponse(200, { calendars: (await deps.api.listCalendars()).map(calendarView) });
+    }),
+    route('PUT', '/v1/calendars/:name', async ({ req, params, deps }) => {
+      const name = parseTaskName(params.name!);
+      const { calendar, created } = await deps.api.putCalendar(name, parseCalendarBody(jsonBody(req), name));
+      return jsonResponse(created ? 201 : 200, calendarView(calendar));
+    }, 'admin'),
+    route('GET', '/v1/calendars/:name', async ({ params, deps }) =>
+      jsonResponse(200, calendarView(await deps.api.getCalendar(parseTaskName(params.name!))))),
+    route('DELETE', '/v1/calendars/:name', async ({ params, deps }) => {
+      await deps.api.deleteCalendar(parseTaskName(params.name!));
+      return noContent;
+    }, 'admin'),
+  ];
+}
+
 export const routes: readonly Route[] = [
   route('GET', '/v1/tasks', async ({ query, deps }) => {
     parseNoQuery(query); // a list route: `?limit=` or a typo must not be silently ignored (there is no paging)
@@ -249,6 +270,7 @@ export const routes: readonly Route[] = [
     await deps.api.deleteTask(parseTaskName(params.name!));
     return noContent;
   }, 'admin'),
+  ...calendarRoutes(),
   route('POST', '/v1/jobs', createJob),
   route('GET', '/v1/jobs', listJobs),
   route('POST', '/v1/jobs:batch', createBatch),

@@ -7,6 +7,7 @@
  */
 import type { PunctualError } from '../core/errors.js';
 import type {
+  CalendarRecord,
   CallbackSpec,
   ExecutionRecord,
   JobListQuery,
@@ -20,6 +21,9 @@ import type {
 export type CreateJobResult =
   | { ok: true; job: JobView; created: boolean }
   | { ok: false; id: string | null; error: PunctualError };
+
+/** What PUT /v1/calendars/{name} sets (the node adds the name and the times). */
+export type CalendarBody = Pick<CalendarRecord, 'timezone' | 'dates' | 'ranges' | 'description'>;
 
 export interface ClusterView {
   nodeId: string;
@@ -44,6 +48,12 @@ export interface SchedulerApi {
   listTasks(): Promise<TaskRecord[]>;
   deleteTask(name: string): Promise<void>;
 
+  putCalendar(name: string, body: CalendarBody): Promise<{ calendar: CalendarRecord; created: boolean }>;
+  getCalendar(name: string): Promise<CalendarRecord>;
+  listCalendars(): Promise<CalendarRecord[]>;
+  /** Allowed while jobs name it: their later occurrences exclude nothing for it. */
+  deleteCalendar(name: string): Promise<void>;
+
   /** Creates jobs (one or a batch); each succeeds or fails on its own, results in input order. */
   createJobs(specs: JobSpec[]): Promise<CreateJobResult[]>;
   getJob(id: string): Promise<JobView>;
@@ -61,7 +71,7 @@ export interface SchedulerApi {
     id: string,
     page: { limit: number; cursor: string | null },
   ): Promise<{ executions: ExecutionRecord[]; nextCursor: string | null }>;
-  /** Next fire times of a schedule after fromMs (pure computation, no state). */
+  /** Next fire times of a schedule after fromMs, past the dates its `exclude` calendars exclude. */
   previewSchedule(schedule: Schedule, fromMs: number, count: number): number[];
 
   cluster(): Promise<ClusterView>;

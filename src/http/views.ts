@@ -3,13 +3,19 @@
  * (snake_case, RFC 3339 UTC with milliseconds). A signing secret is never echoed: it shows as "***".
  */
 import type { ClusterView } from './scheduler-api.js';
-import type { CallbackSpec, ExecutionRecord, JobView, Schedule, TaskRecord } from '../scheduler/types.js';
+import type { CalendarRecord, CallbackSpec, ExecutionRecord, JobView, Schedule, TaskRecord } from '../scheduler/types.js';
 import { unreachable } from '../core/assert.js';
 import { misfireThresholdOf } from '../scheduler/policy.js';
 import { redactedSecret } from './parse.js';
 import { renderTime, renderTimeOrNull } from './time.js';
 
 export function scheduleView(s: Schedule): Record<string, unknown> {
+  const view = scheduleKindView(s);
+  if (s.kind !== 'once' && s.exclude !== undefined) view.exclude = [...s.exclude];
+  return view;
+}
+
+function scheduleKindView(s: Schedule): Record<string, unknown> {
   switch (s.kind) {
     case 'once':
       return { at: renderTime(s.atMs) };
@@ -42,6 +48,18 @@ export function callbackView(c: CallbackSpec): Record<string, unknown> {
   if (c.signingSecretNext != null) view.signing_secret_next = redactedSecret;
   view.max_concurrency = c.maxConcurrency;
   return view;
+}
+
+export function calendarView(c: CalendarRecord): Record<string, unknown> {
+  return {
+    name: c.name,
+    timezone: c.timezone,
+    dates: [...c.dates],
+    ranges: c.ranges.map((r) => ({ from: r.from, to: r.to })),
+    description: c.description,
+    created_at: renderTime(c.createdAtMs),
+    updated_at: renderTime(c.updatedAtMs),
+  };
 }
 
 export function taskView(t: TaskRecord): Record<string, unknown> {

@@ -21,6 +21,8 @@ function refusal(op: unknown): { code: string; errors: Array<{ field: string }> 
   throw new Error(`accepted: ${JSON.stringify(op)}`);
 }
 
+const calendar = { name: 'hol', timezone: 'Europe/Berlin', dates: ['2027-12-25'], ranges: [{ from: '2027-12-27', to: '2027-12-31' }], description: null, createdAtMs: 1, updatedAtMs: 2 };
+
 describe('checkForwardOp', () => {
   it('accepts what nodes forward', () => {
     const honest: unknown[] = [
@@ -36,6 +38,10 @@ describe('checkForwardOp', () => {
       { op: 'get_task', name: 'hook' },
       { op: 'list_tasks' },
       { op: 'info' },
+      { op: 'propose', shard: 1, command: { type: 'put_calendar', nowMs: 5, calendar } },
+      { op: 'propose', shard: 1, command: { type: 'delete_calendar', nowMs: 5, name: 'hol' } },
+      { op: 'get_calendar', name: 'hol' },
+      { op: 'list_calendars' },
     ];
     for (const op of honest) expect(checkForwardOp(op, shards)).toBe(op);
   });
@@ -59,6 +65,10 @@ describe('checkForwardOp', () => {
       [{ op: 'create_jobs', shard: 1, nowMs: 1, jobs: [{ ...job, junk: 'x'.repeat(1000) }] }, 'jobs[0].junk'],
       [{ op: 'create_jobs', shard: 1, nowMs: 1, jobs: [{ ...job, schedule: { kind: 'once', atMs: 1, extra: 1 } }] }, 'jobs[0].schedule.extra'],
       [{ op: 'propose', shard: 0, command: { type: 'put_task', nowMs: 5, task: { ...task, signingSecretNext: '' } } }, 'signing_secret_next'],
+      [{ op: 'propose', shard: 0, command: { type: 'put_calendar', nowMs: 5, calendar: { ...calendar, colour: 'red' } } }, 'colour'],
+      [{ op: 'propose', shard: 0, command: { type: 'put_calendar', nowMs: 5, calendar: { ...calendar, dates: ['2027-02-30'] } } }, 'dates[0]'],
+      [{ op: 'get_calendar', name: '../x' }, 'name'],
+      [{ op: 'create_jobs', shard: 1, nowMs: 1, jobs: [{ ...job, schedule: { kind: 'once', atMs: 1, exclude: ['hol'] } }] }, 'jobs[0].schedule.exclude'],
       [{ op: 'drop_tables' }, 'op'],
       ['create_jobs', 'op'],
     ];

@@ -7,12 +7,12 @@
 import { PunctualError } from '../core/errors.js';
 import { jobIdPattern, nodeIdPattern, taskNamePattern } from '../core/ids.js';
 import { httpLimits, limits, schedulerLimits } from '../core/limits.js';
-import { ShapeError, checkCommand, checkJobPatch, checkJobSpec, checkTaskRecord, modelTimeMsMax } from '../scheduler/check.js';
+import { ShapeError, checkCalendarRecord, checkCommand, checkJobPatch, checkJobSpec, checkTaskRecord, modelTimeMsMax } from '../scheduler/check.js';
 import type { ForwardOp } from './router.js';
 
 const jobActions = ['cancel', 'pause', 'resume', 'run', 'patch'];
 /** What a node forwards as a raw command: task writes (proposeToAll); everything else has its own op. */
-const forwardedCommandTypes = ['put_task', 'delete_task'];
+const forwardedCommandTypes = ['put_task', 'delete_task', 'put_calendar', 'delete_calendar'];
 
 function fail(field: string, message: string): never {
   throw new ShapeError(field, message);
@@ -56,9 +56,10 @@ function checkOp(op: Record<string, unknown>, shards: number): void {
     case 'propose': {
       shardIn(op.shard, shards);
       const command = (typeof op.command === 'object' && op.command !== null ? op.command : {}) as { type?: unknown; task?: unknown };
-      if (typeof command.type !== 'string' || !forwardedCommandTypes.includes(command.type)) fail('type', 'only task writes are forwarded as commands');
+      if (typeof command.type !== 'string' || !forwardedCommandTypes.includes(command.type)) fail('type', 'only task and calendar writes are forwarded as commands');
       // The task first, so its fields are named as PUT /v1/tasks/{name} names them (`url`, not `task.url`).
       if (command.type === 'put_task') checkTaskRecord(command.task, '', true);
+      if (command.type === 'put_calendar') checkCalendarRecord((command as { calendar?: unknown }).calendar, '', true);
       checkCommand(command);
       return;
     }
@@ -67,7 +68,10 @@ function checkOp(op: Record<string, unknown>, shards: number): void {
       return matches(op.to, 'to', nodeIdPattern);
     case 'get_task':
       return matches(op.name, 'name', taskNamePattern);
+    case 'get_calendar':
+      return matches(op.name, 'name', taskNamePattern);
     case 'list_tasks':
+    case 'list_calendars':
     case 'info':
       return;
     default:

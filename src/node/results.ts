@@ -5,7 +5,7 @@
 import { assert } from '../core/assert.js';
 import { PunctualError } from '../core/errors.js';
 import type { CommandResult, Failure } from '../scheduler/machine.js';
-import type { JobRecord, TaskRecord } from '../scheduler/types.js';
+import type { CalendarRecord, JobRecord, TaskRecord } from '../scheduler/types.js';
 
 export type CreateItem = { ok: true; job: JobRecord; created: boolean } | { ok: false; id: string; error: PunctualError };
 
@@ -28,6 +28,18 @@ export function putTaskOf(r: unknown): { task: TaskRecord; created: boolean } {
 export function deleteTaskOutcome(r: unknown): void {
   const res = asResult(r);
   assert(res.type === 'delete_task', `expected a delete_task result, got ${res.type}`);
+  if (!res.result.ok) throw errorOf(res.result);
+}
+
+export function putCalendarOf(r: unknown): { calendar: CalendarRecord; created: boolean } {
+  const res = asResult(r);
+  assert(res.type === 'put_calendar', `expected a put_calendar result, got ${res.type}`);
+  return { calendar: res.calendar, created: res.created };
+}
+
+export function deleteCalendarOutcome(r: unknown): void {
+  const res = asResult(r);
+  assert(res.type === 'delete_calendar', `expected a delete_calendar result, got ${res.type}`);
   if (!res.result.ok) throw errorOf(res.result);
 }
 

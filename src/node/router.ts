@@ -27,6 +27,8 @@ export type ForwardOp =
   | { op: 'transfer_leader'; shard: number; to: string }
   | { op: 'get_task'; name: string }
   | { op: 'list_tasks' }
+  | { op: 'get_calendar'; name: string }
+  | { op: 'list_calendars' }
   | { op: 'info' };
 
 /** The part of PeerTransport the router uses. */
@@ -148,7 +150,9 @@ export function idempotent(op: ForwardOp): boolean {
       return op.action !== 'resume';
     case 'propose':
       // put_task replaces the task; delete_task of a deleted task answers 404; the rest are not proposed this way.
-      return (op.command as { type?: string } | null)?.type === 'put_task';
+      // put_calendar replaces the calendar, as put_task does.
+      const type = (op.command as { type?: string } | null)?.type;
+      return type === 'put_task' || type === 'put_calendar';
     default:
       // create_jobs: ids are fixed before forwarding and a repeat with the same digest answers the existing job.
       return true;

@@ -8,13 +8,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../core/clock.js';
-import { PunctualError, notFound } from '../core/errors.js';
+import { PunctualError, invalid, notFound } from '../core/errors.js';
 import { shardOf } from '../core/ids.js';
 import { nodeLimits } from '../core/limits.js';
 import type { NodeMetrics } from '../metrics/metrics.js';
 import type { Command } from '../scheduler/commands.js';
-import { previewOccurrences } from '../scheduler/schedule.js';
+import { calendarRule, previewExcluding } from '../scheduler/calendar.js';
 import type {
+  CalendarRecord,
   CallbackSpec,
   ExecutionRecord,
   JobListQuery,
@@ -26,7 +27,7 @@ import type {
   Schedule,
   TaskRecord,
 } from '../scheduler/types.js';
-import type { ClusterView, CreateJobResult, SchedulerApi } from '../http/scheduler-api.js';
+import type { CalendarBody, ClusterView, CreateJobResult, SchedulerApi } from '../http/scheduler-api.js';
 import type { NodeConfig } from './api.js';
 import type { ClusterOps } from './cluster-ops.js';
 import { decodeExecutionCursor, decodeJobCursor, encodeCursor } from './cursor.js';
@@ -34,7 +35,7 @@ import type { FiringEngine } from './engine.js';
 import type { ShardStorage } from './group.js';
 import { queueFull, type Proposer } from './proposer.js';
 import { notLeader, type RaftHost } from './raft-host.js';
-import { createItemsOf, deleteTaskOutcome, jobOf, putTaskOf } from './results.js';
+import { createItemsOf, deleteCalendarOutcome, deleteTaskOutcome, jobOf, putCalendarOf, putTaskOf } from './results.js';
 import { checkForwardOp } from './forward-check.js';
 import { fromWireError, toWireError, type ForwardOp, type ShardRouter, type WireError } from './router.js';
 
@@ -122,6 +123,10 @@ export class NodeService implements SchedulerApi {
         return this.getTaskLocal(op.name);
       case 'list_tasks':
         return this.listTasksLocal();
+      case 'get_calendar':
+        return this.getCalendarLocal(op.name);
+      case 'list_calendars':
+        return this.listCalendarsLocal();
       case 'info':
         return this.o.cluster.info();
     }
@@ -168,6 +173,44 @@ export class NodeService implements SchedulerApi {
     if (live > 0) throw new PunctualError('conflict', `task ${JSON.stringify(name)} has ${live} live job(s)`);
     const results = await this.proposeToAll((now) => ({ type: 'delete_task', nowMs: now, name }));
     for (const r of results) deleteTaskOutcome(r);
+  }
+
+  // --- calendars (copied into every shard like tasks: each shard computes its jobs' occurrences alone) -------
+
+  async putCalendar(name: string, body: CalendarBody): Promise<{ calendar: CalendarRecord; created: boolean }> {
+    const existing = this.o.shards[0].store.getCalendar(name);
+    const nowMs = this.nowMs();
+    const calendar: CalendarRecord = { ...body, name, createdAtMs: existing?.createdAtMs ?? nowMs, updatedAtMs: nowMs };
+    const results = await this.proposeToAll((now) => ({ type: 'put_calendar', nowMs: now, calendar }));
+    return putCalendarOf(results[0]);
+  }
+
+  /** Linearizable like task reads: on shard 0's leader. */
+  getCalendar(name: string): Promise<CalendarRecord> {
+    return this.o.router.call(0, { op: 'get_calendar', name }, () => this.getCalendarLocal(name));
+  }
+
+  private async getCalendarLocal(name: string): Promise<CalendarRecord> {
+    await this.o.host.readBarrier(0);
+    const calendar = this.o.shards[0].store.getCalendar(name);
+    if (calendar === null) throw notFound('calendar', name);
+    return calendar;
+  }
+
+  listCalendars(): Promise<CalendarRecord[]> {
+    return this.o.router.call(0, { op: 'list_calendars' }, () => this.listCalendarsLocal());
+  }
+
+  private async listCalendarsLocal(): Promise<CalendarRecord[]> {
+    await this.o.host.readBarrier(0);
+    return this.o.shards[0].store.listCalendars();
+  }
+
+  /** Allowed while jobs name the calendar: from their next computed occurrence on it excludes nothing. */
+  async deleteCalendar(name: string): Promise<void> {
+    await this.getCalendar(name); // not_found, read on shard 0's leader
+    const results = await this.proposeToAll((now) => ({ type: 'delete_calendar', nowMs: now, name }));
+    for (const r of results) deleteCalendarOutcome(r);
   }
 
   // --- jobs ------------------------------------------------------------------------------------------------
@@ -310,8 +353,15 @@ export class NodeService implements SchedulerApi {
     return { executions, nextCursor: encodeCursor(String(executions[executions.length - 1].scheduledAtMs)) };
   }
 
+  /** With `exclude`: the calendars as this node's copy of shard 0 holds them (an unknown name is refused). */
   previewSchedule(schedule: Schedule, fromMs: number, count: number): number[] {
-    return previewOccurrences(schedule, fromMs, count);
+    const names = schedule.kind === 'once' ? [] : (schedule.exclude ?? []);
+    const rules = names.map((name, i) => {
+      const calendar = this.o.shards[0].store.getCalendar(name);
+      if (calendar === null) throw invalid(`schedule.exclude[${i}]`, `calendar ${JSON.stringify(name)} not found`);
+      return calendarRule(calendar);
+    });
+    return previewExcluding(schedule, fromMs, count, rules);
   }
 
   // --- cluster ---------------------------------------------------------------------------------------------

@@ -9,7 +9,8 @@
 import { httpLimits, limits, schedulerLimits, stallLimits } from '../core/limits.js';
 import { jobIdPattern, nodeIdPattern, taskNamePattern } from '../core/ids.js';
 import type { FieldError } from '../core/errors.js';
-import { validateCron } from './schedule.js';
+import { validateCron, isValidTimezone } from './schedule.js';
+import { dayNumber } from './calendar.js';
 
 /** One field of a value that does not have the model's shape. */
 export class ShapeError extends Error {
@@ -152,8 +153,8 @@ const jobKeys = [
 ];
 const scheduleKeys: Record<string, readonly string[]> = {
   once: ['kind', 'atMs'],
-  cron: ['kind', 'cron', 'timezone', 'startAtMs'],
-  every: ['kind', 'everyMs', 'startAtMs'],
+  cron: ['kind', 'cron', 'timezone', 'startAtMs', 'exclude'],
+  every: ['kind', 'everyMs', 'startAtMs', 'exclude'],
 };
 
 // --- the model -------------------------------------------------------------------------------------------
@@ -243,16 +244,66 @@ export function checkSchedule(v: unknown, field: string, strict = false): void {
       nullable(o.startAtMs, (s) => time(s, at(field, 'start_at')));
       const problem = cronProblems.get(`${timezone} ${cron}`, () => validateCron(cron, timezone));
       if (problem !== null) fail(at(field, problem.field.slice(problem.field.lastIndexOf('.') + 1)), problem.message);
+      checkExclude(o.exclude, at(field, 'exclude'));
       return;
     }
     case 'every':
       int(o.everyMs, at(field, 'every_ms'), limits.everyMsMin, limits.everyMsMax);
       // null: no start_at given, apply starts it at its command's nowMs.
       nullable(o.startAtMs, (s) => time(s, at(field, 'start_at')));
+      checkExclude(o.exclude, at(field, 'exclude'));
       return;
     default:
       fail(field, 'must be one of at, delay_ms, cron, every_ms');
   }
+}
+
+/** A recurring schedule's `exclude`: absent, or 1 to calendarsPerScheduleMax distinct calendar names. */
+function checkExclude(v: unknown, field: string): void {
+  if (v === undefined) return;
+  const names = list(v, field, limits.calendarsPerScheduleMax);
+  if (names.length === 0) fail(field, 'must name at least one calendar (or be left out)');
+  names.forEach((name, i) => {
+    pattern(name, `${field}[${i}]`, taskNamePattern);
+    if (names.indexOf(name) !== i) fail(`${field}[${i}]`, 'is named twice');
+  });
+}
+
+/** A calendar as stored: its dates sorted without repeats, at most calendarEntriesMax dates and ranges in all. */
+export function checkCalendarRecord(v: unknown, prefix: string, strict = false): void {
+  const o = obj(v, prefix);
+  known(o, ['name', 'timezone', 'dates', 'ranges', 'description', 'createdAtMs', 'updatedAtMs'], prefix, strict);
+  pattern(o.name, at(prefix, 'name'), taskNamePattern);
+  const timezone = str(o.timezone, at(prefix, 'timezone'), httpLimits.timezoneLengthMax, 1);
+  if (!isValidTimezone(timezone)) fail(at(prefix, 'timezone'), `unknown time zone ${JSON.stringify(timezone)}`);
+  const dates = list(o.dates, at(prefix, 'dates'), limits.calendarEntriesMax);
+  const ranges = list(o.ranges, at(prefix, 'ranges'), limits.calendarEntriesMax);
+  if (dates.length + ranges.length > limits.calendarEntriesMax) {
+    fail(at(prefix, 'dates'), `at most ${limits.calendarEntriesMax} dates and ranges in all`);
+  }
+  let previous = -Infinity;
+  dates.forEach((d, i) => {
+    const day = calendarDate(d, at(prefix, `dates[${i}]`));
+    if (day <= previous) fail(at(prefix, `dates[${i}]`), 'must come after the date before it (sorted, no repeats)');
+    previous = day;
+  });
+  ranges.forEach((r, i) => {
+    const f = at(prefix, `ranges[${i}]`);
+    const range = obj(r, f);
+    known(range, ['from', 'to'], f, strict);
+    const from = calendarDate(range.from, at(f, 'from'));
+    if (calendarDate(range.to, at(f, 'to')) < from) fail(at(f, 'to'), 'must not be before from');
+  });
+  nullable(o.description, (d) => str(d, at(prefix, 'description'), limits.calendarDescriptionLengthMax));
+  time(o.createdAtMs, at(prefix, 'created_at'));
+  time(o.updatedAtMs, at(prefix, 'updated_at'));
+}
+
+/** A YYYY-MM-DD date that exists, as a day number. */
+function calendarDate(v: unknown, field: string): number {
+  const day = typeof v === 'string' ? dayNumber(v) : null;
+  if (day === null) fail(field, 'must be a date YYYY-MM-DD');
+  return day;
 }
 
 function checkPayload(payload: unknown, encoding: unknown, prefix: string): void {
@@ -375,7 +426,7 @@ function checkItems(v: unknown, field: string, item: (v: unknown, f: string) => 
 }
 
 const commandTypes = new Set<string>([
-  'put_task', 'delete_task', 'create_jobs', 'cancel_job', 'pause_job', 'resume_job', 'run_job', 'patch_job', 'fired',
+  'put_task', 'delete_task', 'put_calendar', 'delete_calendar', 'create_jobs', 'cancel_job', 'pause_job', 'resume_job', 'run_job', 'patch_job', 'fired',
   'outcomes', 'skipped', 'noop',
 ]);
 
@@ -394,6 +445,11 @@ export function checkCommand(v: unknown): void {
     case 'put_task':
       return checkTaskRecord(o.task, 'task');
     case 'delete_task':
+      pattern(o.name, 'name', taskNamePattern);
+      return;
+    case 'put_calendar':
+      return checkCalendarRecord(o.calendar, 'calendar');
+    case 'delete_calendar':
       pattern(o.name, 'name', taskNamePattern);
       return;
     case 'create_jobs':

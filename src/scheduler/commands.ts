@@ -6,12 +6,15 @@
  * time-dependent input into the command: `nowMs` is the proposer's clock when it built the command, and apply
  * uses it (first occurrence, misfire decisions, updatedAtMs). Replaying the log gives the same state everywhere.
  */
-import type { JobPatch, JobSpec, TaskRecord } from './types.js';
+import type { CalendarRecord, JobPatch, JobSpec, TaskRecord } from './types.js';
 
 export type Command =
   /** Create or replace a task (tasks are copied into every shard so each shard leader can fire alone). */
   | { type: 'put_task'; nowMs: number; task: TaskRecord }
   | { type: 'delete_task'; nowMs: number; name: string }
+  /** Create or replace an exclusion calendar (copied into every shard, like tasks). */
+  | { type: 'put_calendar'; nowMs: number; calendar: CalendarRecord }
+  | { type: 'delete_calendar'; nowMs: number; name: string }
   /** Create jobs; each item succeeds or fails on its own (id repeat with same digest -> existing job). */
   | { type: 'create_jobs'; nowMs: number; shard: number; jobs: JobSpec[] }
   | { type: 'cancel_job'; nowMs: number; id: string }

@@ -57,7 +57,7 @@ function setup() {
   };
   const jobCmd = (c: Command): { r: JobCommandResult; effects: Effect[] } => {
     const out = run(c);
-    if (!('result' in out.result) || out.result.type === 'delete_task') throw new Error('not a job command');
+    if (!('result' in out.result) || out.result.type === 'delete_task' || out.result.type === 'delete_calendar') throw new Error('not a job command');
     return { r: out.result.result, effects: out.effects };
   };
   const fired = (jobId: string, scheduledAtMs: number, nowMs = scheduledAtMs + 2, attempt = 1) =>

@@ -9,10 +9,11 @@ import type { ErrorCode } from '../core/errors.js';
 import { schedulerLimits } from '../core/limits.js';
 import type { Command, FiredItem, OutcomeItem, SkippedItem } from './commands.js';
 import type { Effect } from './commands.js';
+import { calendarRule, skipExcluded, type CalendarRule } from './calendar.js';
 import { nextAfter, resolveSchedule, resumedNext } from './policy.js';
 import { firstOccurrence } from './schedule.js';
 import type { SchedulerStore } from './store.js';
-import type { ExecutionRecord, JobPatch, JobRecord, JobSpec, JobState, TaskRecord } from './types.js';
+import type { CalendarRecord, ExecutionRecord, JobPatch, JobRecord, JobSpec, JobState, Schedule, TaskRecord } from './types.js';
 
 export interface Failure {
   ok: false;
@@ -30,6 +31,8 @@ export type JobCommandResult = { ok: true; job: JobRecord; runAtMs?: number } | 
 export type CommandResult =
   | { type: 'put_task'; task: TaskRecord; created: boolean }
   | { type: 'delete_task'; result: { ok: true } | Failure }
+  | { type: 'put_calendar'; calendar: CalendarRecord; created: boolean }
+  | { type: 'delete_calendar'; result: { ok: true } | Failure }
   | { type: 'create_jobs'; items: CreateJobItemResult[] }
   | { type: 'cancel_job' | 'pause_job' | 'resume_job' | 'run_job' | 'patch_job'; result: JobCommandResult }
   /** Items applied, and items ignored (unknown or cancelled job, stale or duplicate report). */
@@ -43,7 +46,12 @@ export interface ApplyResult {
 
 export function apply(store: SchedulerStore, command: Command): ApplyResult {
   const effects: Effect[] = [];
-  return { result: dispatch(store, command, effects), effects };
+  rulesInApply.clear();
+  try {
+    return { result: dispatch(store, command, effects), effects };
+  } finally {
+    rulesInApply.clear();
+  }
 }
 
 function dispatch(store: SchedulerStore, c: Command, effects: Effect[]): CommandResult {
@@ -52,6 +60,10 @@ function dispatch(store: SchedulerStore, c: Command, effects: Effect[]): Command
       return putTask(store, c.task, c.nowMs);
     case 'delete_task':
       return { type: c.type, result: deleteTask(store, c.name) };
+    case 'put_calendar':
+      return putCalendar(store, c.calendar, c.nowMs);
+    case 'delete_calendar':
+      return { type: c.type, result: deleteCalendar(store, c.name) };
     case 'create_jobs': {
       const tasks = new TaskExistence(store);
       return { type: c.type, items: c.jobs.map((spec) => createJob(store, tasks, spec, c.shard, c.nowMs, effects)) };
@@ -167,9 +179,61 @@ function armQueued(store: SchedulerStore, job: JobRecord, nowMs: number, effects
   }
 }
 
-/** The regular occurrence after the one at firedAtMs (started at startedAtMs, null = skipped): policy.ts nextAfter. */
-function advance(job: JobRecord, firedAtMs: number, startedAtMs: number | null, nowMs: number): number | null {
-  return bound(job, nextAfter(job, firedAtMs, startedAtMs, nowMs));
+/**
+ * The regular occurrence after the one at firedAtMs (started at startedAtMs, null = skipped): policy.ts nextAfter,
+ * then past the dates its calendars exclude now.
+ */
+function advance(store: SchedulerStore, job: JobRecord, firedAtMs: number, startedAtMs: number | null, nowMs: number): number | null {
+  return bound(job, skipExcluded(job.schedule, nextAfter(job, firedAtMs, startedAtMs, nowMs), calendarRules(store, job.schedule)));
+}
+
+// ---------------------------------------------------------------- calendars
+
+/**
+ * The calendars a schedule excludes, as the shard holds them now. A name whose calendar was deleted since the job
+ * named it excludes nothing.
+ */
+function calendarRules(store: SchedulerStore, schedule: Schedule): CalendarRule[] {
+  if (schedule.kind === 'once' || schedule.exclude === undefined) return [];
+  const rules: CalendarRule[] = [];
+  for (const name of schedule.exclude) {
+    let rule = rulesInApply.get(name);
+    if (rule === undefined) {
+      const calendar = store.getCalendar(name);
+      rule = calendar === null ? null : calendarRule(calendar);
+      rulesInApply.set(name, rule);
+    }
+    if (rule !== null) rules.push(rule);
+  }
+  return rules;
+}
+
+/**
+ * The calendars read by the command being applied, each read and parsed once per command rather than once per job
+ * (a fired command of a thousand jobs naming one holiday calendar). Cleared around every apply; calendars do not
+ * change within a command that computes occurrences, so it answers what the store would.
+ */
+const rulesInApply = new Map<string, CalendarRule | null>();
+
+/** A new schedule may name only calendars that exist (`field` is where the API has the schedule). */
+function unknownCalendar(store: SchedulerStore, schedule: Schedule, field: string): Failure | null {
+  if (schedule.kind === 'once' || schedule.exclude === undefined) return null;
+  const i = schedule.exclude.findIndex((name) => store.getCalendar(name) === null);
+  if (i < 0) return null;
+  return fail('invalid_argument', `calendar ${JSON.stringify(schedule.exclude[i])} not found`, `${field}.exclude[${i}]`);
+}
+
+function putCalendar(store: SchedulerStore, calendar: CalendarRecord, nowMs: number): CommandResult {
+  const existing = store.getCalendar(calendar.name);
+  const record: CalendarRecord = { ...calendar, createdAtMs: existing?.createdAtMs ?? nowMs, updatedAtMs: nowMs };
+  store.putCalendar(record);
+  return { type: 'put_calendar', calendar: record, created: existing === null };
+}
+
+/** Allowed while jobs name the calendar: their next computed occurrences exclude nothing for it (docs/api.md). */
+function deleteCalendar(store: SchedulerStore, name: string): { ok: true } | Failure {
+  if (!store.deleteCalendar(name)) return fail('not_found', `calendar ${JSON.stringify(name)} not found`);
+  return { ok: true };
 }
 
 // ---------------------------------------------------------------- tasks
@@ -223,9 +287,15 @@ function createJob(
     createdAtMs: nowMs,
     updatedAtMs: nowMs,
   };
+  const unknown = unknownCalendar(store, schedule, 'schedule');
+  if (unknown !== null) return { id, ...unknown };
   const first = firstOccurrence(schedule, nowMs);
   if (first === null) return { id, ...fail('invalid_argument', 'the schedule has no occurrence', 'schedule') };
-  job.nextFireAtMs = bound(job, first);
+  const allowed = skipExcluded(schedule, first, calendarRules(store, schedule));
+  if (allowed === null) {
+    return { id, ...fail('invalid_argument', 'the schedule has no occurrence outside its excluded dates', 'schedule.exclude') };
+  }
+  job.nextFireAtMs = bound(job, allowed);
   if (job.nextFireAtMs === null) {
     return { id, ...fail('invalid_argument', 'the schedule has no occurrence before end_at', 'end_at') };
   }
@@ -263,7 +333,7 @@ function pauseJob(store: SchedulerStore, job: JobRecord, nowMs: number, effects:
 function resumeJob(store: SchedulerStore, job: JobRecord, nowMs: number, effects: Effect[]): JobCommandResult {
   if (job.state === 'PENDING' || job.state === 'RUNNING') return { ok: true, job };
   if (job.state !== 'PAUSED') return fail('conflict', `cannot resume job ${JSON.stringify(job.id)}: ${job.state}`);
-  job.nextFireAtMs = bound(job, resumedNext(job, nowMs));
+  job.nextFireAtMs = bound(job, skipExcluded(job.schedule, resumedNext(job, nowMs), calendarRules(store, job.schedule)));
   job.state = 'PENDING';
   settle(store, job);
   job.updatedAtMs = nowMs;
@@ -321,9 +391,13 @@ function patchJob(
   let next: number | null = job.nextFireAtMs;
   const schedule = patch.schedule === undefined ? undefined : resolveSchedule(patch.schedule, nowMs);
   if (schedule !== undefined) {
+    const unknown = unknownCalendar(store, schedule, 'schedule');
+    if (unknown !== null) return unknown;
     const first = firstOccurrence(schedule, nowMs);
     if (first === null) return fail('invalid_argument', 'the schedule has no occurrence', 'schedule');
-    next = bound({ ...job, schedule }, first);
+    const allowed = skipExcluded(schedule, first, calendarRules(store, schedule));
+    if (allowed === null) return fail('invalid_argument', 'the schedule has no occurrence outside its excluded dates', 'schedule.exclude');
+    next = bound({ ...job, schedule }, allowed);
     if (next === null) return fail('invalid_argument', 'the schedule has no occurrence before end_at or max_runs', 'schedule');
     job.schedule = schedule;
   }
@@ -379,7 +453,7 @@ function startAttempt(store: SchedulerStore, item: FiredItem, nodeId: string, no
   };
   if (job.state !== 'PAUSED' && item.scheduledAtMs === job.nextFireAtMs) {
     job.runs += 1;
-    job.nextFireAtMs = advance(job, item.scheduledAtMs, item.startedAtMs, nowMs);
+    job.nextFireAtMs = advance(store, job, item.scheduledAtMs, item.startedAtMs, nowMs);
     armNext(job, effects);
   }
   return { job, execution };
@@ -477,7 +551,7 @@ function applySkipped(store: SchedulerStore, item: SkippedItem, nowMs: number, e
   const job = store.getJob(item.jobId);
   if (job === null || job.state === 'CANCELLED' || job.state === 'PAUSED') return false;
   if (item.scheduledAtMs !== job.nextFireAtMs) return false; // stale: not the pending regular occurrence
-  job.nextFireAtMs = advance(job, item.scheduledAtMs, null, nowMs);
+  job.nextFireAtMs = advance(store, job, item.scheduledAtMs, null, nowMs);
   armNext(job, effects);
   settle(store, job);
   job.updatedAtMs = nowMs;

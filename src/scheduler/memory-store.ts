@@ -4,7 +4,7 @@
  * Queries scan and sort: fine for tests and simulations, not meant for millions of jobs.
  */
 import type { JobPageQuery, SchedulerStore } from './store.js';
-import { jobStates, type ExecutionRecord, type JobRecord, type JobState, type TaskRecord } from './types.js';
+import { jobStates, type CalendarRecord, type ExecutionRecord, type JobRecord, type JobState, type TaskRecord } from './types.js';
 
 const finalJobStates: ReadonlySet<JobState> = new Set<JobState>(['SUCCEEDED', 'FAILED', 'CANCELLED']);
 
@@ -22,6 +22,7 @@ function compareStrings(a: string, b: string): number {
 
 export class MemoryStore implements SchedulerStore {
   private readonly tasks = new Map<string, TaskRecord>();
+  private readonly calendars = new Map<string, CalendarRecord>();
   private readonly jobs = new Map<string, JobRecord>();
   /** jobId -> scheduledAtMs -> execution. */
   private readonly executions = new Map<string, Map<number, ExecutionRecord>>();
@@ -49,6 +50,25 @@ export class MemoryStore implements SchedulerStore {
     let n = 0;
     for (const j of this.jobs.values()) if (j.task === name && !finalJobStates.has(j.state)) n++;
     return n;
+  }
+
+  getCalendar(name: string): CalendarRecord | null {
+    const c = this.calendars.get(name);
+    return c === undefined ? null : structuredClone(c);
+  }
+
+  putCalendar(calendar: CalendarRecord): void {
+    this.calendars.set(calendar.name, structuredClone(calendar));
+  }
+
+  deleteCalendar(name: string): boolean {
+    return this.calendars.delete(name);
+  }
+
+  listCalendars(): CalendarRecord[] {
+    return [...this.calendars.values()]
+      .sort((a, b) => compareStrings(a.name, b.name))
+      .map((c) => structuredClone(c));
   }
 
   getJob(id: string): JobRecord | null {

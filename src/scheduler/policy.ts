@@ -23,7 +23,7 @@ export function misfireThresholdOf(job: Pick<JobRecord, 'misfireThresholdMs'>): 
  * (or re-scheduled) job is computed from that one instant, so `every_ms` alone always runs first at creation.
  */
 export function resolveSchedule(schedule: ScheduleSpec, nowMs: number): Schedule {
-  if (schedule.kind === 'every' && schedule.startAtMs === null) return { kind: 'every', everyMs: schedule.everyMs, startAtMs: nowMs };
+  if (schedule.kind === 'every' && schedule.startAtMs === null) return { ...schedule, startAtMs: nowMs };
   return schedule as Schedule;
 }
 

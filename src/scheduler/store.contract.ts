@@ -100,6 +100,25 @@ export function runSchedulerStoreContract(
       expect(s.listTasks().map((t) => t.name)).toEqual(['b']);
     });
 
+    it('calendars: put, get every field, replace, list by name, delete', () => {
+      const s = open();
+      expect(s.getCalendar('hol')).toBeNull();
+      const hol = {
+        name: 'hol', timezone: 'Europe/Berlin', dates: ['2027-12-25', '2027-12-26'],
+        ranges: [{ from: '2027-12-27', to: '2027-12-31' }], description: 'Christmas', createdAtMs: 1, updatedAtMs: 2,
+      };
+      s.putCalendar(hol);
+      s.putCalendar({ ...hol, name: 'a', description: null, dates: [], ranges: [] });
+      expect(s.getCalendar('hol')).toEqual(hol);
+      s.putCalendar({ ...hol, dates: ['2028-01-01'], updatedAtMs: 3 });
+      expect(s.getCalendar('hol')).toEqual({ ...hol, dates: ['2028-01-01'], updatedAtMs: 3 });
+      expect(s.listCalendars().map((c) => c.name)).toEqual(['a', 'hol']);
+      expect(s.getCalendar('a')?.description).toBeNull();
+      expect(s.deleteCalendar('a')).toBe(true);
+      expect(s.deleteCalendar('a')).toBe(false);
+      expect(s.listCalendars().map((c) => c.name)).toEqual(['hol']);
+    });
+
     it('jobs: round-trip every field exactly, payload as a Uint8Array', () => {
       const s = open();
       const cron = contractJob('j-cron');

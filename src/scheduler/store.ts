@@ -4,7 +4,7 @@
  * tests) and SqliteShardStore (src/store, the node). Synchronous on purpose: apply is synchronous, and the
  * node wraps the apply of a whole batch in one SQLite transaction.
  */
-import type { ExecutionRecord, JobRecord, JobState, TaskRecord } from './types.js';
+import type { CalendarRecord, ExecutionRecord, JobRecord, JobState, TaskRecord } from './types.js';
 
 export interface JobPageQuery {
   state: JobState | null;
@@ -21,6 +21,12 @@ export interface SchedulerStore {
   listTasks(): TaskRecord[];
   /** Jobs of this task that can still fire (state not SUCCEEDED, FAILED or CANCELLED). */
   countLiveJobsOfTask(name: string): number;
+
+  getCalendar(name: string): CalendarRecord | null;
+  putCalendar(calendar: CalendarRecord): void;
+  deleteCalendar(name: string): boolean;
+  /** Ordered by name. */
+  listCalendars(): CalendarRecord[];
 
   getJob(id: string): JobRecord | null;
   /** Insert or replace. */

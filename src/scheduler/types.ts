@@ -55,19 +55,36 @@ export interface TaskRecord extends CallbackSpec {
 }
 
 /**
+ * A named exclusion calendar (PUT /v1/calendars/{name}), copied into every shard like tasks. A recurring schedule
+ * that names it in `exclude` does not run on its dates (local dates in the calendar's zone): calendar.ts.
+ */
+export interface CalendarRecord {
+  name: string;
+  /** IANA zone the dates are local dates of. */
+  timezone: string;
+  /** Excluded local dates, YYYY-MM-DD, sorted, without repeats. */
+  dates: string[];
+  /** Excluded inclusive ranges of local dates (from <= to), in the order given. */
+  ranges: Array<{ from: string; to: string }>;
+  description: string | null;
+  createdAtMs: number;
+  updatedAtMs: number;
+}
+
+/**
  * A schedule after the proposer resolved every time-dependent value: `now` and `delay_ms` become `once` with
  * an absolute atMs (apply never reads a clock).
  */
 export type Schedule =
   | { kind: 'once'; atMs: number }
-  | { kind: 'cron'; cron: string; timezone: string; startAtMs: number | null }
-  | { kind: 'every'; everyMs: number; startAtMs: number };
+  | { kind: 'cron'; cron: string; timezone: string; startAtMs: number | null; exclude?: string[] }
+  | { kind: 'every'; everyMs: number; startAtMs: number; exclude?: string[] };
 
 /**
  * A schedule as a command carries it: also `every` without a start, which apply starts at the command's nowMs (the
  * one instant a first occurrence is computed from; see resolveSchedule in schedule.ts). Stored jobs never have it.
  */
-export type ScheduleSpec = Schedule | { kind: 'every'; everyMs: number; startAtMs: null };
+export type ScheduleSpec = Schedule | { kind: 'every'; everyMs: number; startAtMs: null; exclude?: string[] };
 
 /** A job as submitted, after validation and normalization by the proposer. */
 export interface JobSpec {

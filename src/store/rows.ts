@@ -4,7 +4,7 @@
  * read from SQLite looks exactly like the one written.
  */
 import { Packr } from 'msgpackr';
-import type { ExecutionRecord, ExecutionState, JobRecord, JobState, TaskRecord } from '../scheduler/types.js';
+import type { CalendarRecord, ExecutionRecord, ExecutionState, JobRecord, JobState, TaskRecord } from '../scheduler/types.js';
 
 const packr = new Packr({ useRecords: false, mapsAsObjects: true });
 
@@ -30,6 +30,18 @@ export function decodeTask(name: string, data: Uint8Array): TaskRecord {
   const task = unpack<TaskRecord>(data);
   task.name = name;
   return task;
+}
+
+// --- calendars: key column `name`
+export function encodeCalendar(calendar: CalendarRecord): Uint8Array {
+  const { name: _name, ...rest } = calendar;
+  return pack(rest);
+}
+
+export function decodeCalendar(name: string, data: Uint8Array): CalendarRecord {
+  const calendar = unpack<CalendarRecord>(data);
+  calendar.name = name;
+  return calendar;
 }
 
 // --- jobs: columns id, state, task, next_fire_at

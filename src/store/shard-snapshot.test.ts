@@ -48,6 +48,7 @@ describe('shard images', () => {
   it('restores exactly the shard rows, leaves other shards alone, and an empty image clears the shard', () => {
     const src = new SqliteShardStore(a, 1);
     src.putTask(task('t'));
+    src.putCalendar({ name: 'hol', timezone: 'Europe/Berlin', dates: ['2027-12-25'], ranges: [], description: null, createdAtMs: 1, updatedAtMs: 2 });
     for (let i = 0; i < 50; i++) src.putJob(job(`j${i}`, 1));
     const dst = new SqliteShardStore(b, 1);
     dst.putJob(job('stale', 1));
@@ -57,10 +58,13 @@ describe('shard images', () => {
     expect(dst.getJob('stale')).toBeNull();
     expect(dst.getJob('j49')).toEqual(src.getJob('j49'));
     expect(dst.getTask('t')).toEqual(src.getTask('t'));
+    expect(dst.getCalendar('hol')).toEqual(src.getCalendar('hol'));
+    expect(dst.getCalendar('hol')?.dates).toEqual(['2027-12-25']);
     expect(dst.countJobsByState().PENDING).toBe(50);
     expect(other.getJob('keep')).not.toBeNull();
     b.transaction(() => restoreShardImage(b, 1, new Uint8Array(0)))();
     expect(dst.countJobsByState().PENDING).toBe(0);
+    expect(dst.listCalendars()).toEqual([]);
     expect(other.getJob('keep')).not.toBeNull();
   });
 

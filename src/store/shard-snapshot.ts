@@ -1,6 +1,6 @@
 /**
  * A shard's state-machine image for Raft snapshots: every row of the shard in the scheduler's tables (tasks,
- * jobs, executions), read in one synchronous pass (better-sqlite3), so the copy is consistent at the applied
+ * calendars, jobs, executions), read in one synchronous pass (better-sqlite3), so the copy is consistent at the applied
  * index the caller holds; and the shard's applied index (shard_meta.applied_index), written by the node in the
  * same transaction as the state-machine rows it covers.
  *
@@ -13,7 +13,7 @@ import type { Db } from './db.js';
 import { pack, unpack } from './rows.js';
 
 /** The scheduler's tables that carry a shard's state (each has a `shard` column). */
-const stateTables = ['tasks', 'jobs', 'executions'] as const;
+const stateTables = ['tasks', 'calendars', 'jobs', 'executions'] as const;
 
 interface TableImage {
   columns: string[];

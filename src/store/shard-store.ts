@@ -5,13 +5,15 @@
  */
 import type { Statement } from 'better-sqlite3';
 import { jobStates } from '../scheduler/types.js';
-import type { ExecutionRecord, JobRecord, JobState, TaskRecord } from '../scheduler/types.js';
+import type { CalendarRecord, ExecutionRecord, JobRecord, JobState, TaskRecord } from '../scheduler/types.js';
 import type { JobPageQuery, SchedulerStore } from '../scheduler/store.js';
 import type { Db } from './db.js';
 import {
+  decodeCalendar,
   decodeExecution,
   decodeJob,
   decodeTask,
+  encodeCalendar,
   encodeExecution,
   encodeJob,
   encodeTask,
@@ -32,6 +34,10 @@ function statements(db: Db) {
     deleteTask: p('DELETE FROM tasks WHERE shard = ? AND name = ?'),
     listTasks: p('SELECT name, data FROM tasks WHERE shard = ? ORDER BY name'),
     countLiveOfTask: p(`SELECT count(*) AS n FROM jobs WHERE shard = ? AND task = ? AND ${live}`),
+    getCalendar: p('SELECT data FROM calendars WHERE shard = ? AND name = ?').pluck(),
+    putCalendar: p('INSERT OR REPLACE INTO calendars (shard, name, data) VALUES (?, ?, ?)'),
+    deleteCalendar: p('DELETE FROM calendars WHERE shard = ? AND name = ?'),
+    listCalendars: p('SELECT name, data FROM calendars WHERE shard = ? ORDER BY name'),
     getJob: p(`SELECT ${jobCols} FROM jobs WHERE shard = ? AND id = ?`),
     // An upsert, not INSERT OR REPLACE: REPLACE deletes and re-inserts the row and every index entry, the
     // upsert rewrites the row and only the index entries whose columns changed.
@@ -134,6 +140,24 @@ export class SqliteShardStore implements SchedulerStore {
 
   countLiveJobsOfTask(name: string): number {
     return (this.s.countLiveOfTask.get(this.shard, name) as { n: number }).n;
+  }
+
+  getCalendar(name: string): CalendarRecord | null {
+    const data = this.s.getCalendar.get(this.shard, name) as Uint8Array | undefined;
+    return data === undefined ? null : decodeCalendar(name, data);
+  }
+
+  putCalendar(calendar: CalendarRecord): void {
+    this.s.putCalendar.run(this.shard, calendar.name, encodeCalendar(calendar));
+  }
+
+  deleteCalendar(name: string): boolean {
+    return this.s.deleteCalendar.run(this.shard, name).changes > 0;
+  }
+
+  listCalendars(): CalendarRecord[] {
+    const rows = this.s.listCalendars.all(this.shard) as Array<{ name: string; data: Uint8Array }>;
+    return rows.map((r) => decodeCalendar(r.name, r.data));
   }
 
   getJob(id: string): JobRecord | null {

@@ -7,10 +7,11 @@
 import { ManualClock } from '../../core/clock.js';
 import { PunctualError, notFound } from '../../core/errors.js';
 import { shardOf } from '../../core/ids.js';
-import type { ClusterView, CreateJobResult, SchedulerApi } from '../scheduler-api.js';
+import type { CalendarBody, ClusterView, CreateJobResult, SchedulerApi } from '../scheduler-api.js';
 import { resolveSchedule } from '../../scheduler/policy.js';
 import { firstOccurrence, previewOccurrences } from '../../scheduler/schedule.js';
 import type {
+  CalendarRecord,
   CallbackSpec,
   ExecutionRecord,
   JobListQuery,
@@ -25,6 +26,7 @@ export class MemoryApi implements SchedulerApi {
   readonly nodeId = 'n1';
   readonly clock = new ManualClock(Date.UTC(2026, 11, 1, 9, 0, 0));
   readonly tasks = new Map<string, TaskRecord>();
+  readonly calendars = new Map<string, CalendarRecord>();
   readonly jobs = new Map<string, JobView>();
   readonly executions = new Map<string, ExecutionRecord[]>();
   ready: { ready: boolean; reason: string | null } = { ready: true, reason: null };
@@ -55,6 +57,28 @@ export class MemoryApi implements SchedulerApi {
 
   async deleteTask(name: string): Promise<void> {
     if (!this.tasks.delete(name)) throw notFound('task', name);
+  }
+
+  async putCalendar(name: string, body: CalendarBody): Promise<{ calendar: CalendarRecord; created: boolean }> {
+    const old = this.calendars.get(name);
+    const now = this.nowMs();
+    const calendar: CalendarRecord = { ...body, name, createdAtMs: old?.createdAtMs ?? now, updatedAtMs: now };
+    this.calendars.set(name, calendar);
+    return { calendar, created: old === undefined };
+  }
+
+  async getCalendar(name: string): Promise<CalendarRecord> {
+    const calendar = this.calendars.get(name);
+    if (calendar === undefined) throw notFound('calendar', name);
+    return calendar;
+  }
+
+  async listCalendars(): Promise<CalendarRecord[]> {
+    return [...this.calendars.values()].sort((a, b) => (a.name < b.name ? -1 : 1));
+  }
+
+  async deleteCalendar(name: string): Promise<void> {
+    if (!this.calendars.delete(name)) throw notFound('calendar', name);
   }
 
   async createJobs(specs: JobSpec[]): Promise<CreateJobResult[]> {
