@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { limits } from '../core/limits.js';
+import { checkSchedule, problemOf } from './check.js';
 import { resolveSchedule } from './policy.js';
 import { fireAllStart, firstOccurrence, nextOccurrence, offsetAt, previewOccurrences, spreadOffsetOf } from './schedule.js';
 import type { DstPolicy, Schedule } from './types.js';
@@ -243,5 +244,25 @@ describe('spread_ms', () => {
     const offset = spreadOffsetOf('x', 1_000);
     const start = fireAllStart(s, offset, offset + 5_000_000);
     expect(start).toBe(offset + (5_000 + 1 - limits.misfireFireAllMax) * 1_000);
+  });
+});
+
+describe('the model check (check.ts) on dst and spread fields', () => {
+  const base = { kind: 'cron', cron: '30 1 * * *', timezone: 'America/New_York', startAtMs: null };
+  const problem = (v: unknown, strict: boolean) => problemOf(() => checkSchedule(v, 'schedule', strict));
+  it('dst: both policies required; an unknown key is refused strictly and kept leniently (a newer log entry)', () => {
+    expect(problem({ ...base, dst: { gap: 'skip', repeat: 'last' } }, true)).toBeNull();
+    expect(problem({ ...base, dst: { gap: 'skip' } }, true)?.field).toBe('schedule.dst.repeat');
+    expect(problem({ ...base, dst: { gap: 'later', repeat: 'first' } }, false)?.field).toBe('schedule.dst.gap');
+    expect(problem({ ...base, dst: { gap: 'skip', repeat: 'first', fold: 1 } }, true)?.field).toBe('schedule.dst.fold');
+    expect(problem({ ...base, dst: { gap: 'skip', repeat: 'first', fold: 1 } }, false)).toBeNull();
+  });
+  it('spread: spreadMs within bounds (at most everyMs), its offset below it, no offset without it', () => {
+    expect(problem({ ...base, spreadMs: 1000, spreadOffsetMs: 999 }, true)).toBeNull();
+    expect(problem({ ...base, spreadMs: 1000, spreadOffsetMs: 1000 }, true)?.field).toBe('schedule.spread_offset_ms');
+    expect(problem({ ...base, spreadMs: limits.spreadMsMax + 1 }, true)?.field).toBe('schedule.spread_ms');
+    expect(problem({ ...base, spreadOffsetMs: 3 }, true)?.field).toBe('schedule.spread_ms');
+    expect(problem({ kind: 'every', everyMs: 500, startAtMs: null, spreadMs: 501 }, true)?.field).toBe('schedule.spread_ms');
+    expect(problem({ kind: 'every', everyMs: 500, startAtMs: null, spreadMs: 500 }, true)).toBeNull();
   });
 });
