@@ -266,3 +266,25 @@ describe('the model check (check.ts) on dst and spread fields', () => {
     expect(problem({ kind: 'every', everyMs: 500, startAtMs: null, spreadMs: 500 }, true)).toBeNull();
   });
 });
+
+describe('dst schedules within the search bounds', () => {
+  const policy: DstPolicy = { gap: 'shift_forward', repeat: 'both' };
+  it('a preview of 1000 daily occurrences fits, as without dst', () => {
+    expect(previewOccurrences(cron('30 1 * * *', 'America/New_York', policy), ms('2027-01-01T00:00:00Z'), 1000)).toHaveLength(1000);
+    expect(previewOccurrences(cron('0 9 * * MON', 'Europe/Berlin', policy), ms('2027-01-01T00:00:00Z'), 1000)).toHaveLength(1000);
+  });
+  it('fire_all keeps the latest misfireFireAllMax occurrences across a fall-back day', () => {
+    const s = cron('* * * * *', 'America/New_York', policy);
+    const nextMs = ms('2027-11-06T00:00:00Z');
+    const limitMs = ms('2027-11-07T12:00:00Z');
+    const start = fireAllStart(s, nextMs, limitMs);
+    let count = 0;
+    for (let at: number | null = start; at !== null && at <= limitMs; at = nextOccurrence(s, at)) count++;
+    expect(count).toBe(limits.misfireFireAllMax);
+    // with repeat: first the repeated hour's second copy does not run: one hour fewer in the same span
+    const first = cron('* * * * *', 'America/New_York', { gap: 'shift_forward', repeat: 'first' });
+    const from = ms('2027-11-07T04:00:00Z');
+    expect(previewOccurrences(first, from, 1000).filter((t) => t < ms('2027-11-07T08:00:00Z'))).toHaveLength(180);
+    expect(previewOccurrences(s, from, 1000).filter((t) => t < ms('2027-11-07T08:00:00Z'))).toHaveLength(240);
+  });
+});

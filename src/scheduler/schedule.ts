@@ -333,30 +333,55 @@ function spreadOffsetOfSchedule(schedule: Schedule): number {
  * ordinary day, none in a spring-forward gap, two in a fall-back repeat. The policy picks among them
  * (instantsOf). Offsets come from Intl, so every replica with the same zone data computes the same instants.
  *
- * The occurrence strictly after afterMs: every instant s > afterMs shows a wall time L = s + o for an offset o
- * the zone has near s (a gap time shifted forward uses the offset before the gap). For each offset o the zone has
- * around afterMs, the wall matches after afterMs + o are walked until their instants cannot beat the best found;
- * a match far away (a yearly cron) is found by the first walk, whatever offset it has.
+ * The occurrence strictly after afterMs: every instant s > afterMs shows a wall time L = s + o, o the offset at s
+ * (a gap time shifted forward: the offset before the gap). Away from a change one offset holds and the first
+ * wall match after afterMs + o is the answer. Within dstWindowMs of a change at T, each side is walked on its own:
+ * the offset before it (while afterMs < T + the jump: later, no instant of it is left) from afterMs, the offset
+ * after it from T; each walk stops as soon as its wall times cannot beat the best instant found.
  */
 function dstCronAfter(cron: string, timezone: string, dst: DstPolicy, afterMs: number, budget: SearchBudget): number | null {
-  const offsets = new Set([afterMs - dstWindowBeforeMs, afterMs, afterMs + dayMs].map((t) => offsetAt(timezone, t)));
+  const before = offsetAt(timezone, afterMs - dstWindowMs);
+  const after = offsetAt(timezone, afterMs + dstWindowMs);
+  const walks: Array<{ offset: number; fromMs: number }> = [];
+  if (before === after) walks.push({ offset: before, fromMs: afterMs });
+  else {
+    const changeMs = changeAt(timezone, afterMs - dstWindowMs, afterMs + dstWindowMs, before);
+    if (afterMs < changeMs + Math.abs(after - before)) walks.push({ offset: before, fromMs: afterMs });
+    walks.push({ offset: after, fromMs: Math.max(afterMs, changeMs - 1) });
+  }
   let best: number | null = null;
-  for (const o of offsets) {
-    let cursor = afterMs + o;
+  for (const { offset, fromMs } of walks) {
+    let cursor = fromMs + offset;
     for (;;) {
       const wall = cronAfter(cron, 'UTC', cursor, budget);
       if (wall === null) break;
       for (const s of instantsOf(wall, timezone, dst)) if (s > afterMs && (best === null || s < best)) best = s;
-      // A later wall time of this offset shows an instant after wall - o: no better than best any more.
-      if (best !== null && wall - o >= best) break;
+      // A later wall time of this walk shows an instant after wall - offset: no better than best any more.
+      if (best !== null && wall - offset >= best) break;
       cursor = wall;
     }
   }
   return best;
 }
 
-/** How far before afterMs an offset can still matter: a gap time shifted forward uses the offset before the gap. */
-const dstWindowBeforeMs = 3 * 60 * 60 * 1000;
+/**
+ * How far from afterMs a change of offset can matter: before it, a gap time shifted forward uses the offset
+ * before the gap; after it, a fall-back shows wall times up to the size of its jump again. No change in the tz
+ * database of the years the API accepts moves a clock back by more (date-line moves jump forward).
+ */
+const dstWindowMs = 3 * 60 * 60 * 1000;
+
+/** The first instant in (loMs, hiMs] whose offset is not `offset` (changes fall on whole seconds). */
+function changeAt(timezone: string, loMs: number, hiMs: number, offset: number): number {
+  let lo = Math.floor(loMs / 1000);
+  let hi = Math.ceil(hiMs / 1000);
+  while (hi - lo > 1) {
+    const mid = lo + Math.floor((hi - lo) / 2);
+    if (offsetAt(timezone, mid * 1000) === offset) lo = mid;
+    else hi = mid;
+  }
+  return hi * 1000;
+}
 
 /**
  * The instants a wall-clock time (floating ms) runs at under the policy, ascending. Transitions are assumed to
