@@ -39,6 +39,18 @@ afterEach(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+describe('schedule.dst on a real node', () => {
+  it('is stored through the log and shown by GET; next_fire_at follows the policy', async () => {
+    expect((await call('/v1/tasks/hook', 'PUT', { url: rx.url('/hook') })).status).toBe(201);
+    const schedule = { cron: '30 1 7 11 *', timezone: 'America/New_York', start_at: '2027-11-01T00:00:00Z', dst: { repeat: 'last' } };
+    const created = await call('/v1/jobs', 'POST', { id: 'fall-back', task: 'hook', schedule });
+    expect(created.status).toBe(201);
+    const got = await call('/v1/jobs/fall-back', 'GET');
+    expect(got.json.schedule).toEqual({ ...schedule, start_at: '2027-11-01T00:00:00.000Z', dst: { gap: 'shift_forward', repeat: 'last' } });
+    expect(got.json.next_fire_at).toBe('2027-11-07T06:30:00.000Z'); // 01:30 EST, the second 01:30
+  });
+});
+
 describe('spread_ms on a real node', () => {
   it('fires each occurrence at the offset of its id after the nominal time; the preview with that id shows the same times', async () => {
     expect((await call('/v1/tasks/hook', 'PUT', { url: rx.url('/hook') })).status).toBe(201);
