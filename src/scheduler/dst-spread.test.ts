@@ -4,7 +4,9 @@ import { limits } from '../core/limits.js';
 import { checkSchedule, problemOf } from './check.js';
 import { resolveSchedule } from './policy.js';
 import { fireAllStart, firstOccurrence, nextOccurrence, offsetAt, previewOccurrences, spreadOffsetOf } from './schedule.js';
-import type { DstPolicy, Schedule } from './types.js';
+import { apply } from './machine.js';
+import { MemoryStore } from './memory-store.js';
+import type { DstPolicy, JobSpec, Schedule, TaskRecord } from './types.js';
 
 const ms = (iso: string): number => Date.parse(iso);
 const iso = (t: number): string => new Date(t).toISOString();
@@ -286,5 +288,30 @@ describe('dst schedules within the search bounds', () => {
     const from = ms('2027-11-07T04:00:00Z');
     expect(previewOccurrences(first, from, 1000).filter((t) => t < ms('2027-11-07T08:00:00Z'))).toHaveLength(180);
     expect(previewOccurrences(s, from, 1000).filter((t) => t < ms('2027-11-07T08:00:00Z'))).toHaveLength(240);
+  });
+});
+
+describe('the state machine derives the spread offset from the job id', () => {
+  const T0 = ms('2027-01-04T00:00:00.000Z');
+  const jobSpecOf = (id: string, schedule: JobSpec['schedule']): JobSpec => ({
+    id, task: 'email', callback: null, payload: new Uint8Array(0), payloadEncoding: 'json', schedule, endAtMs: null,
+    maxRuns: 0, misfire: 'fire_once', overlap: 'allow', metadata: null, requestDigest: `d-${id}`, idempotencyKey: null,
+  });
+  it('on create and on patch, whatever offset a command carries; fired occurrences move on by the period', () => {
+    const store = new MemoryStore();
+    const task: TaskRecord = {
+      name: 'email', url: 'https://example.com/', method: 'POST', headers: {}, timeoutMs: 1000,
+      retry: { maxAttempts: 1, initialBackoffMs: 0, maxBackoffMs: 0, multiplier: 1, jitter: false },
+      signingSecret: null, maxConcurrency: 1, createdAtMs: T0, updatedAtMs: T0,
+    };
+    apply(store, { type: 'put_task', nowMs: T0, task });
+    const offset = spreadOffsetOf('s-1', 60_000);
+    apply(store, { type: 'create_jobs', nowMs: T0, shard: 0, jobs: [jobSpecOf('s-1', { kind: 'every', everyMs: 60_000, startAtMs: null, spreadMs: 60_000, spreadOffsetMs: 7 })] });
+    expect(store.getJob('s-1')).toMatchObject({ nextFireAtMs: T0 + offset, schedule: { spreadOffsetMs: offset } });
+    apply(store, { type: 'fired', nowMs: T0 + offset, nodeId: 'n1', items: [{ jobId: 's-1', scheduledAtMs: T0 + offset, attempt: 1, startedAtMs: T0 + offset }] });
+    expect(store.getJob('s-1')?.nextFireAtMs).toBe(T0 + 60_000 + offset);
+    const cronOffset = spreadOffsetOf('s-1', 600_000);
+    apply(store, { type: 'patch_job', nowMs: T0 + 1000, id: 's-1', patch: { schedule: { kind: 'cron', cron: '0 9 * * *', timezone: 'UTC', startAtMs: null, spreadMs: 600_000 } } });
+    expect(store.getJob('s-1')).toMatchObject({ nextFireAtMs: T0 + 9 * 3_600_000 + cronOffset, schedule: { spreadOffsetMs: cronOffset } });
   });
 });
