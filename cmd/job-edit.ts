@@ -9,10 +9,10 @@ import { seg, withClient, type ClientOptions } from './client.js';
 import { printJson, printOne, withClientOptions } from './common.js';
 import { cell, isPlainObject, renderTable } from './format.js';
 import { CliError, exitCodes, usageError, type CliIo } from './io.js';
-import { jobIdArg, payloadFields, scheduleField, type JobAddOptions } from './jobs.js';
+import { jobIdArg, payloadFields, scheduleExtraFlags, scheduleField, type ScheduleOptions } from './jobs.js';
 import { parseIntIn, parseJson, parseJsonObject, parseTime } from './parse.js';
 
-type ScheduleFlags = Pick<JobAddOptions, 'at' | 'delayMs' | 'cron' | 'timezone' | 'everyMs' | 'startAt'>;
+type ScheduleFlags = ScheduleOptions;
 
 export interface JobUpdateOptions extends ClientOptions, ScheduleFlags {
   payload?: string;
@@ -30,7 +30,10 @@ function withScheduleOptions(cmd: Command): Command {
     .option('--cron <expr>', 'cron expression, 5 fields or 6 with seconds first')
     .option('--timezone <zone>', 'IANA time zone of --cron (default UTC)')
     .option('--every-ms <ms>', 'fire every MS milliseconds')
-    .option('--start-at <time>', 'first fire time of --every-ms (default now)');
+    .option('--start-at <time>', 'first fire time of --every-ms (default now)')
+    .option(scheduleExtraFlags[0]![0], scheduleExtraFlags[0]![1])
+    .option(scheduleExtraFlags[1]![0], scheduleExtraFlags[1]![1])
+    .option(scheduleExtraFlags[2]![0], scheduleExtraFlags[2]![1]);
 }
 
 /** The PATCH /v1/jobs/{id} body: only what was given; usage errors (exit 2) before any request. */
@@ -137,8 +140,10 @@ function addJobPreview(job: Command, io: CliIo): void {
   withScheduleOptions(withClientOptions(cmd))
     .option('--from <time>', 'first time to consider (default now)')
     .option('--count <n>', `how many fire times, 1..${limits.previewCountMax} (server default ${limits.previewCountDefault})`)
-    .action(async (opts: ClientOptions & ScheduleFlags & { from?: string; count?: string }) => {
+    .option('--id <id>', 'with --spread-ms: the times of the job with this id (default: the nominal times)')
+    .action(async (opts: ClientOptions & ScheduleFlags & { from?: string; count?: string; id?: string }) => {
       const body: Record<string, unknown> = { schedule: scheduleField(opts) ?? {} };
+      if (opts.id !== undefined) body.id = jobIdArg(opts.id);
       if (opts.from !== undefined) body.from = parseTime('--from', opts.from);
       if (opts.count !== undefined) body.count = parseIntIn('--count', opts.count, 1, limits.previewCountMax);
       await withClient(opts, io, async (client) => {

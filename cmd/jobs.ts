@@ -2,6 +2,7 @@
 import type { Command } from 'commander';
 import { jobIdPattern, taskNamePattern } from '../src/core/ids.js';
 import { cliLimits, limits } from '../src/core/limits.js';
+import { dstGapPolicies, dstRepeatPolicies } from '../src/scheduler/check.js';
 import { jobStates } from '../src/scheduler/types.js';
 import { seg, withClient, type Client, type ClientOptions } from './client.js';
 import { collect, printJson, printOne, withClientOptions } from './common.js';
@@ -35,6 +36,9 @@ export interface JobAddOptions extends ClientOptions {
   timezone?: string;
   everyMs?: string;
   startAt?: string;
+  dstGap?: string;
+  dstRepeat?: string;
+  spreadMs?: string;
   id?: string;
   endAt?: string;
   maxRuns?: string;
@@ -113,26 +117,53 @@ export function payloadFields(opts: Pick<JobAddOptions, 'payload' | 'payloadFile
   if (opts.payloadBase64 !== undefined) body.payload_base64 = parseBase64('--payload-base64', opts.payloadBase64);
 }
 
-export function scheduleField(
-  opts: Pick<JobAddOptions, 'at' | 'delayMs' | 'cron' | 'timezone' | 'everyMs' | 'startAt'>,
-): Record<string, unknown> | undefined {
+export type ScheduleOptions = Pick<
+  JobAddOptions,
+  'at' | 'delayMs' | 'cron' | 'timezone' | 'everyMs' | 'startAt' | 'dstGap' | 'dstRepeat' | 'spreadMs'
+>;
+
+export function scheduleField(opts: ScheduleOptions): Record<string, unknown> | undefined {
   const kinds = given([['--at', opts.at], ['--delay-ms', opts.delayMs], ['--cron', opts.cron], ['--every-ms', opts.everyMs]]);
   atMostOne(kinds, 'one schedule');
   if (opts.timezone !== undefined && opts.cron === undefined) throw usageError('--timezone: only with --cron');
   if (opts.startAt !== undefined && opts.everyMs === undefined) throw usageError('--start-at: only with --every-ms');
+  const dst = given([['--dst-gap', opts.dstGap], ['--dst-repeat', opts.dstRepeat]]);
+  if (dst.length > 0 && opts.cron === undefined) throw usageError(`${dst.join(', ')}: only with --cron`);
+  if (opts.spreadMs !== undefined && opts.cron === undefined && opts.everyMs === undefined) {
+    throw usageError('--spread-ms: only with --cron or --every-ms');
+  }
   if (opts.at !== undefined) return { at: parseTime('--at', opts.at) };
   if (opts.delayMs !== undefined) return { delay_ms: parseIntIn('--delay-ms', opts.delayMs, 0, Number.MAX_SAFE_INTEGER) };
+  let schedule: Record<string, unknown> | undefined;
   if (opts.cron !== undefined) {
     if (opts.cron.trim() === '') throw usageError('--cron: must not be empty');
-    return opts.timezone === undefined ? { cron: opts.cron } : { cron: opts.cron, timezone: opts.timezone };
+    schedule = opts.timezone === undefined ? { cron: opts.cron } : { cron: opts.cron, timezone: opts.timezone };
+    if (dst.length > 0) {
+      const policy: Record<string, string> = {};
+      if (opts.dstGap !== undefined) policy.gap = oneOfFlag('--dst-gap', opts.dstGap, dstGapPolicies);
+      if (opts.dstRepeat !== undefined) policy.repeat = oneOfFlag('--dst-repeat', opts.dstRepeat, dstRepeatPolicies);
+      schedule.dst = policy;
+    }
   }
   if (opts.everyMs !== undefined) {
-    const every: Record<string, unknown> = { every_ms: parseIntIn('--every-ms', opts.everyMs, limits.everyMsMin, limits.everyMsMax) };
-    if (opts.startAt !== undefined) every.start_at = parseTime('--start-at', opts.startAt);
-    return every;
+    schedule = { every_ms: parseIntIn('--every-ms', opts.everyMs, limits.everyMsMin, limits.everyMsMax) };
+    if (opts.startAt !== undefined) schedule.start_at = parseTime('--start-at', opts.startAt);
   }
-  return undefined; // absent = now
+  if (schedule !== undefined && opts.spreadMs !== undefined) schedule.spread_ms = parseIntIn('--spread-ms', opts.spreadMs, 1, limits.spreadMsMax);
+  return schedule; // absent = now
 }
+
+function oneOfFlag(flag: string, value: string, values: readonly string[]): string {
+  if (!values.includes(value)) throw usageError(`${flag}: must be one of ${values.join('|')}, got ${JSON.stringify(value)}`);
+  return value;
+}
+
+/** The flags of a schedule's `dst` and `spread_ms` (job add, update, preview). */
+export const scheduleExtraFlags: ReadonlyArray<readonly [string, string]> = [
+  ['--dst-gap <policy>', `with --cron: a local time that does not exist that day, ${dstGapPolicies.join('|')} (default shift_forward)`],
+  ['--dst-repeat <policy>', `with --cron: a local time that happens twice, ${dstRepeatPolicies.join('|')} (default first)`],
+  ['--spread-ms <ms>', `with --cron or --every-ms: run at a stable offset of the job id within MS ms after each time, 1..${limits.spreadMsMax}`],
+];
 
 /** A job id given as an argument: checked here, so a typo is bad usage (exit 2) and sends no request. */
 export function jobIdArg(id: string): string {
@@ -232,6 +263,9 @@ function addJobAdd(job: Command, io: CliIo): void {
     .option('--timezone <zone>', 'IANA time zone of --cron (default UTC)')
     .option('--every-ms <ms>', 'fire every MS milliseconds')
     .option('--start-at <time>', 'first fire time of --every-ms (default: the moment the job is created)')
+    .option(scheduleExtraFlags[0]![0], scheduleExtraFlags[0]![1])
+    .option(scheduleExtraFlags[1]![0], scheduleExtraFlags[1]![1])
+    .option(scheduleExtraFlags[2]![0], scheduleExtraFlags[2]![1])
     .option('--id <id>', 'client job id, [A-Za-z0-9._:-]{1,128} (default: generated)')
     .option('--end-at <time>', 'end of a recurring schedule')
     .option('--max-runs <n>', 'stop after N runs (0 = unlimited)')

@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runCli, type CliResult } from './cli-fixture.js';
 import { resolveServeConfig } from './serve.js';
+import { spreadOffsetOf } from '../src/scheduler/schedule.js';
 
 const cli = (argv: string[], env: Record<string, string> = {}): Promise<CliResult> => runCli(argv, env);
 
@@ -908,6 +909,23 @@ describe('the executable against a real node', () => {
       stderr: '',
       code: 0,
     });
+  });
+
+  it('job preview takes --dst-repeat, --dst-gap, --spread-ms and --id; a bad policy is usage (exit 2)', async () => {
+    const both = await cli(['job', 'preview', '--cron', '30 1 * * *', '--timezone', 'America/New_York', '--dst-repeat', 'both',
+      '--from', '2027-11-06T12:00:00Z', '--count', '2', '--server', server]); // prettier-ignore
+    expect(both).toEqual({ stdout: '2027-11-07T05:30:00.000Z\n2027-11-07T06:30:00.000Z\n', stderr: '', code: 0 });
+    const skip = await cli(['job', 'preview', '--cron', '30 2 * * *', '--timezone', 'America/New_York', '--dst-gap', 'skip',
+      '--from', '2027-03-13T12:00:00Z', '--count', '1', '--server', server]); // prettier-ignore
+    expect(skip.stdout).toBe('2027-03-15T06:30:00.000Z\n');
+    const offset = spreadOffsetOf('report-7', 3_600_000);
+    const spread = await cli(['job', 'preview', '--cron', '0 10 * * *', '--spread-ms', '3600000', '--id', 'report-7',
+      '--from', '2027-01-01T00:00:00Z', '--count', '1', '--server', server]); // prettier-ignore
+    expect(spread.stdout).toBe(`${new Date(Date.UTC(2027, 0, 1, 10) + offset).toISOString()}\n`);
+    const bad = await cli(['job', 'preview', '--cron', '30 1 * * *', '--dst-repeat', 'twice', '--server', server]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--dst-repeat: must be one of first|last|both');
+    expect((await cli(['job', 'preview', '--every-ms', '1000', '--dst-gap', 'skip', '--server', server])).code).toBe(2);
   });
 
   it('a server error whose field error repeats the detail prints one line', async () => {

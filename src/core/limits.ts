@@ -69,6 +69,11 @@ export const limits = {
   /** Bounds of `misfire_threshold_ms`: below a second, ordinary firing jitter under load would count as missed. */
   misfireThresholdMsMin: 1_000,
   misfireThresholdMsMax: 24 * 60 * 60 * 1000,
+  /**
+   * Largest `spread_ms` of a recurring schedule: an hour spreads a hot instant thousands of jobs share while a
+   * job's runs stay near the time its schedule names (and, for every_ms, it is also at most every_ms).
+   */
+  spreadMsMax: 60 * 60 * 1000,
 
   // --- timing wheel and loader
   /** The loader keeps jobs due within this horizon in the wheel; the rest stay in SQLite. */

@@ -207,18 +207,22 @@ export interface PreviewRequest {
   count: number;
 }
 
-/** POST /v1/schedules:preview: `{"schedule", "from" (default now), "count" (default 10, at most 1000)}`. */
+/**
+ * POST /v1/schedules:preview: `{"schedule", "from" (default now), "count" (default 10, at most 1000), "id"}`.
+ * `id` places a `spread_ms` schedule's times as the job with that id runs them (without it: the nominal times).
+ */
 export function parsePreview(body: unknown, nowMs: number): PreviewRequest {
   const issues = new Issues();
   const o = body === undefined ? {} : readObject(body, '', issues);
   if (o === undefined) throw issues.toError();
-  onlyKeys(o, ['schedule', 'from', 'count'], '', issues);
+  onlyKeys(o, ['schedule', 'from', 'count', 'id'], '', issues);
   const fromMs = o.from == null ? nowMs : readTime(o.from, 'from', issues);
   const count = o.count == null ? limits.previewCountDefault : readInt(o.count, 'count', 1, limits.previewCountMax, issues);
+  const id = o.id == null ? undefined : readPattern(o.id, 'id', jobIdPattern, '[A-Za-z0-9._:-]{1,128}', issues);
   const schedule = parseSchedule(o.schedule, 'schedule', fromMs ?? nowMs, issues);
   if (!issues.ok) throw issues.toError();
   // `every_ms` without `start_at` previews as a job created at `from` would run.
-  return { schedule: resolveSchedule(schedule!, fromMs!), fromMs: fromMs!, count: count! };
+  return { schedule: resolveSchedule(schedule!, fromMs!, id), fromMs: fromMs!, count: count! };
 }
 
 /** POST /v1/cluster/shards/{id}/transfer-leader: `{"to": "n2"}`. */

@@ -13,13 +13,15 @@ import {
   callbackMethods,
   checkCalendarRecord,
   checkCallbackSpec,
+  dstGapPolicies,
+  dstRepeatPolicies,
   headerNamePattern,
   headerValuePattern,
   problemOf,
   redactedSecret,
   reservedHeaders,
 } from '../scheduler/check.js';
-import type { CallbackSpec, JobSpec, RetryPolicy, Schedule, ScheduleSpec } from '../scheduler/types.js';
+import type { CallbackSpec, DstPolicy, JobSpec, RetryPolicy, Schedule, ScheduleSpec } from '../scheduler/types.js';
 import { PunctualError } from '../core/errors.js';
 import { timeMsMax } from './time.js';
 import {
@@ -42,7 +44,8 @@ import {
 // The model's own vocabulary (src/scheduler/check.ts), shared with the checks every parsed value ends in.
 export { callbackMethods, misfirePolicies, overlapPolicies, redactedSecret } from '../scheduler/check.js';
 
-const scheduleKeys = ['at', 'delay_ms', 'cron', 'timezone', 'every_ms', 'start_at', 'exclude'] as const;
+// `spread_offset_ms` is shown by GET (views.ts) and derived from the job id: accepted back, and ignored.
+const scheduleKeys = ['at', 'delay_ms', 'cron', 'timezone', 'every_ms', 'start_at', 'exclude', 'dst', 'spread_ms', 'spread_offset_ms'] as const;
 const scheduleKinds = ['at', 'delay_ms', 'cron', 'every_ms'] as const;
 
 /**
@@ -63,6 +66,10 @@ export function parseSchedule(value: unknown, field: string, nowMs: number, issu
   if (o.timezone !== undefined && kind !== 'cron') issues.add(fieldAt(field, 'timezone'), 'only allowed with cron');
   if (o.start_at !== undefined && kind !== 'every_ms' && kind !== 'cron') {
     issues.add(fieldAt(field, 'start_at'), 'only allowed with every_ms or cron');
+  }
+  if (o.dst !== undefined && kind !== 'cron') issues.add(fieldAt(field, 'dst'), 'only allowed with cron');
+  if (o.spread_ms !== undefined && kind !== 'every_ms' && kind !== 'cron') {
+    issues.add(fieldAt(field, 'spread_ms'), 'only allowed with every_ms or cron');
   }
   const exclude = parseExclude(o.exclude, fieldAt(field, 'exclude'), kind, issues);
   const schedule = parseScheduleKind(o, kind, field, nowMs, issues);
@@ -106,8 +113,9 @@ function parseScheduleKind(o: JsonObject, kind: (typeof scheduleKinds)[number] |
     case 'every_ms': {
       const everyMs = readInt(o.every_ms, fieldAt(field, 'every_ms'), limits.everyMsMin, limits.everyMsMax, issues);
       const startAtMs = o.start_at === undefined ? null : readTime(o.start_at, fieldAt(field, 'start_at'), issues);
-      if (everyMs === undefined || startAtMs === undefined) return undefined;
-      return startAtMs === null ? { kind: 'every', everyMs, startAtMs: null } : { kind: 'every', everyMs, startAtMs };
+      const spread = readSpread(o.spread_ms, field, everyMs, issues);
+      if (everyMs === undefined || startAtMs === undefined || spread === undefined) return undefined;
+      return startAtMs === null ? { kind: 'every', everyMs, startAtMs: null, ...spread } : { kind: 'every', everyMs, startAtMs, ...spread };
     }
   }
 }
@@ -117,14 +125,34 @@ function parseCron(o: JsonObject, field: string, issues: Issues): Schedule | und
   const timezone =
     o.timezone === undefined ? 'UTC' : readString(o.timezone, fieldAt(field, 'timezone'), httpLimits.timezoneLengthMax, issues);
   const startAtMs = o.start_at === undefined ? null : readTime(o.start_at, fieldAt(field, 'start_at'), issues);
-  if (cron === undefined || timezone === undefined || startAtMs === undefined) return undefined;
+  const dst = o.dst === undefined ? null : readDst(o.dst, fieldAt(field, 'dst'), issues);
+  const spread = readSpread(o.spread_ms, field, undefined, issues);
+  if (cron === undefined || timezone === undefined || startAtMs === undefined || dst === undefined || spread === undefined) return undefined;
   const problem = validateCron(cron, timezone);
   if (problem !== null) {
     // validateCron names `schedule.cron` / `schedule.timezone`; re-root it under this schedule's path.
     const leaf = problem.field.slice(problem.field.lastIndexOf('.') + 1);
     return issues.add(fieldAt(field, leaf), problem.message);
   }
-  return { kind: 'cron', cron, timezone, startAtMs };
+  return { kind: 'cron', cron, timezone, startAtMs, ...(dst === null ? {} : { dst }), ...spread };
+}
+
+/** `schedule.dst`: `{gap, repeat}`, each optional (shift_forward, first); null = absent = cron-parser's rules. */
+function readDst(value: unknown, field: string, issues: Issues): DstPolicy | undefined {
+  const o = readObject(value, field, issues);
+  if (o === undefined) return undefined;
+  onlyKeys(o, ['gap', 'repeat'], field, issues);
+  const gap = o.gap == null ? 'shift_forward' : readEnum(o.gap, fieldAt(field, 'gap'), dstGapPolicies, issues);
+  const repeat = o.repeat == null ? 'first' : readEnum(o.repeat, fieldAt(field, 'repeat'), dstRepeatPolicies, issues);
+  return gap === undefined || repeat === undefined ? undefined : { gap, repeat };
+}
+
+/** `schedule.spread_ms`: 1 to limits.spreadMsMax, and at most every_ms; {} when absent, undefined when invalid. */
+function readSpread(value: unknown, field: string, everyMs: number | undefined, issues: Issues): { spreadMs?: number } | undefined {
+  if (value === undefined) return {};
+  const max = everyMs === undefined ? limits.spreadMsMax : Math.min(limits.spreadMsMax, everyMs);
+  const spreadMs = readInt(value, fieldAt(field, 'spread_ms'), 1, max, issues);
+  return spreadMs === undefined ? undefined : { spreadMs };
 }
 
 const callbackKeys = [

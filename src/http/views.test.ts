@@ -11,7 +11,7 @@ const nowMs = Date.UTC(2026, 11, 1, 9, 0, 0);
 
 function viewOf(body: Record<string, unknown>): Record<string, unknown> {
   const spec = parseJob(body, '', { nowMs, idempotencyKey: null, batchIndex: null });
-  const view: JobView = { ...spec, schedule: resolveSchedule(spec.schedule, nowMs), state: 'PENDING', nextFireAtMs: null, runs: 0, shard: 2, createdAtMs: nowMs, updatedAtMs: nowMs, lastExecution: null };
+  const view: JobView = { ...spec, schedule: resolveSchedule(spec.schedule, nowMs, spec.id), state: 'PENDING', nextFireAtMs: null, runs: 0, shard: 2, createdAtMs: nowMs, updatedAtMs: nowMs, lastExecution: null };
   return jobView(view);
 }
 

@@ -19,15 +19,22 @@ function scheduleKindView(s: Schedule): Record<string, unknown> {
   switch (s.kind) {
     case 'once':
       return { at: renderTime(s.atMs) };
-    case 'cron':
-      return s.startAtMs === null
-        ? { cron: s.cron, timezone: s.timezone }
-        : { cron: s.cron, timezone: s.timezone, start_at: renderTime(s.startAtMs) };
+    case 'cron': {
+      const view: Record<string, unknown> = { cron: s.cron, timezone: s.timezone };
+      if (s.startAtMs !== null) view.start_at = renderTime(s.startAtMs);
+      if (s.dst !== undefined) view.dst = { gap: s.dst.gap, repeat: s.dst.repeat };
+      return { ...view, ...spreadView(s) };
+    }
     case 'every':
-      return { every_ms: s.everyMs, start_at: renderTime(s.startAtMs) };
+      return { every_ms: s.everyMs, start_at: renderTime(s.startAtMs), ...spreadView(s) };
     default:
       return unreachable(s, 'schedule kind');
   }
+}
+
+/** `spread_ms` as given, and the job's offset within it (its runs are that much after the nominal times). */
+function spreadView(s: { spreadMs?: number; spreadOffsetMs?: number }): Record<string, unknown> {
+  return s.spreadMs === undefined ? {} : { spread_ms: s.spreadMs, spread_offset_ms: s.spreadOffsetMs ?? 0 };
 }
 
 export function callbackView(c: CallbackSpec): Record<string, unknown> {

@@ -153,9 +153,11 @@ const jobKeys = [
 ];
 const scheduleKeys: Record<string, readonly string[]> = {
   once: ['kind', 'atMs'],
-  cron: ['kind', 'cron', 'timezone', 'startAtMs', 'exclude'],
-  every: ['kind', 'everyMs', 'startAtMs', 'exclude'],
+  cron: ['kind', 'cron', 'timezone', 'startAtMs', 'exclude', 'dst', 'spreadMs', 'spreadOffsetMs'],
+  every: ['kind', 'everyMs', 'startAtMs', 'exclude', 'spreadMs', 'spreadOffsetMs'],
 };
+export const dstGapPolicies = ['shift_forward', 'skip'] as const;
+export const dstRepeatPolicies = ['first', 'last', 'both'] as const;
 
 // --- the model -------------------------------------------------------------------------------------------
 
@@ -245,14 +247,18 @@ export function checkSchedule(v: unknown, field: string, strict = false): void {
       const problem = cronProblems.get(`${timezone} ${cron}`, () => validateCron(cron, timezone));
       if (problem !== null) fail(at(field, problem.field.slice(problem.field.lastIndexOf('.') + 1)), problem.message);
       checkExclude(o.exclude, at(field, 'exclude'));
+      if (o.dst !== undefined) checkDst(o.dst, at(field, 'dst'), strict);
+      checkSpread(o, field, limits.spreadMsMax);
       return;
     }
-    case 'every':
-      int(o.everyMs, at(field, 'every_ms'), limits.everyMsMin, limits.everyMsMax);
+    case 'every': {
+      const everyMs = int(o.everyMs, at(field, 'every_ms'), limits.everyMsMin, limits.everyMsMax);
       // null: no start_at given, apply starts it at its command's nowMs.
       nullable(o.startAtMs, (s) => time(s, at(field, 'start_at')));
       checkExclude(o.exclude, at(field, 'exclude'));
+      checkSpread(o, field, Math.min(limits.spreadMsMax, everyMs));
       return;
+    }
     default:
       fail(field, 'must be one of at, delay_ms, cron, every_ms');
   }
@@ -304,6 +310,24 @@ function calendarDate(v: unknown, field: string): number {
   const day = typeof v === 'string' ? dayNumber(v) : null;
   if (day === null) fail(field, 'must be a date YYYY-MM-DD');
   return day;
+}
+
+/** Absent: cron-parser's own DST rules (schedule.ts); else both policies. */
+function checkDst(v: unknown, field: string, strict: boolean): void {
+  const o = obj(v, field);
+  known(o, ['gap', 'repeat'], field, strict);
+  oneOf(o.gap, at(field, 'gap'), dstGapPolicies);
+  oneOf(o.repeat, at(field, 'repeat'), dstRepeatPolicies);
+}
+
+/** `spreadMs` from 1 to spreadMsMax; its offset (set by resolveSchedule) within [0, spreadMs). Both absent: none. */
+function checkSpread(o: Record<string, unknown>, field: string, spreadMsMax: number): void {
+  if (o.spreadMs === undefined) {
+    if (o.spreadOffsetMs !== undefined) fail(at(field, 'spread_ms'), 'must be given with its offset');
+    return;
+  }
+  const spreadMs = int(o.spreadMs, at(field, 'spread_ms'), 1, spreadMsMax);
+  if (o.spreadOffsetMs !== undefined) int(o.spreadOffsetMs, at(field, 'spread_offset_ms'), 0, spreadMs - 1);
 }
 
 function checkPayload(payload: unknown, encoding: unknown, prefix: string): void {

@@ -276,7 +276,7 @@ function createJob(
     return { id, ...fail('invalid_argument', 'a job needs a task or a callback', 'callback') };
   }
   // The first occurrence is computed from this command's one instant (an `every` without start starts at it).
-  const schedule = resolveSchedule(spec.schedule, nowMs);
+  const schedule = resolveSchedule(spec.schedule, nowMs, spec.id);
   const job: JobRecord = {
     ...spec,
     schedule,
@@ -389,7 +389,7 @@ function patchJob(
 ): JobCommandResult {
   if (isFinal(job.state)) return fail('conflict', `cannot patch job ${JSON.stringify(job.id)}: ${job.state}`);
   let next: number | null = job.nextFireAtMs;
-  const schedule = patch.schedule === undefined ? undefined : resolveSchedule(patch.schedule, nowMs);
+  const schedule = patch.schedule === undefined ? undefined : resolveSchedule(patch.schedule, nowMs, job.id);
   if (schedule !== undefined) {
     const unknown = unknownCalendar(store, schedule, 'schedule');
     if (unknown !== null) return unknown;

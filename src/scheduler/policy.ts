@@ -4,7 +4,7 @@
  * machine.ts applies them when a command advances a job; the firing engine asks `dueAction` when an occurrence
  * comes due and does what it answers. Pure: every instant is an argument.
  */
-import { fireAllStart, nextOccurrence } from './schedule.js';
+import { fireAllStart, nextOccurrence, spreadOffsetOf } from './schedule.js';
 import type { JobRecord, Schedule, ScheduleSpec } from './types.js';
 
 /**
@@ -21,10 +21,15 @@ export function misfireThresholdOf(job: Pick<JobRecord, 'misfireThresholdMs'>): 
 /**
  * `every` without a start starts at nowMs, the instant the command is stamped with: the first occurrence of a new
  * (or re-scheduled) job is computed from that one instant, so `every_ms` alone always runs first at creation.
+ * A schedule with `spreadMs` gets the offset of `jobId` (none given, as in a preview without `id`: offset 0).
  */
-export function resolveSchedule(schedule: ScheduleSpec, nowMs: number): Schedule {
-  if (schedule.kind === 'every' && schedule.startAtMs === null) return { ...schedule, startAtMs: nowMs };
-  return schedule as Schedule;
+export function resolveSchedule(schedule: ScheduleSpec, nowMs: number, jobId?: string): Schedule {
+  let resolved = schedule as Schedule;
+  if (schedule.kind === 'every' && schedule.startAtMs === null) resolved = { ...schedule, startAtMs: nowMs };
+  if (resolved.kind !== 'once' && resolved.spreadMs !== undefined) {
+    resolved = { ...resolved, spreadOffsetMs: jobId === undefined ? 0 : spreadOffsetOf(jobId, resolved.spreadMs) };
+  }
+  return resolved;
 }
 
 /** A regular occurrence of a recurring job is missed when Punctual gets to it (atMs) more than the threshold late. */

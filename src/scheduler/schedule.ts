@@ -11,7 +11,8 @@
 import { CronExpression, CronExpressionParser } from 'cron-parser';
 import { invalid } from '../core/errors.js';
 import { limits, schedulerLimits } from '../core/limits.js';
-import type { Schedule } from './types.js';
+import { hash32 } from '../core/ids.js';
+import type { DstPolicy, Schedule } from './types.js';
 
 // ---------------------------------------------------------------- cron cache
 
@@ -197,7 +198,9 @@ function cronBefore(cron: string, timezone: string, beforeMs: number, budget: Se
  * cron search has schedulerLimits.cronSearchStepsMax steps: a match further away counts as none.
  */
 export function firstOccurrence(schedule: Schedule, fromMs: number, budget?: SearchBudget): number | null {
-  const at = firstOccurrenceAny(schedule, fromMs, budget ?? searchBudget(schedulerLimits.cronSearchStepsMax));
+  const offsetMs = spreadOffsetOfSchedule(schedule);
+  const nominal = firstOccurrenceAny(schedule, fromMs - offsetMs, budget ?? searchBudget(schedulerLimits.cronSearchStepsMax));
+  const at = nominal === null ? null : nominal + offsetMs;
   // Times are RFC 3339 on output: a recurring schedule ends at the last millisecond of year 9999.
   return at !== null && schedule.kind !== 'once' && at > lastMs ? null : at;
 }
@@ -217,6 +220,7 @@ function firstOccurrenceAny(schedule: Schedule, fromMs: number, budget: SearchBu
     }
     case 'cron': {
       const from = schedule.startAtMs !== null ? Math.max(fromMs, schedule.startAtMs) : fromMs;
+      if (schedule.dst !== undefined) return dstCronAfter(schedule.cron, schedule.timezone, schedule.dst, from - 1, budget);
       return cronAfter(schedule.cron, schedule.timezone, from - 1, budget);
     }
   }
@@ -273,6 +277,13 @@ export function firstOccurrenceOutOfBound(schedule: Schedule, fromMs: number): b
  * by schedulerLimits.cronPreviewStepsMax search steps (out of steps: the replay starts at `nextMs`).
  */
 export function fireAllStart(schedule: Schedule, nextMs: number, limitMs: number): number {
+  const offsetMs = spreadOffsetOfSchedule(schedule);
+  if (offsetMs === 0 || schedule.kind === 'once') return fireAllStartNominal(schedule, nextMs, limitMs);
+  // Spread occurrences are the nominal ones moved by one constant: count them on the nominal times.
+  return fireAllStartNominal({ ...schedule, spreadOffsetMs: 0 }, nextMs - offsetMs, limitMs - offsetMs) + offsetMs;
+}
+
+function fireAllStartNominal(schedule: Schedule, nextMs: number, limitMs: number): number {
   const max = limits.misfireFireAllMax;
   if (schedule.kind === 'once' || limitMs < nextMs) return nextMs;
   if (schedule.kind === 'every') {
@@ -290,9 +301,135 @@ export function fireAllStart(schedule: Schedule, nextMs: number, limitMs: number
   // More than max were missed: step back max matches from limitMs, then snap forward so the start is an
   // instant forward iteration also yields (prev() may return the second copy of a repeated local hour).
   let back: number | null = limitMs + 1;
-  for (let i = 0; i < max && back !== null; i++) back = cronBefore(schedule.cron, schedule.timezone, back, budget);
+  for (let i = 0; i < max && back !== null; i++) {
+    if (schedule.dst === undefined) back = cronBefore(schedule.cron, schedule.timezone, back, budget);
+    else {
+      // Step back on the wall clock; the snap forward below lands on an occurrence the policy yields.
+      const offset = offsetAt(schedule.timezone, back);
+      const wall = cronBefore(schedule.cron, 'UTC', back + offset, budget);
+      back = wall === null ? null : wall - offset;
+    }
+  }
   const start = back === null ? null : firstOccurrence(schedule, back, budget);
   return start !== null && start > nextMs && !budget.exhausted ? start : nextMs;
+}
+
+// ---------------------------------------------------------------- spread
+
+/** The offset of a job's occurrences within [0, spreadMs): FNV-1a of its id (as shards use), stable everywhere. */
+export function spreadOffsetOf(jobId: string, spreadMs: number): number {
+  return hash32(jobId) % spreadMs;
+}
+
+function spreadOffsetOfSchedule(schedule: Schedule): number {
+  return schedule.kind === 'once' ? 0 : (schedule.spreadOffsetMs ?? 0);
+}
+
+// ---------------------------------------------------------------- daylight-saving policies
+
+/**
+ * A cron with a `dst` policy is matched on the zone's wall clock: cron-parser runs it in UTC over "wall time as
+ * if it were UTC" (a floating time), and each wall-clock match maps to the instants that show it: one on an
+ * ordinary day, none in a spring-forward gap, two in a fall-back repeat. The policy picks among them
+ * (instantsOf). Offsets come from Intl, so every replica with the same zone data computes the same instants.
+ *
+ * The occurrence strictly after afterMs: every instant s > afterMs shows a wall time L = s + o, o the offset at s
+ * (a gap time shifted forward: the offset before the gap). Away from a change one offset holds and the first
+ * wall match after afterMs + o is the answer. Within dstWindowMs of a change at T, each side is walked on its own:
+ * the offset before it (while afterMs < T + the jump: later, no instant of it is left) from afterMs, the offset
+ * after it from T; each walk stops as soon as its wall times cannot beat the best instant found.
+ */
+function dstCronAfter(cron: string, timezone: string, dst: DstPolicy, afterMs: number, budget: SearchBudget): number | null {
+  const before = offsetAt(timezone, afterMs - dstWindowMs);
+  const after = offsetAt(timezone, afterMs + dstWindowMs);
+  const walks: Array<{ offset: number; fromMs: number }> = [];
+  if (before === after) walks.push({ offset: before, fromMs: afterMs });
+  else {
+    const changeMs = changeAt(timezone, afterMs - dstWindowMs, afterMs + dstWindowMs, before);
+    if (afterMs < changeMs + Math.abs(after - before)) walks.push({ offset: before, fromMs: afterMs });
+    walks.push({ offset: after, fromMs: Math.max(afterMs, changeMs - 1) });
+  }
+  let best: number | null = null;
+  for (const { offset, fromMs } of walks) {
+    let cursor = fromMs + offset;
+    for (;;) {
+      const wall = cronAfter(cron, 'UTC', cursor, budget);
+      if (wall === null) break;
+      for (const s of instantsOf(wall, timezone, dst)) if (s > afterMs && (best === null || s < best)) best = s;
+      // A later wall time of this walk shows an instant after wall - offset: no better than best any more.
+      if (best !== null && wall - offset >= best) break;
+      cursor = wall;
+    }
+  }
+  return best;
+}
+
+/**
+ * How far from afterMs a change of offset can matter: before it, a gap time shifted forward uses the offset
+ * before the gap; after it, a fall-back shows wall times up to the size of its jump again. No change in the tz
+ * database of the years the API accepts moves a clock back by more (date-line moves jump forward).
+ */
+const dstWindowMs = 3 * 60 * 60 * 1000;
+
+/** The first instant in (loMs, hiMs] whose offset is not `offset` (changes fall on whole seconds). */
+function changeAt(timezone: string, loMs: number, hiMs: number, offset: number): number {
+  let lo = Math.floor(loMs / 1000);
+  let hi = Math.ceil(hiMs / 1000);
+  while (hi - lo > 1) {
+    const mid = lo + Math.floor((hi - lo) / 2);
+    if (offsetAt(timezone, mid * 1000) === offset) lo = mid;
+    else hi = mid;
+  }
+  return hi * 1000;
+}
+
+/**
+ * The instants a wall-clock time (floating ms) runs at under the policy, ascending. Transitions are assumed to
+ * be more than a day apart (true of every zone's rules), so the offsets a day before and after bracket it.
+ */
+function instantsOf(wall: number, timezone: string, dst: DstPolicy): number[] {
+  const before = offsetAt(timezone, wall - dayMs);
+  const after = offsetAt(timezone, wall + dayMs);
+  const shown: number[] = [];
+  for (const o of new Set([before, after, offsetAt(timezone, wall - before)])) {
+    const s = wall - o;
+    if (offsetAt(timezone, s) === o && !shown.includes(s)) shown.push(s);
+  }
+  shown.sort((a, b) => a - b);
+  if (shown.length === 0) return dst.gap === 'skip' ? [] : [wall - before]; // shifted forward by the gap's length
+  if (shown.length === 1) return shown;
+  if (dst.repeat === 'both') return shown;
+  return [dst.repeat === 'first' ? shown[0]! : shown[shown.length - 1]!];
+}
+
+/** One formatter per zone (bounded like the cron cache: cleared when full). */
+const zoneFormats = new Map<string, Intl.DateTimeFormat>();
+
+/** The zone's UTC offset at instant t, in ms (whole seconds: Intl shows no milliseconds). */
+export function offsetAt(timezone: string, t: number): number {
+  let f = zoneFormats.get(timezone);
+  if (f === undefined) {
+    f = new Intl.DateTimeFormat('en-US', {
+      timeZone: timezone,
+      hourCycle: 'h23',
+      era: 'short',
+      year: 'numeric',
+      month: 'numeric',
+      day: 'numeric',
+      hour: 'numeric',
+      minute: 'numeric',
+      second: 'numeric',
+    });
+    if (zoneFormats.size >= schedulerLimits.cronCacheEntriesMax) zoneFormats.clear();
+    zoneFormats.set(timezone, f);
+  }
+  const p: Record<string, string> = {};
+  for (const part of f.formatToParts(t)) p[part.type] = part.value;
+  const year = p.era === 'BC' ? 1 - Number(p.year) : Number(p.year);
+  const local = new Date(0);
+  local.setUTCFullYear(year, Number(p.month) - 1, Number(p.day));
+  local.setUTCHours(Number(p.hour), Number(p.minute), Number(p.second), 0);
+  return local.getTime() - (t - (((t % 1000) + 1000) % 1000));
 }
 
 // ---------------------------------------------------------------- validation

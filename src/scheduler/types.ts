@@ -77,14 +77,32 @@ export interface CalendarRecord {
  */
 export type Schedule =
   | { kind: 'once'; atMs: number }
-  | { kind: 'cron'; cron: string; timezone: string; startAtMs: number | null; exclude?: string[] }
-  | { kind: 'every'; everyMs: number; startAtMs: number; exclude?: string[] };
+  | ({ kind: 'cron'; cron: string; timezone: string; startAtMs: number | null; exclude?: string[]; dst?: DstPolicy } & Spread)
+  | ({ kind: 'every'; everyMs: number; startAtMs: number; exclude?: string[] } & Spread);
+
+/**
+ * What a cron schedule does with a local time that does not exist (`gap`) or happens twice (`repeat`) on a
+ * daylight-saving change (docs/api.md, "Daylight-saving changes"). Absent: cron-parser's own rules (schedule.ts).
+ */
+export interface DstPolicy {
+  gap: 'shift_forward' | 'skip';
+  repeat: 'first' | 'last' | 'both';
+}
+
+/**
+ * `spreadMs`: each occurrence runs `spreadOffsetMs` (in [0, spreadMs), a hash of the job id) after the schedule's
+ * nominal time. The offset is set when the job is created or re-scheduled (resolveSchedule); absent = 0.
+ */
+interface Spread {
+  spreadMs?: number;
+  spreadOffsetMs?: number;
+}
 
 /**
  * A schedule as a command carries it: also `every` without a start, which apply starts at the command's nowMs (the
  * one instant a first occurrence is computed from; see resolveSchedule in schedule.ts). Stored jobs never have it.
  */
-export type ScheduleSpec = Schedule | { kind: 'every'; everyMs: number; startAtMs: null; exclude?: string[] };
+export type ScheduleSpec = Schedule | ({ kind: 'every'; everyMs: number; startAtMs: null; exclude?: string[] } & Spread);
 
 /** A job as submitted, after validation and normalization by the proposer. */
 export interface JobSpec {

@@ -96,7 +96,7 @@ export class MemoryApi implements SchedulerApi {
       return { ok: false, id: spec.id, error: new PunctualError('not_found', 'no such task', [{ field: 'task', message: 'not found' }]) };
     }
     const now = this.nowMs();
-    const schedule = resolveSchedule(spec.schedule, now);
+    const schedule = resolveSchedule(spec.schedule, now, spec.id);
     const nextFireAtMs = firstOccurrence(schedule, now);
     const job: JobView = {
       ...spec,
@@ -147,7 +147,7 @@ export class MemoryApi implements SchedulerApi {
     const { schedule, ...rest } = patch;
     const changes: Partial<JobView> = { ...rest };
     if (schedule !== undefined) {
-      changes.schedule = resolveSchedule(schedule, this.nowMs());
+      changes.schedule = resolveSchedule(schedule, this.nowMs(), id);
       changes.nextFireAtMs = firstOccurrence(changes.schedule, this.nowMs());
     }
     return this.update(id, changes);
