@@ -34,6 +34,8 @@ export class ClockDriver {
     readonly clock: ManualClock,
     private readonly engine: FiringEngine,
     private readonly proposer: Proposer,
+    /** Lower bounds for tests (default clockLimits). */
+    private readonly bounds: { advanceAttemptsMax: number; advanceRealMsMax: number } = clockLimits,
   ) {}
 
   advance(req: AdvanceRequest): Promise<AdvanceResult> {
@@ -55,7 +57,7 @@ export class ClockDriver {
       const nowMs = this.clock.nowMs();
       const fired = this.engine.sentTotal - sentBefore;
       if (nowMs >= targetMs) return { nowMs, fired, complete: true };
-      if (fired >= clockLimits.advanceAttemptsMax || performance.now() - startedMs >= clockLimits.advanceRealMsMax || this.engine.isStopped) {
+      if (fired >= this.bounds.advanceAttemptsMax || performance.now() - startedMs >= this.bounds.advanceRealMsMax || this.engine.isStopped) {
         return { nowMs, fired, complete: false };
       }
       // Nothing comes due before the next deadline, and the loader's window after the step covers it.

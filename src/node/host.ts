@@ -48,6 +48,8 @@ export interface NodeOptions {
   join?: boolean;
   /** Overrides of membershipLimits (tests). */
   membershipLimits?: MembershipOptions['limits'];
+  /** Overrides of the manual clock's bounds on one advance (tests; default clockLimits). */
+  clockLimits?: { advanceAttemptsMax: number; advanceRealMsMax: number };
 }
 
 /** The API with online membership (POST / DELETE /v1/cluster/nodes), on top of NodeService. */
@@ -285,7 +287,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
   const router = new ShardRouter(config.nodeId, host, logger);
   const cluster = new ClusterOps(config, host, logger.child({ component: 'cluster' }));
   cluster.setMembers(() => membership.peers());
-  const clockDriver = p.manualClock === null ? null : new ClockDriver(p.manualClock, engine, proposer);
+  const clockDriver = p.manualClock === null ? null : new ClockDriver(p.manualClock, engine, proposer, options.clockLimits);
   const service = new MemberNodeService({ config, shards: host.groups, proposer, engine, host, router, cluster, clock, metrics, clockDriver }, membership);
   const makeTransport = (): PeerTransport => {
     // Also a node whose member book has peers (restarted without --peers) or that grows with add-node.
