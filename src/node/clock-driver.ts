@@ -53,6 +53,8 @@ export class ClockDriver {
     const sentBefore = this.engine.sentTotal;
     const startedMs = performance.now();
     for (;;) {
+      // A macrotask per step: Raft's ticks (the lease), sockets and other requests run between steps.
+      await new Promise<void>((resolve) => setImmediate(resolve));
       await this.settle();
       const nowMs = this.clock.nowMs();
       const fired = this.engine.sentTotal - sentBefore;

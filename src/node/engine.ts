@@ -480,7 +480,8 @@ export class FiringEngine {
     }
     if (!this.firing.has(a.shard)) return;
     if (!this.o.leaseValid(a.shard)) {
-      this.arm({ ...a, dueAtMs: nowMs + leaseRetryMs });
+      // The lease is renewed on real time: a manual clock must not move the occurrence, only wait for it.
+      this.arm({ ...a, dueAtMs: this.o.manualClock === true ? a.dueAtMs : nowMs + leaseRetryMs });
       return;
     }
     const key = occurrenceKey(a.jobId, a.scheduledAtMs);
