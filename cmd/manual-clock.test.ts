@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from './cli-fixture.js';
 
 const entry = resolve(fileURLToPath(new URL('.', import.meta.url)), '../dist/cmd/punctual.js');
 const tmp = mkdtempSync(join(tmpdir(), 'punctual-manual-clock-'));
@@ -184,6 +185,19 @@ describe('serve --clock manual', () => {
     expect(back.json.errors).toEqual([{ field: 'to', message: expect.stringContaining('must not be before') }]);
     expect((await api(base, 'POST', '/v1/clock:advance', { by_ms: 0 })).json.errors[0].field).toBe('by_ms');
     expect((await api(base, 'GET', '/v1/clock')).json.now).toBe('2027-04-15T00:00:00.000Z');
+
+    // The same through the CLI: the daily job's next occurrence, one more hour of the six-hourly one.
+    const advanced = await runCli(['clock', 'advance', '--to', '2027-04-15T07:00:00Z', '--server', base, '--json']);
+    expect(advanced.stderr).toBe('');
+    expect(JSON.parse(advanced.stdout)).toEqual({ now: '2027-04-15T07:00:00.000Z', fired: 2, complete: true });
+    expect(hits.slice(-2).map((h) => [h.path, new Date(h.scheduledAtMs).toISOString()])).toEqual([
+      ['/every', '2027-04-15T06:00:00.000Z'],
+      ['/cron', '2027-04-15T07:00:00.000Z'],
+    ]);
+    const got = await runCli(['clock', 'get', '--server', base, '--json']);
+    expect(JSON.parse(got.stdout)).toEqual({ mode: 'manual', now: '2027-04-15T07:00:00.000Z' });
+    expect((await runCli(['clock', 'advance', '--server', base])).code).toBe(2);
+    expect((await runCli(['clock', 'advance', '--by-ms', '0', '--server', base])).code).toBe(2);
   });
 
   it('a node on the system clock shows it and refuses an advance with 409', async () => {

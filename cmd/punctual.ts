@@ -8,6 +8,7 @@ import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, CommanderError } from 'commander';
 import { registerBenchCommand } from '../bench/cli.js';
+import { registerClockCommands } from './clock.js';
 import { registerClusterCommands } from './cluster.js';
 import { registerDoctorCommand } from './doctor.js';
 import { CliError, exitCodes, type CliIo } from './io.js';
@@ -40,6 +41,7 @@ export function buildProgram(io: CliIo): Command {
   registerJobCommands(program, io);
   registerTaskCommands(program, io);
   registerClusterCommands(program, io);
+  registerClockCommands(program, io);
   registerBenchCommand(program);
   registerDoctorCommand(program, io);
   return program;
