@@ -55,7 +55,7 @@ export class ClockDriver {
     for (;;) {
       // A macrotask per step: Raft's ticks (the lease), sockets and other requests run between steps.
       await new Promise<void>((resolve) => setImmediate(resolve));
-      await this.settle();
+      await this.settle(startedMs + this.bounds.advanceRealMsMax);
       const nowMs = this.clock.nowMs();
       const fired = this.engine.sentTotal - sentBefore;
       if (nowMs >= targetMs) return { nowMs, fired, complete: true };
@@ -67,8 +67,12 @@ export class ClockDriver {
     }
   }
 
-  /** Fires everything due at the clock's now and waits until its outcomes are applied (and what they armed fired). */
-  private async settle(): Promise<void> {
+  /**
+   * Fires everything due at the clock's now and waits until its outcomes are applied (and what they armed fired),
+   * or until the advance's real-time budget (`untilPerfMs`) is spent: an instant that never settles must not
+   * hold the request forever.
+   */
+  private async settle(untilPerfMs: number): Promise<void> {
     for (let rounds = 0; ; rounds++) {
       // What came due by the step is loaded once; what the applied outcomes arm comes by their effects.
       if (rounds === 0) await this.engine.runLoader();
@@ -76,7 +80,7 @@ export class ClockDriver {
       // Engine items wait a few ms for company before a flush: with nothing in flight there is none to wait for.
       if (this.engine.inFlightCount() === 0) this.proposer.flushAll();
       if (this.engine.settled() && this.proposer.idle()) return;
-      if (this.engine.isStopped) return;
+      if (this.engine.isStopped || performance.now() >= untilPerfMs) return;
       // Callbacks take real time: poll at once first, then every millisecond.
       await new Promise<void>((resolve) => (rounds < 100 ? setImmediate(resolve) : setTimeout(resolve, 1)));
     }
