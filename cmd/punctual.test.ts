@@ -63,7 +63,7 @@ describe('serve: flags and env', () => {
       '--listen', '0.0.0.0:8001', '--data', join(tmp, 'd1'), '--node-id', 'node-1', '--peer-listen', '[::1]:9001',
       '--peers', 'n2=127.0.0.1:9002,n3=localhost:9003', '--shards', '1024', '--auth-token', 'tok-0123456789abcdef',
       '--cluster-secret', 'sec-0123456789abcdef', '--fsync', 'always', '--log-level', 'debug', '--log-format', 'pretty',
-      '--metrics-auth', '--clock-offset-ms', '-250', '--join',
+      '--metrics-auth', '--join',
     ]); // prettier-ignore
     expect(c).toEqual({
       listenHost: '0.0.0.0',
@@ -83,7 +83,7 @@ describe('serve: flags and env', () => {
       logLevel: 'debug',
       logFormat: 'pretty',
       metricsAuth: true,
-      clockOffsetMs: -250,
+      clockOffsetMs: 0,
       join: true,
       tlsCertFile: null,
       tlsKeyFile: null,
@@ -105,7 +105,6 @@ describe('serve: flags and env', () => {
       PUNCTUAL_AUTH_TOKEN_FILE: file('token', 'from-file-token-0123\n'),
       PUNCTUAL_CLUSTER_SECRET: 'env-secret-012345678',
       PUNCTUAL_METRICS_AUTH: 'true',
-      PUNCTUAL_CLOCK_OFFSET_MS: '1000',
       PUNCTUAL_JOIN: 'true',
     };
     const fromEnv = await config([], env);
@@ -122,11 +121,22 @@ describe('serve: flags and env', () => {
       authToken: '<redacted, 20 chars>',
       clusterSecret: '<redacted, 20 chars>',
       metricsAuth: true,
-      clockOffsetMs: 1000,
       join: true,
     });
     const flagged = await config(['--node-id', 'flag-node', '--shards', '5', '--auth-token', 'flag-0123456789abcdef'], env);
     expect(flagged).toMatchObject({ nodeId: 'flag-node', shards: 5, authToken: '<redacted, 21 chars>', listenPort: 7000 });
+  });
+
+  it('--clock manual with --clock-start as RFC 3339 or epoch ms; the system clock by default', async () => {
+    expect(await config(['--clock', 'manual'])).toMatchObject({ clock: 'manual', clockStartMs: null });
+    expect(await config(['--clock', 'manual', '--clock-start', '2027-03-01T10:00:00+01:00'])).toMatchObject({ clock: 'manual', clockStartMs: Date.UTC(2027, 2, 1, 9) });
+    expect(await config([], { PUNCTUAL_CLOCK: 'manual', PUNCTUAL_CLOCK_START: '1800000000000' })).toMatchObject({ clock: 'manual', clockStartMs: 1_800_000_000_000 });
+    expect(await config(['--clock', 'system'])).not.toHaveProperty('clock');
+  });
+
+  it('the clock offset is a test knob: PUNCTUAL_TEST_CLOCK_OFFSET_MS counts only with PUNCTUAL_TEST_MODE=1', async () => {
+    expect(await config([], { PUNCTUAL_TEST_CLOCK_OFFSET_MS: '1000' })).toMatchObject({ clockOffsetMs: 0 });
+    expect(await config([], { PUNCTUAL_TEST_MODE: '1', PUNCTUAL_TEST_CLOCK_OFFSET_MS: '-250' })).toMatchObject({ clockOffsetMs: -250 });
   });
 
   it('reads secrets from files without their trailing newline; an empty env var counts as unset', () => {
@@ -199,7 +209,13 @@ describe('serve: flags and env', () => {
     ['tokens file missing', ['--auth-tokens-file', missing], {}, '--auth-tokens-file: ' + JSON.stringify(missing) + ': cannot read'],
     ['join without peers', ['--join'], {}, '--join needs --peers'],
     ['metrics auth env not a bool', [], { PUNCTUAL_METRICS_AUTH: 'maybe' }, 'PUNCTUAL_METRICS_AUTH: expected true|false'],
-    ['clock offset', ['--clock-offset-ms', 'soon'], {}, '--clock-offset-ms: expected an integer'],
+    ['the clock offset is no product flag', ['--clock-offset-ms', '250'], {}, "unknown option '--clock-offset-ms'"],
+    ['test clock offset not an integer', [], { PUNCTUAL_TEST_MODE: '1', PUNCTUAL_TEST_CLOCK_OFFSET_MS: 'soon' }, 'PUNCTUAL_TEST_CLOCK_OFFSET_MS: expected an integer'],
+    ['manual clock with peers', ['--clock', 'manual', '--peers', 'n2=127.0.0.1:9002', '--cluster-secret', 'sec-0123456789abcdef'], {}, '--clock manual runs a single node only'],
+    ['manual clock with peers from env', [], { PUNCTUAL_CLOCK: 'manual', PUNCTUAL_PEERS: 'n2=127.0.0.1:9002' }, '--clock manual runs a single node only'],
+    ['unknown clock', ['--clock', 'sundial'], {}, '--clock: must be one of system|manual'],
+    ['clock start without a manual clock', ['--clock-start', '2027-03-01T00:00:00Z'], {}, '--clock-start: needs --clock manual'],
+    ['clock start not a time', ['--clock', 'manual', '--clock-start', 'tomorrow'], {}, '--clock-start: must be an RFC 3339 time'],
     ['unknown flag', ['--nope'], {}, "unknown option '--nope'"],
     ['flag without value', ['--shards'], {}, "option '--shards <n>' argument missing"],
   ]; // prettier-ignore

@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { Command, CommanderError } from 'commander';
 import { registerBenchCommand } from '../bench/cli.js';
 import { registerCalendarCommands } from './calendars.js';
+import { registerClockCommands } from './clock.js';
 import { registerClusterCommands } from './cluster.js';
 import { registerDoctorCommand } from './doctor.js';
 import { CliError, exitCodes, type CliIo } from './io.js';
@@ -42,6 +43,7 @@ export function buildProgram(io: CliIo): Command {
   registerTaskCommands(program, io);
   registerCalendarCommands(program, io);
   registerClusterCommands(program, io);
+  registerClockCommands(program, io);
   registerBenchCommand(program);
   registerDoctorCommand(program, io);
   return program;

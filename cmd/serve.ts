@@ -9,7 +9,8 @@ import { createSecureContext } from 'node:tls';
 import { Command, Option } from 'commander';
 import type { NodeConfig } from '../src/node/api.js';
 import { startNode } from '../src/node/node.js';
-import { peerSecurityRefusal } from '../src/node/host.js';
+import { manualClockRefusal, peerSecurityRefusal } from '../src/node/host.js';
+import { parseRfc3339, timeMsMax } from '../src/http/time.js';
 import { lockDataDir, type DataLock } from './data-lock.js';
 import { cliLimits } from '../src/core/limits.js';
 import { parseCidrList } from '../src/dispatch/target-policy.js';
@@ -44,7 +45,8 @@ export interface ServeOptions {
   logFormat?: string;
   metricsAuth?: boolean;
   join?: boolean;
-  clockOffsetMs?: string;
+  clock?: string;
+  clockStart?: string;
   checkConfig?: boolean;
   callbackAllow?: string;
   callbackDeny?: string;
@@ -160,8 +162,8 @@ export function resolveServeConfig(opts: ServeOptions, env: Env): NodeConfig {
   if (metricsAuth && authToken === null && api.authTokensFile === null) {
     throw usageError('--metrics-auth needs an auth token (--auth-token, --auth-token-file or --auth-tokens-file)');
   }
-  const offsetP = valueOf('--clock-offset-ms', opts.clockOffsetMs, '0');
   const callbackPolicy = resolveCallbackPolicy(opts, env);
+  const clock = resolveClock(opts, env, peers.length > 0);
   const peerSecurity = resolvePeerSecurity(opts, env, peers.length > 0, clusterSecret !== null);
   return {
     ...api,
@@ -179,11 +181,48 @@ export function resolveServeConfig(opts: ServeOptions, env: Env): NodeConfig {
     logLevel: parseEnum(levelP.source, levelP.value, logLevels),
     logFormat: parseEnum(formatP.source, formatP.value, ['json', 'pretty'] as const),
     metricsAuth,
-    clockOffsetMs: parseIntIn(offsetP.source, offsetP.value, -clockOffsetMsMax, clockOffsetMsMax),
+    clockOffsetMs: resolveTestClockOffset(env),
+    ...clock,
     join,
     ...callbackPolicy,
     ...peerSecurity,
   };
+}
+
+/**
+ * `--clock system|manual` and `--clock-start TIME` (RFC 3339 or epoch ms; manual only). The fields are set only for
+ * a manual clock, so a config without them reads as before. A manual clock runs a single node only.
+ */
+function resolveClock(opts: ServeOptions, env: Env, hasPeers: boolean): Pick<NodeConfig, 'clock' | 'clockStartMs'> {
+  const modeP = pick('--clock', opts.clock, env);
+  const mode = modeP === null ? 'system' : parseEnum(modeP.source, modeP.value, ['system', 'manual'] as const);
+  const startP = pick('--clock-start', opts.clockStart, env);
+  if (mode === 'system') {
+    if (startP !== null) throw usageError(`${startP.source}: needs --clock manual`);
+    return {};
+  }
+  if (hasPeers) throw usageError(`--peers: ${manualClockRefusal}`);
+  if (startP === null) return { clock: 'manual', clockStartMs: null };
+  let startMs: number | string;
+  if (/^\d{1,16}$/.test(startP.value)) {
+    startMs = Number(startP.value);
+    if (startMs > timeMsMax) startMs = 'must be between 1970 and 9999';
+  } else {
+    startMs = parseRfc3339(startP.value);
+  }
+  if (typeof startMs === 'string') throw usageError(`${startP.source}: ${startMs}`);
+  return { clock: 'manual', clockStartMs: startMs };
+}
+
+/**
+ * jepsen-lite skews a node's clock through PUNCTUAL_TEST_CLOCK_OFFSET_MS, honoured only with PUNCTUAL_TEST_MODE=1
+ * (docs/testing.md): a test knob, not a product flag.
+ */
+function resolveTestClockOffset(env: Env): number {
+  if (env.PUNCTUAL_TEST_MODE !== '1') return 0;
+  const raw = env.PUNCTUAL_TEST_CLOCK_OFFSET_MS;
+  if (raw === undefined || raw === '') return 0;
+  return parseIntIn('PUNCTUAL_TEST_CLOCK_OFFSET_MS', raw, -clockOffsetMsMax, clockOffsetMsMax);
 }
 
 /** `--callback-allow` / `--callback-deny`: CIDR lists, kept in the config only when given. */
@@ -309,12 +348,13 @@ export function registerServeCommand(program: Command, io: CliIo): void {
     .option('--join', 'join a running cluster (the members named by --peers) instead of bootstrapping; then run `punctual cluster add-node` against it')
     .option('--callback-allow <cidrs>', 'callbacks may target these ranges (CIDR,...), even link-local ones; never this node\'s own ports')
     .option('--callback-deny <cidrs>', 'callbacks may not target these ranges (CIDR,...); the longest matching range decides')
+    .option('--clock <mode>', 'system|manual: manual runs the scheduler on a virtual clock moved only by POST /v1/clock:advance (tests; single node only) (default system)')
+    .option('--clock-start <time>', 'with --clock manual: where the virtual clock starts, RFC 3339 or epoch ms (default: the real time at start)')
     .option('--check-config', 'validate the configuration, print it as JSON (secrets redacted) and exit')
     .option('--tls-cert-file <file>', 'serve the client API over HTTPS with this PEM certificate (chain); needs --tls-key-file; re-read on SIGHUP')
     .option('--tls-key-file <file>', 'the PEM private key of --tls-cert-file; re-read on SIGHUP')
     .option('--auth-tokens-file <file>', 'named tokens with scopes, one "NAME SCOPE TOKEN" per line (scope read|write|admin); re-read on SIGHUP')
-    .addOption(new Option('--http-request-timeout-ms <ms>', 'test only: client API request deadline').hideHelp())
-    .addOption(new Option('--clock-offset-ms <ms>', 'test only: skew this node clock').hideHelp());
+    .addOption(new Option('--http-request-timeout-ms <ms>', 'test only: client API request deadline').hideHelp());
   cmd.action(async (opts: ServeOptions) => {
     const config = resolveServeConfig(opts, io.env);
     if (opts.checkConfig === true) {

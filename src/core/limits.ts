@@ -423,3 +423,16 @@ export const quarantineLimits = {
   /** Writes are answered 507 with this Retry-After (seconds) while the disk is full. */
   diskFullRetryAfterS: 5,
 } as const;
+
+// --- the manual clock (`punctual serve --clock manual`, POST /v1/clock:advance; docs/api.md "The clock")
+export const clockLimits = {
+  /** The largest `by_ms` of one advance (and the farthest `to` ahead of the node's now): 10 years. */
+  advanceByMsMax: 10 * 366 * 24 * 60 * 60 * 1000,
+  /**
+   * Callback attempts one advance sends at most: past it the advance stops at the last instant it completed and
+   * answers `complete: false` (call again to go on), so one request never holds the node for minutes.
+   */
+  advanceAttemptsMax: 10_000,
+  /** Real time one advance may take: past it, it stops the same way after the instant it is on. */
+  advanceRealMsMax: 30_000,
+} as const;

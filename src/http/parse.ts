@@ -4,7 +4,7 @@
  * (`delay_ms`, "now") are resolved here with the caller's nowMs; `every_ms` without `start_at` is resolved by apply
  * with its command's nowMs (parseSchedule). Apply never reads a clock.
  */
-import { httpLimits, limits } from '../core/limits.js';
+import { clockLimits, httpLimits, limits } from '../core/limits.js';
 import { jobIdPattern, taskNamePattern } from '../core/ids.js';
 import { isValidTimezone, validateCron } from '../scheduler/schedule.js';
 import { dayNumber } from '../scheduler/calendar.js';
@@ -380,4 +380,20 @@ export function parseJobId(id: string, field = 'id'): string {
   readPattern(id, field, jobIdPattern, '[A-Za-z0-9._:-]{1,128}', issues);
   issues.throwIfAny();
   return id;
+}
+
+/**
+ * POST /v1/clock:advance: exactly one of `by_ms` (1..clockLimits.advanceByMsMax) or `to` (a time). Whether `to`
+ * is not in the past is the node's to say: it reads its clock when the advance starts (advances run in turn).
+ */
+export function parseClockAdvance(body: unknown): { byMs: number } | { toMs: number } {
+  const issues = new Issues();
+  const o = readObject(body, '', issues);
+  if (o === undefined) throw issues.toError();
+  onlyKeys(o, ['by_ms', 'to'], '', issues);
+  if ((o.by_ms === undefined) === (o.to === undefined)) issues.add('body', 'give exactly one of by_ms or to');
+  const byMs = o.by_ms === undefined ? undefined : readInt(o.by_ms, 'by_ms', 1, clockLimits.advanceByMsMax, issues);
+  const toMs = o.to === undefined ? undefined : readTime(o.to, 'to', issues);
+  issues.throwIfAny();
+  return byMs !== undefined ? { byMs } : { toMs: toMs! };
 }

@@ -9,7 +9,7 @@ import type { CreateJobResult } from './scheduler-api.js';
 import type { Scope } from './tokens.js';
 import type { ApiRequest, ApiResponse, AppDeps } from './app.js';
 import { jsonResponse } from './app.js';
-import { parseCalendarBody, parseJobId, parseTaskBody, parseTaskName } from './parse.js';
+import { parseCalendarBody, parseClockAdvance, parseJobId, parseTaskBody, parseTaskName } from './parse.js';
 import {
   parseBatch,
   parseIdempotencyKey,
@@ -227,6 +227,25 @@ async function cluster({ deps }: RouteContext): Promise<ApiResponse> {
   return jsonResponse(200, view);
 }
 
+// --- the clock (docs/api.md "The clock"; `serve --clock manual`) -------------------------------------------
+
+/** GET /v1/clock: the scheduler's clock on this node, `system` or `manual`. */
+async function getClock({ query, deps }: RouteContext): Promise<ApiResponse> {
+  parseNoQuery(query);
+  const c = deps.api.clockView?.() ?? { mode: 'system' as const, nowMs: deps.api.nowMs() };
+  return jsonResponse(200, { mode: c.mode, now: renderTime(c.nowMs) });
+}
+
+/** POST /v1/clock:advance: answers once everything due up to the new time fired and its outcomes applied. */
+async function advanceClock({ req, deps }: RouteContext): Promise<ApiResponse> {
+  const advance = parseClockAdvance(jsonBody(req));
+  if (typeof deps.api.advanceClock !== 'function') {
+    throw new PunctualError('conflict', 'this node runs on the system clock: only a node started with --clock manual can be advanced');
+  }
+  const r = await deps.api.advanceClock(advance);
+  return jsonResponse(200, { now: renderTime(r.nowMs), fired: r.fired, complete: r.complete });
+}
+
 async function readyz({ deps }: RouteContext): Promise<ApiResponse> {
   const r = deps.api.readiness();
   if (r.ready) return jsonResponse(200, { ready: true });
@@ -287,6 +306,8 @@ export const routes: readonly Route[] = [
   route('POST', '/v1/cluster/nodes', addNode, 'admin'),
   route('DELETE', '/v1/cluster/nodes/:id', removeNode, 'admin'),
   route('POST', '/v1/cluster/shards/:shard/transfer-leader', transferLeader, 'admin'),
+  route('GET', '/v1/clock', getClock),
+  route('POST', '/v1/clock:advance', advanceClock, 'admin'),
   route('GET', '/healthz', async ({ deps }) => jsonResponse(200, { status: 'ok', node_id: deps.api.nodeId })),
   route('GET', '/readyz', readyz),
   route('GET', '/metrics', metrics),

@@ -38,6 +38,19 @@ export interface ClusterView {
   }>;
 }
 
+/** The scheduler's clock as GET /v1/clock shows it (docs/api.md "The clock"). */
+export interface ClockView {
+  mode: 'system' | 'manual';
+  nowMs: number;
+}
+
+/** What POST /v1/clock:advance answers: where the clock is, the attempts sent, false when a bound stopped it. */
+export interface ClockAdvanceResult {
+  nowMs: number;
+  fired: number;
+  complete: boolean;
+}
+
 export interface SchedulerApi {
   /** Epoch ms now, from the node's clock (the proposer computes every time-dependent value with it). */
   nowMs(): number;
@@ -77,4 +90,9 @@ export interface SchedulerApi {
   cluster(): Promise<ClusterView>;
   /** /readyz: every shard has a known leader and this node has caught up. */
   readiness(): { ready: boolean; reason: string | null };
+
+  /** GET /v1/clock; absent: the system clock at nowMs(). */
+  clockView?(): ClockView;
+  /** POST /v1/clock:advance (`serve --clock manual` only: a conflict on the system clock). */
+  advanceClock?(req: { byMs: number } | { toMs: number }): Promise<ClockAdvanceResult>;
 }

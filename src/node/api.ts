@@ -19,8 +19,14 @@ export interface NodeConfig {
   logFormat: 'json' | 'pretty';
   /** Require the auth token on /metrics too (--metrics-auth). */
   metricsAuth: boolean;
-  /** Test-only: offset this node's wall clock (jepsen-lite). 0 unless set. */
+  /** Test-only: offset this node's wall clock (jepsen-lite, through PUNCTUAL_TEST_CLOCK_OFFSET_MS). 0 unless set. */
   clockOffsetMs: number;
+  /**
+   * `--clock manual`: the scheduler runs on a virtual clock that moves only with POST /v1/clock:advance (never
+   * with peers); it starts at clockStartMs (`--clock-start`), else at the real time of the start. Absent = system.
+   */
+  clock?: 'system' | 'manual';
+  clockStartMs?: number | null;
   /**
    * `--join`: this node joins a running cluster (named by --peers) instead of bootstrapping its shard groups; the
    * members add it with `punctual cluster add-node` (docs/cluster.md). Absent = false.

@@ -74,6 +74,11 @@ export interface EngineOptions {
   rand01?: () => number;
   /** The shard's leader lease holds on this node (checked right before each send). */
   leaseValid(shard: number): boolean;
+  /**
+   * The clock is a ManualClock (`serve --clock manual`): it moves only when the node advances it, so no timer is
+   * armed for a later deadline (it would spin or wait for nothing); the advance kicks the engine (clock-driver.ts).
+   */
+  manualClock?: boolean;
 }
 
 function decrement(counts: Map<string, number>, key: string): void {
@@ -129,6 +134,8 @@ export class FiringEngine {
   private heldBack = false;
   private stopped = false;
   private readonly rand01: () => number;
+  /** Callback attempts handed to the dispatcher since start (the manual clock's advance counts them). */
+  sentTotal = 0;
 
   constructor(private readonly o: EngineOptions) {
     this.wheel = new TimerWheel<string>(o.clock.nowMs());
@@ -234,6 +241,51 @@ export class FiringEngine {
     if (!this.inFlight.has(key) || this.started.has(key)) return;
     this.started.add(key);
     this.startedByJob.set(d.jobId, (this.startedByJob.get(d.jobId) ?? 0) + 1);
+  }
+
+  // --- the manual clock (clock-driver.ts steps it from deadline to deadline) -----------------------------
+
+  /**
+   * The earliest instant after the clock's now at which something may come due, up to untilMs: an armed or parked
+   * attempt, or a PENDING job of a shard this node fires that the loader has not armed yet. A lower bound
+   * (a wheel bucket's key), never later than the real next occurrence; null when nothing comes due by untilMs.
+   */
+  nextDeadlineAfterNow(untilMs: number): number | null {
+    const nowMs = this.o.clock.nowMs();
+    let next: number | null = null;
+    const consider = (ms: number | null | undefined): void => {
+      if (ms != null && ms > nowMs && ms <= untilMs && (next === null || ms < next)) next = ms;
+    };
+    consider(this.wheel.nextDeadlineMs());
+    for (const p of this.parked) consider(p.dueAtMs);
+    for (const shard of this.firing.keys()) {
+      // The cursor skips the jobs due at or before now (ids are never empty): those are the loader's already.
+      const [job] = this.o.shards[shard].store.dueJobs(untilMs, 1, { atMs: nowMs + 1, id: '' });
+      consider(job?.nextFireAtMs);
+    }
+    return next;
+  }
+
+  /** Fires what is due at the clock's now at once (the manual clock just moved). */
+  kick(): void {
+    if (this.stopped) return;
+    this.clearTimers();
+    this.wake();
+  }
+
+  /**
+   * Nothing is due at the clock's now, nothing is being sent, no outcome or fired item waits for its command to
+   * apply, and no buffered occurrence waits for a run to finish: the manual clock may step on.
+   */
+  settled(): boolean {
+    if (this.dueHead < this.dueBacklog.length || this.inFlight.size > 0 || this.outcomesPending.size > 0) return false;
+    if (this.awaitingApply.size > 0 || this.buffered.size > 0 || this.loading !== null) return false;
+    const next = this.wheel.nextDeadlineMs();
+    return next === null || next > this.o.clock.nowMs();
+  }
+
+  get isStopped(): boolean {
+    return this.stopped;
   }
 
   // --- effects of applied commands ------------------------------------------------------------------------
@@ -347,6 +399,11 @@ export class FiringEngine {
     }
     if (this.spin !== null) return;
     const delayMs = this.dueHead < this.dueBacklog.length ? 0 : next - this.o.clock.nowMs();
+    if (this.o.manualClock === true && delayMs > 0) {
+      // A manual clock reaches the deadline only through an advance, which kicks the engine.
+      this.clearTimers();
+      return;
+    }
     if (delayMs <= nodeLimits.firingSpinMs) {
       if (this.timer !== null) clearTimeout(this.timer);
       this.timer = null;
@@ -423,7 +480,8 @@ export class FiringEngine {
     }
     if (!this.firing.has(a.shard)) return;
     if (!this.o.leaseValid(a.shard)) {
-      this.arm({ ...a, dueAtMs: nowMs + leaseRetryMs });
+      // The lease is renewed on real time: a manual clock must not move the occurrence, only wait for it.
+      this.arm({ ...a, dueAtMs: this.o.manualClock === true ? a.dueAtMs : nowMs + leaseRetryMs });
       return;
     }
     const key = occurrenceKey(a.jobId, a.scheduledAtMs);
@@ -485,6 +543,7 @@ export class FiringEngine {
       bodyEncoding: job.payloadEncoding,
       concurrencyKey: job.task ?? `job:${job.id}`,
     };
+    this.sentTotal++;
     this.inFlight.set(key, a.attempt);
     this.inFlightByJob.set(a.jobId, (this.inFlightByJob.get(a.jobId) ?? 0) + 1);
     const p: Promise<void> = this.o.dispatcher.send(delivery).then((outcome) => {

@@ -5,7 +5,7 @@
  * core's api directly.
  */
 import { randomInt } from 'node:crypto';
-import { systemClock, type Clock } from '../core/clock.js';
+import { ManualClock, systemClock, type Clock } from '../core/clock.js';
 import { createLogger, type Logger } from '../core/log.js';
 import { clusterLimits, nodeLimits, queueLimits } from '../core/limits.js';
 import { Prng } from '../core/prng.js';
@@ -19,6 +19,7 @@ import { dbFilePath, getNodeMeta, openNodeDb, setNodeMeta, type Db } from '../st
 import { WalSyncer } from '../store/wal-sync.js';
 import { Checkpointer } from '../store/checkpointer.js';
 import type { NodeConfig } from './api.js';
+import { ClockDriver } from './clock-driver.js';
 import { ClusterOps } from './cluster-ops.js';
 import { MemberBook, Membership, membershipKind, startPeers, type MembershipOptions, type MembershipResult } from './membership.js';
 import { FiringEngine } from './engine.js';
@@ -47,6 +48,8 @@ export interface NodeOptions {
   join?: boolean;
   /** Overrides of membershipLimits (tests). */
   membershipLimits?: MembershipOptions['limits'];
+  /** Overrides of the manual clock's bounds on one advance (tests; default clockLimits). */
+  clockLimits?: { advanceAttemptsMax: number; advanceRealMsMax: number };
 }
 
 /** The API with online membership (POST / DELETE /v1/cluster/nodes), on top of NodeService. */
@@ -108,6 +111,9 @@ function checkIdentity(db: Db, config: NodeConfig): void {
 export const peerSecurityRefusal =
   'peers need authentication: give --peer-tls-cert-file, --peer-tls-key-file and --peer-tls-ca-file, or --cluster-secret (or --insecure-peers to run peers unauthenticated)';
 
+/** `--clock manual` is for one node: a cluster's leases and elections need every member on real time. */
+export const manualClockRefusal = '--clock manual runs a single node only: a cluster needs real time (refused with --peers)';
+
 export function peerSecurityOk(config: NodeConfig): boolean {
   return (config.peerTls ?? null) !== null || config.clusterSecret !== null || config.insecurePeers === true;
 }
@@ -162,7 +168,11 @@ export async function openNode(config: NodeConfig, options: NodeOptions = {}): P
   const logger = (options.logger ?? createLogger({ level: config.logLevel, format: config.logFormat })).child({
     node: config.nodeId,
   });
-  const clock = options.clock ?? systemClock(config.clockOffsetMs);
+  const realClock = options.clock ?? systemClock(config.clockOffsetMs);
+  if (config.clock === 'manual' && config.peers.length > 0) throw new Error(manualClockRefusal);
+  // Only the scheduler's time is virtual: Raft (leases, elections, proposal deadlines) keeps realClock.
+  const manualClock = config.clock === 'manual' ? new ManualClock(config.clockStartMs ?? realClock.nowMs()) : null;
+  const clock = manualClock ?? realClock;
   if ((options.join ?? config.join) === true && config.peers.length === 0) throw new Error('--join needs --peers naming the current members');
   if (config.peers.length > 0 && !peerSecurityOk(config)) throw new Error(peerSecurityRefusal);
   const db = openNodeDb(config.dataDir, config.fsync);
@@ -181,7 +191,7 @@ export async function openNode(config: NodeConfig, options: NodeOptions = {}): P
     throw err;
   }
   try {
-    return assemble(config, options, { db, clock, logger, onFatal, ...durability });
+    return assemble(config, options, { db, clock, realClock, manualClock, logger, onFatal, ...durability });
   } catch (err) {
     await durability.walSync?.close();
     await durability.checkpointer?.close();
@@ -192,7 +202,10 @@ export async function openNode(config: NodeConfig, options: NodeOptions = {}): P
 
 interface Parts extends Durability {
   db: Db;
+  /** The scheduler's clock: manualClock when there is one, else realClock. */
   clock: Clock;
+  realClock: Clock;
+  manualClock: ManualClock | null;
   logger: Logger;
   onFatal: (err: unknown) => void;
 }
@@ -230,7 +243,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     voters: (options.join ?? config.join) === true ? [] : [config.nodeId, ...config.peers.map((x) => x.id)],
     fsync: config.fsync,
     walSync: p.walSync,
-    clock,
+    clock: p.realClock,
     rand: new Prng(randomInt(2 ** 31)),
     logger: logger.child({ component: 'raft' }),
     metrics,
@@ -246,7 +259,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     nodeId: config.nodeId,
     book,
     host,
-    clock,
+    clock: p.realClock,
     logger: logger.child({ component: 'membership' }),
     limits: options.membershipLimits,
     // Called only on an add-node, long after assembly: growTransport is defined below by then.
@@ -268,14 +281,17 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     logger: logger.child({ component: 'engine' }),
     metrics,
     leaseValid: (shard) => host.leaseValid(shard),
+    manualClock: p.manualClock !== null,
   });
   const firing = engine;
   const router = new ShardRouter(config.nodeId, host, logger);
   const cluster = new ClusterOps(config, host, logger.child({ component: 'cluster' }));
   cluster.setMembers(() => membership.peers());
-  const service = new MemberNodeService({ config, shards: host.groups, proposer, engine, host, router, cluster, clock, metrics }, membership);
+  const clockDriver = p.manualClock === null ? null : new ClockDriver(p.manualClock, engine, proposer, options.clockLimits);
+  const service = new MemberNodeService({ config, shards: host.groups, proposer, engine, host, router, cluster, clock, metrics, clockDriver }, membership);
   const makeTransport = (): PeerTransport => {
     // Also a node whose member book has peers (restarted without --peers) or that grows with add-node.
+    if (p.manualClock !== null) throw new PunctualError('conflict', manualClockRefusal);
     if (!peerSecurityOk(config)) throw new PunctualError('conflict', `this node cannot talk to peers: ${peerSecurityRefusal}`);
     return new PeerTransport({
       nodeId: config.nodeId,
@@ -358,6 +374,9 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
       if (peers === null) await waitUntil(() => host.groups.every((g) => g.firing), 5_000);
       cluster.startRebalancer(options.rebalanceIntervalMs ?? clusterLimits.rebalanceIntervalMs);
       service.ready = true;
+      if (p.manualClock !== null) {
+        logger.warn('manual clock: time moves only with POST /v1/clock:advance; not for production', { now: new Date(p.manualClock.nowMs()).toISOString() });
+      }
       logger.info('node started', { shards: config.shards, dataDir: config.dataDir, fsync: config.fsync, peers: config.peers.map((x) => x.id) });
     },
     close() {

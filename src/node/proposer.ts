@@ -183,6 +183,11 @@ export class Proposer {
     return this.engineItems;
   }
 
+  /** Nothing waits to be proposed and everything proposed was answered (the manual clock steps on only then). */
+  idle(): boolean {
+    return this.queue.length === 0 && this.items.size === 0 && this.outstanding === 0;
+  }
+
   /** Fired items held for their outcomes (a figure for tests). */
   heldCount(): number {
     let n = 0;

@@ -27,8 +27,9 @@ import type {
   Schedule,
   TaskRecord,
 } from '../scheduler/types.js';
-import type { CalendarBody, ClusterView, CreateJobResult, SchedulerApi } from '../http/scheduler-api.js';
+import type { CalendarBody, ClockAdvanceResult, ClockView, ClusterView, CreateJobResult, SchedulerApi } from '../http/scheduler-api.js';
 import type { NodeConfig } from './api.js';
+import type { ClockDriver } from './clock-driver.js';
 import type { ClusterOps } from './cluster-ops.js';
 import { decodeExecutionCursor, decodeJobCursor, encodeCursor } from './cursor.js';
 import type { FiringEngine } from './engine.js';
@@ -49,6 +50,8 @@ export interface ServiceOptions {
   cluster: ClusterOps;
   clock: Clock;
   metrics: NodeMetrics;
+  /** `serve --clock manual`: what moves the scheduler's clock (absent or null: the system clock). */
+  clockDriver?: ClockDriver | null;
 }
 
 type JobAction = 'cancel' | 'pause' | 'resume' | 'run' | 'patch';
@@ -385,6 +388,21 @@ export class NodeService implements SchedulerApi {
   readiness(): { ready: boolean; reason: string | null } {
     if (!this.ready) return { ready: false, reason: 'node is starting' };
     return this.o.cluster.readiness();
+  }
+
+  // --- the clock (docs/api.md "The clock") ---------------------------------------------------------------
+
+  clockView(): ClockView {
+    return { mode: this.o.clockDriver == null ? 'system' : 'manual', nowMs: this.nowMs() };
+  }
+
+  advanceClock(req: { byMs: number } | { toMs: number }): Promise<ClockAdvanceResult> {
+    const driver = this.o.clockDriver;
+    if (driver == null) {
+      return Promise.reject(new PunctualError('conflict', 'this node runs on the system clock: only a node started with --clock manual can be advanced'));
+    }
+    if (!this.ready) return Promise.reject(new PunctualError('unavailable', 'node is starting'));
+    return driver.advance(req);
   }
 }
 

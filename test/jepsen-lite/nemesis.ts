@@ -3,7 +3,7 @@
  * misfire threshold), healed; then the nemesis
  * waits until every node answers /readyz (the recovery time) and keeps quiet for 2-5 s before the next one.
  *
- * Kinds: kill (kill -9, restart), pause (SIGSTOP, SIGCONT), clock (restart with --clock-offset-ms, restart
+ * Kinds: kill (kill -9, restart), pause (SIGSTOP, SIGCONT), clock (restart with PUNCTUAL_TEST_CLOCK_OFFSET_MS, restart
  * without), and with two or more nodes the peer-network faults through the proxies: partition-halves,
  * partition-leader (isolate the node leading most shards), partition-bridge, partition-one-way, net-delay,
  * net-reset. slow-disk is not available: the storage layer has no fault-injection hook (nothing in the public

@@ -76,9 +76,10 @@ export class NodeProcess {
       '--peer-listen', `127.0.0.1:${s.peerPort}`, '--data', s.dataDir, '--shards', String(s.shards),
       '--log-level', 'info', '--fsync', 'batch'];
     if (s.peers !== '') args.push('--peers', s.peers, '--cluster-secret', 'jepsen-lite-cluster-secret');
-    if (clockOffsetMs !== 0) args.push('--clock-offset-ms', String(clockOffsetMs));
+    // The clock nemesis skews the node through the test-only knob (docs/testing.md), not a product flag.
+    const env: NodeJS.ProcessEnv = { ...process.env, NODE_OPTIONS: '', PUNCTUAL_TEST_MODE: '1', PUNCTUAL_TEST_CLOCK_OFFSET_MS: String(clockOffsetMs) };
     const log = openSync(s.logPath, 'a');
-    const child = spawn(process.execPath, args, { stdio: ['ignore', log, log], env: { ...process.env, NODE_OPTIONS: '' } });
+    const child = spawn(process.execPath, args, { stdio: ['ignore', log, log], env });
     closeSync(log);
     this.child = child;
     this.status = 'up';

@@ -49,7 +49,7 @@ export function summaryText(r: Report): string {
     'checks:',
     ...r.checks.map((c) => `  ${c.ok ? 'ok  ' : 'FAIL'} ${c.name.padEnd(24)} ${Object.entries(c.counts).map(([k, v]) => `${k}=${v}`).join(' ')}`),
     '',
-    `clock offset tolerance: ${r.clockToleranceMs} ms (largest positive --clock-offset-ms used)`,
+    `clock offset tolerance: ${r.clockToleranceMs} ms (largest positive PUNCTUAL_TEST_CLOCK_OFFSET_MS used)`,
     `ops: ${Object.entries(r.stats.ops).sort().map(([k, v]) => `${k}=${v}`).join(' ')}`,
     `deliveries: ${r.stats.deliveries}, distinct occurrences ${r.stats.uniqueOccurrences}, duplicates ${r.stats.duplicates} (rate ${r.stats.duplicateRate.toFixed(4)})`,
     `stale fencing deliveries: ${r.stats.staleFencing}`,
