@@ -170,6 +170,28 @@ describe('HTTPS', () => {
     await expect(untrusted).rejects.toThrow(/certificate/i);
   });
 
+  it('an HTTPS/1.1 answer larger than the socket buffer closes its connection (a paused keep-alive parser reset the next request); small ones keep it', async () => {
+    const cert = ca.issue('server-large');
+    const { server } = await start({ tls: { cert: cert.cert, key: cert.key } });
+    const agent = new Agent({ connect: { ca: ca.caPem } });
+    opened.push({ close: () => agent.close() });
+    const base = `https://127.0.0.1:${server.port}`;
+    const small = await request(`${base}/healthz`, { dispatcher: agent });
+    await small.body.dump();
+    expect(small.headers.connection).not.toBe('close');
+    const jobs = Array.from({ length: 1500 }, (_, i) => ({ id: `large-${i}`, callback: { url: 'http://127.0.0.1:9/x' } }));
+    const large = await request(`${base}/v1/jobs:batch`, {
+      method: 'POST',
+      dispatcher: agent,
+      headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ jobs }),
+    });
+    const text = await large.body.text();
+    expect(large.statusCode).toBe(200);
+    expect(Buffer.byteLength(text)).toBeGreaterThan(16 * 1024);
+    expect(large.headers.connection).toBe('close');
+  });
+
   it('setTlsCredentials: new connections see the new certificate; a bad pair is refused and the old one kept', async () => {
     const first = ca.issue('server-a');
     const second = ca.issue('server-b');

@@ -397,8 +397,20 @@ function send(state: ServerState, res: AnyResponse, method: string, response: Ap
   const bodyless = response.status === 204 || response.status === 304;
   if (!bodyless) headers['content-length'] = String(body.byteLength);
   if (state.closing && !isH2) headers.connection = 'close';
+  if (!isH2 && closesAfterLargeTlsAnswer(res, body.byteLength)) headers.connection = 'close';
   res.writeHead(response.status, headers);
   res.end(method === 'HEAD' || bodyless ? undefined : body);
+}
+
+/**
+ * Over HTTPS/1.1, node:http pauses a keep-alive connection when the next request arrives while an answer larger
+ * than the socket's write buffer is still counted as unsent, and the TLS socket can still hand decrypted bytes to
+ * the paused parser (HPE_PAUSED), which ends in a reset connection. Such answers (batch results) close their
+ * connection instead: the client opens a new one, nothing is reset. h2 and cleartext HTTP/1.1 are not affected.
+ */
+function closesAfterLargeTlsAnswer(res: AnyResponse, bodyBytes: number): boolean {
+  const socket = (res as { socket?: unknown }).socket;
+  return socket instanceof tls.TLSSocket && bodyBytes >= socket.writableHighWaterMark;
 }
 
 async function closeServers(
