@@ -29,12 +29,19 @@ describe('spawnLocalNodes with tls', () => {
     await expect(request(nodes.urls[0]!.replace('https:', 'http:') + '/healthz', { headersTimeout: 2_000 })).rejects.toThrow();
     const servers = new ServerSet(nodes.urls, { connections: 1, caPem: nodes.caPem });
     try {
-      const { status, json } = await servers.send('GET', '/v1/cluster');
-      expect(status).toBe(200);
-      const view = json as { nodes: Array<{ id: string; reachable: boolean }>; shards: Array<{ leader: string | null }> };
-      expect(view.nodes.map((n) => n.id).sort()).toEqual(['n1', 'n2', 'n3']);
-      expect(view.nodes.every((n) => n.reachable)).toBe(true);
-      expect(view.shards.every((s) => s.leader !== null)).toBe(true);
+      type View = { nodes: Array<{ id: string; reachable: boolean }>; shards: Array<{ leader: string | null }> };
+      // Ready means every shard has a leader; reachability of every peer is seen a moment later: poll for it.
+      let view: View | null = null;
+      for (let i = 0; i < 100; i++) {
+        const { status, json } = await servers.send('GET', '/v1/cluster');
+        expect(status).toBe(200);
+        view = json as View;
+        if (view.nodes.every((n) => n.reachable) && view.shards.every((s) => s.leader !== null)) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(view!.nodes.map((n) => n.id).sort()).toEqual(['n1', 'n2', 'n3']);
+      expect(view!.nodes.every((n) => n.reachable)).toBe(true);
+      expect(view!.shards.every((s) => s.leader !== null)).toBe(true);
     } finally {
       await servers.close();
     }
