@@ -6,7 +6,7 @@
  */
 import { invalid } from '../core/errors.js';
 import { schedulerLimits } from '../core/limits.js';
-import { firstOccurrence, nextOccurrence, previewOccurrences, searchBudget } from './schedule.js';
+import { firstOccurrence, nextOccurrence, offsetAt, previewOccurrences, searchBudget } from './schedule.js';
 import type { CalendarRecord, Schedule } from './types.js';
 
 const dayMs = 86_400_000;
@@ -46,38 +46,9 @@ export function excludedSpans(calendar: Pick<CalendarRecord, 'dates' | 'ranges'>
   return merged;
 }
 
-/** One formatter per zone (building one costs far more than using it). Bounded like the cron cache. */
-const formatters = new Map<string, Intl.DateTimeFormat>();
-
-function formatterOf(timezone: string): Intl.DateTimeFormat {
-  let f = formatters.get(timezone);
-  if (f === undefined) {
-    f = new Intl.DateTimeFormat('en-US', {
-      timeZone: timezone,
-      hourCycle: 'h23',
-      year: 'numeric',
-      month: 'numeric',
-      day: 'numeric',
-      hour: 'numeric',
-      minute: 'numeric',
-      second: 'numeric',
-    });
-    if (formatters.size >= schedulerLimits.cronCacheEntriesMax) formatters.clear();
-    formatters.set(timezone, f);
-  }
-  return f;
-}
-
 /** The local wall-clock time of atMs in the zone, as if it were UTC (epoch ms, whole seconds). */
 function wallMs(atMs: number, timezone: string): number {
-  const parts: Record<string, number> = {};
-  for (const p of formatterOf(timezone).formatToParts(new Date(atMs))) {
-    if (p.type !== 'literal' && p.type !== 'era') parts[p.type] = Number(p.value);
-  }
-  const t = new Date(0);
-  t.setUTCFullYear(parts.year!, parts.month! - 1, parts.day!);
-  t.setUTCHours(parts.hour!, parts.minute!, parts.second!, 0);
-  return t.getTime();
+  return atMs - (((atMs % 1000) + 1000) % 1000) + offsetAt(timezone, atMs);
 }
 
 /** The local date of atMs in the zone, as a day number. */
