@@ -39,17 +39,21 @@ export function defaultEntry(): string {
   return join(repoRoot(), 'dist', 'cmd', 'punctual.js');
 }
 
-/** A free TCP port on 127.0.0.1 (bound, then released). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
+/**
+ * `n` distinct free TCP ports on 127.0.0.1: all bound at once, then released. Taken one at a time, the OS may hand
+ * out a port it just released again, and two nodes then got the same peer port.
+ */
+export async function freePorts(n: number): Promise<number[]> {
+  const servers = await Promise.all(
+    Array.from({ length: n }, () => new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
+      const server = createServer();
+      server.once('error', reject);
+      server.listen(0, '127.0.0.1', () => resolve(server));
+    })),
+  );
+  const ports = servers.map((s) => (s.address() as { port: number }).port);
+  await Promise.all(servers.map((s) => new Promise<void>((r) => s.close(() => r()))));
+  return ports;
 }
 
 export class NodeProcess {

@@ -13,7 +13,7 @@ import { checkRun, type CheckResult } from './checker.js';
 import { ApiClient } from './client.js';
 import { harnessNowMs, HistoryRecorder, sleepMs, type RunHistory } from './history.js';
 import { Nemesis, healAll, planNemesis } from './nemesis.js';
-import { clusterShards, defaultEntry, freePort, NodeProcess, repoRoot, waitAllReady, type ShardView } from './nodes.js';
+import { clusterShards, defaultEntry, freePorts, NodeProcess, repoRoot, waitAllReady, type ShardView } from './nodes.js';
 import { ProxyMesh } from './proxy.js';
 import { startReceiver } from './receiver.js';
 import { writeReport, type Report } from './report.js';
@@ -56,14 +56,14 @@ interface Started {
 async function startNodes(o: Required<Pick<JepsenOptions, 'nodes' | 'shards'>> & { entry: string }, log: Logger): Promise<Started> {
   const work = mkdtempSync(join(tmpdir(), 'jepsen-lite-'));
   const ids = Array.from({ length: o.nodes }, (_, i) => `n${i + 1}`);
-  const peerPorts = new Map<string, number>();
-  for (const id of ids) peerPorts.set(id, await freePort());
+  const ports = await freePorts(ids.length * 2);
+  const peerPorts = new Map<string, number>(ids.map((id, i) => [id, ports[2 * i]!]));
   const mesh = o.nodes > 1 ? await ProxyMesh.start(peerPorts) : null;
   const nodes: NodeProcess[] = [];
-  for (const id of ids) {
+  for (const [i, id] of ids.entries()) {
     mkdirSync(join(work, id), { recursive: true });
     nodes.push(new NodeProcess({
-      id, apiPort: await freePort(), peerPort: peerPorts.get(id)!, dataDir: join(work, id, 'data'),
+      id, apiPort: ports[2 * i + 1]!, peerPort: peerPorts.get(id)!, dataDir: join(work, id, 'data'),
       logPath: join(work, `${id}.log`), peers: mesh ? mesh.peersFlag(id) : '', shards: o.shards,
     }, o.entry));
   }
