@@ -29,6 +29,8 @@ export const refusalHeader = 'x-punctual-refusal';
 export const protocolHeader = 'x-punctual-peer-protocol';
 export const nonceHeader = 'x-punctual-nonce';
 export const proofHeader = 'x-punctual-proof';
+/** On the hello: the node id the client meant to reach (so a secret-holder that dialled the wrong node is told). */
+export const targetNodeHeader = 'x-punctual-target-node';
 export const peerProtocol = '2';
 export const helloPath = '/peer/hello';
 export const authPath = '/peer/auth';
@@ -40,6 +42,7 @@ export type PeerMode = 'tls' | 'secret' | 'insecure';
 export type Refusal =
   | 'unauthenticated'
   | 'wrong_secret'
+  | 'wrong_node'
   | 'protocol_version'
   | 'peer_mode'
   | 'stranger'
@@ -49,6 +52,7 @@ export type Refusal =
 export const refusalHints: Record<Refusal, string> = {
   unauthenticated: 'this node has not authenticated on this connection (the peers differ in --cluster-secret / peer TLS settings, or in version)',
   wrong_secret: 'this node\'s --cluster-secret differs from that peer\'s',
+  wrong_node: 'the address this node dials for that peer reaches another node: check --peers and the member book (an address reused or swapped)',
   protocol_version: 'that peer speaks another peer protocol version: run the same Punctual version on every node',
   peer_mode: 'that peer runs with --insecure-peers while this node authenticates (or the reverse): give every node the same --cluster-secret / peer TLS settings',
   stranger: 'this node is not a member in that peer\'s member book (add it with cluster add-node; a removed node stays out)',

@@ -13,7 +13,7 @@ import type { Logger } from '../../core/log.js';
 import type { Message } from '../../raft/index.js';
 import {
   authPath, certNodeIds, certNodeUriPrefix, clientProof, helloPath, isNonce, newNonce, nodeIdHeader, nonceHeader, peerProtocol,
-  proofEquals, proofHeader, protocolHeader, refusalHeader, refusalHints, serverProof, shardsHeader, type Refusal,
+  proofEquals, proofHeader, protocolHeader, targetNodeHeader, refusalHeader, refusalHints, serverProof, shardsHeader, type Refusal,
 } from './auth.js';
 import { encodeMessages, estimateBytes } from './frame.js';
 import type { PeerTlsMaterial } from './tls.js';
@@ -328,7 +328,7 @@ export class PeerLink {
       if (this.session === session) this.onDown(session, new Error(`peer handshake failed: ${why}`), this.wasDownAtConnect);
       session.destroy();
     };
-    const hello = this.open(session, helloPath, { [protocolHeader]: peerProtocol, [nonceHeader]: clientNonce });
+    const hello = this.open(session, helloPath, { [protocolHeader]: peerProtocol, [nonceHeader]: clientNonce, [targetNodeHeader]: this.peer.id });
     let helloDone = false;
     hello.on('response', (h) => {
       helloDone = true;

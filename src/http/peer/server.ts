@@ -15,7 +15,7 @@ import type { Message } from '../../raft/index.js';
 import type { PeerAuth, PeerMode, RateLimitedLog, Refusal } from './auth.js';
 import {
   authPath, certNodeIds, clientProof, helloPath, isNonce, newNonce, nodeIdHeader, nonceHeader, peerProtocol, proofEquals,
-  proofHeader, protocolHeader, refusalHeader, secretHeader, serverProof, shardsHeader,
+  proofHeader, protocolHeader, refusalHeader, secretHeader, serverProof, shardsHeader, targetNodeHeader,
 } from './auth.js';
 import { decodeMessages, decodeSnapshotHeader, FrameError } from './frame.js';
 import type { PeerTlsMaterial } from './tls.js';
@@ -53,7 +53,7 @@ type Body = { ok: true; bytes: Uint8Array } | { ok: false; status: number; why: 
 interface SessionAuth {
   names: ReadonlySet<string>;
   authedAs: string | null;
-  hello: { serverNonce: string; clientNonce: string; clientId: string } | null;
+  hello: { serverNonce: string; clientNonce: string; clientId: string; meant: string | null } | null;
   timer: NodeJS.Timeout | null;
 }
 
@@ -193,7 +193,8 @@ export class PeerServer {
     if (state.hello !== null || typeof claimed !== 'string' || !nodeIdPattern.test(claimed) || !isNonce(clientNonce)) {
       return this.refuse(stream, 'unauthenticated', claimed, {}, true);
     }
-    state.hello = { serverNonce: newNonce(), clientNonce, clientId: claimed };
+    const meant = headers[targetNodeHeader];
+    state.hello = { serverNonce: newNonce(), clientNonce, clientId: claimed, meant: typeof meant === 'string' && nodeIdPattern.test(meant) ? meant : null };
     reply(stream, 200, undefined, { [nonceHeader]: state.hello.serverNonce });
   }
 
@@ -201,9 +202,12 @@ export class PeerServer {
   private authenticate(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, state: SessionAuth): void {
     const h = state.hello;
     if (h === null || state.authedAs !== null) return this.refuse(stream, 'unauthenticated', headers[nodeIdHeader], {}, true);
-    const input = { ...h, serverId: this.d.nodeId, target: String(headers[':authority'] ?? '') };
+    const input = { serverNonce: h.serverNonce, clientNonce: h.clientNonce, clientId: h.clientId, serverId: this.d.nodeId, target: String(headers[':authority'] ?? '') };
     if (!proofEquals(headers[proofHeader], clientProof(this.d.secret!, input))) {
-      return this.refuse(stream, 'wrong_secret', h.clientId, {}, true);
+      // A proof made for the node the client meant proves the secret: only then may it learn it reached another
+      // node (before that, a refusal says nothing about which ids exist).
+      const misdialled = h.meant !== null && h.meant !== this.d.nodeId && proofEquals(headers[proofHeader], clientProof(this.d.secret!, { ...input, serverId: h.meant }));
+      return this.refuse(stream, misdialled ? 'wrong_node' : 'wrong_secret', h.clientId, misdialled ? { meant: h.meant } : {}, true);
     }
     state.authedAs = h.clientId;
     if (state.timer !== null) clearTimeout(state.timer);

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   authPath, clientProof, helloPath, newNonce, nodeIdHeader, nonceHeader, peerProtocol, proofHeader, protocolHeader, refusalHeader,
-  secretHeader,
+  secretHeader, targetNodeHeader,
 } from './auth.js';
 import { makeCa, makeNodeCert } from '../../core/testing/certs.js';
 import { encodeMessages } from './frame.js';
@@ -453,6 +453,30 @@ describe('PeerTransport: who may talk (cluster secret)', () => {
     expect((await handshake(stranger, a!.port, 'zz', 'n1', secretA)).auth.headers[refusalHeader]).toBe('stranger');
     stranger.close();
     expect(a!.got).toHaveLength(1);
+  });
+
+  it('a peer address that reaches another node: the right secret is told wrong_node, a wrong one learns nothing', async () => {
+    const ports = await freePorts(2);
+    const book = [{ id: 'n1', host: '127.0.0.1', port: ports[0]! }, { id: 'n3', host: '127.0.0.1', port: ports[1]! }];
+    const n1 = await node('n1', ports[0]!, book, { clusterSecret: secretA });
+    // n3's book says n2 lives at n1's address (an address reused after a move, or two entries swapped).
+    const n3 = await node('n3', ports[1]!, [{ id: 'n2', host: '127.0.0.1', port: ports[0]! }, book[1]!], { clusterSecret: secretA });
+    for (let i = 0; i < 5 && !n3.logs.some((l) => l.msg === 'peer refuses this node (403)'); i++) {
+      n3.t.send([hb('n3', 'n2', 1, i)]);
+      await sleep(20);
+    }
+    await until(() => n3.logs.some((l) => l.msg === 'peer refuses this node (403)'), 'n3 told');
+    expect(n3.logs.find((l) => l.msg === 'peer refuses this node (403)')).toMatchObject({ peer: 'n2', reason: 'wrong_node' });
+    expect(n1.logs.find((l) => l.msg === 'peer request refused')).toMatchObject({ reason: 'wrong_node', nodeId: 'n3', meant: 'n2' });
+    expect(n1.got).toEqual([]);
+    // Without the secret, naming the node meant changes nothing: the refusal is wrong_secret, as for any other id.
+    const raw = new RawSession(n1.port);
+    const clientNonce = newNonce();
+    const hello = await raw.post(helloPath, { [protocolHeader]: peerProtocol, [nodeIdHeader]: 'n3', [nonceHeader]: clientNonce, [targetNodeHeader]: 'n2' });
+    const input = { serverNonce: String(hello.headers[nonceHeader]), clientNonce, clientId: 'n3', serverId: 'n2', target: `127.0.0.1:${n1.port}` };
+    const auth = await raw.post(authPath, { [nodeIdHeader]: 'n3', [proofHeader]: clientProof(secretB, input) });
+    expect([auth.status, auth.headers[refusalHeader]]).toEqual([403, 'wrong_secret']);
+    raw.close();
   });
 
   it('a node of peer protocol 1 (no handshake) is told apart: refused with protocol_version both ways', async () => {
