@@ -289,7 +289,8 @@ async function addNode({ req, deps }: RouteContext): Promise<ApiResponse> {
 
 /** DELETE /v1/cluster/nodes/{id}: answers once the node is out of every shard (200, the membership after). */
 async function removeNode({ params, deps }: RouteContext): Promise<ApiResponse> {
-  return jsonResponse(200, membershipView(await membershipApi(deps).removeNode(parseNodeId(params.id!))));
+  const id = parseNodeId(params.id!);
+  return jsonResponse(200, membershipView(await membershipApi(deps).removeNode(id)));
 }
 
 /** GET /v1/cluster: docs/api.md's view, with `learners` per shard (members that do not vote yet). */
