@@ -94,7 +94,7 @@ export function extractExamples(file: string, text: string): Example[] {
   for (const m of text.matchAll(/```json\n([A-Z]+) (\/\S+)\n([\s\S]*?)```/g)) {
     out.push({ source: `${file}: ${m[1]} ${m[2]}`, method: m[1]!, path: m[2]!, body: m[3]!.trim() });
   }
-  for (const m of text.matchAll(/curl (?:-X ([A-Z]+) )?(?:localhost|127\.0\.0\.1):\d+(\/\S*)(?: -d '([^']*)')?/g)) {
+  for (const m of text.matchAll(/curl (?:-s )?(?:-X ([A-Z]+) )?(?:localhost|127\.0\.0\.1):\d+(\/\S*)(?: -d '([^']*)')?/g)) {
     const method = m[1] ?? (m[3] === undefined ? 'GET' : 'POST');
     out.push({ source: `${file}: curl ${method} ${m[2]}`, method, path: m[2]!, ...(m[3] === undefined ? {} : { body: m[3] }) });
   }
