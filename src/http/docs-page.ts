@@ -44,6 +44,8 @@ function typeText(s: JsonSchema): string {
   if (Array.isArray(s.allOf) && s.allOf.length === 1) return typeText((s.allOf as JsonSchema[])[0]!);
   if (s.const !== undefined) return `<code>${esc(JSON.stringify(s.const))}</code>`;
   if (Array.isArray(s.enum)) return (s.enum as unknown[]).map((v) => `<code>${esc(v)}</code>`).join(' | ');
+  // anyCaseEnum (schema.ts): the values, not the pattern that spells each letter both ways
+  if (s.pattern !== undefined && Array.isArray(s.examples)) return `${(s.examples as unknown[]).map((v) => `<code>${esc(v)}</code>`).join(' | ')} (any case)`;
   const bounds: string[] = [];
   if (s.minimum !== undefined || s.maximum !== undefined) bounds.push(`${s.minimum ?? ''} .. ${s.maximum ?? ''}`);
   if (s.minLength !== undefined && s.minLength !== 1) bounds.push(`at least ${s.minLength} characters`);
@@ -52,10 +54,15 @@ function typeText(s: JsonSchema): string {
   if (s.pattern !== undefined) bounds.push(`<code>${esc(s.pattern)}</code>`);
   if (s.minItems !== undefined || s.maxItems !== undefined) bounds.push(`${s.minItems ?? 0} .. ${s.maxItems ?? ''} items`);
   if (s.maxProperties !== undefined) bounds.push(`at most ${s.maxProperties} entries`);
-  let type = typeof s.type === 'string' ? s.type : 'any JSON';
+  if (s.type === 'object' && s.properties !== undefined) {
+    // an answer written in place (a list): its fields in one line
+    const fields = Object.entries(s.properties as Record<string, JsonSchema>).map(([k, v]) => `<code>${esc(k)}</code>: ${typeText(v)}`);
+    return `{${fields.join(', ')}}`;
+  }
+  let type = esc(typeof s.type === 'string' ? s.type : 'any JSON'); // HTML from here on
   if (s.type === 'array' && typeof s.items === 'object') type = `array of ${typeText(s.items as JsonSchema)}`;
   if (s.type === 'object' && typeof s.additionalProperties === 'object') type = `object of ${typeText(s.additionalProperties as JsonSchema)}`;
-  return bounds.length === 0 ? esc(type) : `${esc(type)} (${bounds.join(', ')})`;
+  return bounds.length === 0 ? type : `${type} (${bounds.join(', ')})`;
 }
 
 /** The object's fields as rows; inline objects nest with dotted names. */
@@ -67,8 +74,9 @@ function fieldRows(s: JsonSchema, prefix: string, depth: number): string {
     const name = prefix + key;
     const dflt = p.default === undefined ? '' : `<code>${esc(JSON.stringify(p.default))}</code>`;
     rows += `<tr><td class="n"><code>${esc(name)}</code>${required.has(key) ? ' <span class="req">required</span>' : ''}</td>`;
-    rows += `<td>${typeText(p)}</td><td>${dflt}</td><td>${esc(p.description ?? '')}</td></tr>`;
     const inner = inlineObject(p);
+    const type = inner === null ? typeText(p) : inner === p ? 'object' : 'object or null'; // its fields follow
+    rows += `<td>${type}</td><td>${dflt}</td><td>${esc(p.description ?? '')}</td></tr>`;
     if (inner !== null && depth < 4) rows += fieldRows(inner, `${name}.`, depth + 1);
   }
   return rows;
@@ -84,15 +92,20 @@ function inlineObject(p: JsonSchema): JsonSchema | null {
   return null;
 }
 
-function schemaBlock(s: JsonSchema): string {
+/** A schema's fields as a table; a body given by `$ref` is shown in place (with a link to its schema). */
+function schemaBlock(s: JsonSchema, schemas: Record<string, JsonSchema>): string {
   const name = refName(s);
-  if (name !== null) return `<p class="d">${typeText(s)}</p>`;
+  if (name !== null) {
+    const target = schemas[name];
+    const link = `<p class="d">Schema ${typeText(s)}.</p>`;
+    return target === undefined || target.properties === undefined ? link : link + schemaBlock(target, schemas);
+  }
   const description = typeof s.description === 'string' ? `<p class="d">${esc(s.description)}</p>` : '';
   if (s.type !== 'object' || s.properties === undefined) return `${description}<p class="d">${typeText(s)}</p>`;
   return `${description}<table><tr><th>field</th><th>type</th><th>default</th><th>description</th></tr>${fieldRows(s, '', 0)}</table>`;
 }
 
-function operationHtml(path: string, method: string, op: Doc): string {
+function operationHtml(path: string, method: string, op: Doc, schemas: Record<string, JsonSchema>): string {
   const id = `op-${esc(op.operationId)}`;
   let html = `<section class="op" id="${id}"><div><span class="m ${esc(method)}">${esc(method.toUpperCase())}</span><span class="path">${esc(path)}</span></div>`;
   html += `<p class="d"><b>${esc(op.summary)}</b>${op.description === undefined ? '' : ` ${esc(op.description)}`}</p>`;
@@ -112,7 +125,7 @@ function operationHtml(path: string, method: string, op: Doc): string {
   const body = op.requestBody as Doc | undefined;
   if (body !== undefined) {
     const schema = ((body.content as Doc)['application/json'] as Doc).schema as JsonSchema;
-    html += `<h4>Body (JSON${body.required === true ? '' : ', optional'})</h4>${schemaBlock(schema)}`;
+    html += `<h4>Body (JSON${body.required === true ? '' : ', optional'})</h4>${schemaBlock(schema, schemas)}`;
   }
   html += '<h4>Answers</h4><table><tr><th>status</th><th>description</th><th>body</th></tr>';
   for (const [status, r] of Object.entries(op.responses as Record<string, Doc>)) {
@@ -136,6 +149,7 @@ export function renderDocsPage(doc: Doc): { html: string; csp: string } {
     }
   }
   const tags = (doc.tags as Doc[]).map((t) => [String(t.name), String(t.description)] as const);
+  const schemas = (doc.components as Doc).schemas as Record<string, JsonSchema>;
   let nav = '';
   let main = `<p class="d">${esc(info.description)}</p><p class="d">The machine-readable document: <a href="/v1/openapi.json"><code>/v1/openapi.json</code></a> (OpenAPI ${esc(doc.openapi)}).</p>`;
   for (const [tag, description] of tags) {
@@ -143,15 +157,14 @@ export function renderDocsPage(doc: Doc): { html: string; csp: string } {
     main += `<h2 id="tag-${esc(tag)}">${esc(tag)}</h2><p class="d">${esc(description)}</p>`;
     for (const [path, method, op] of byTag.get(tag) ?? []) {
       nav += `<a href="#op-${esc(op.operationId)}"><code>${esc(method.toUpperCase())}</code> ${esc(path)}</a>`;
-      main += operationHtml(path, method, op);
+      main += operationHtml(path, method, op, schemas);
     }
   }
-  const schemas = (doc.components as Doc).schemas as Record<string, JsonSchema>;
   nav += '<h3>Schemas</h3>';
   main += '<h2 id="schemas">Schemas</h2>';
   for (const [name, s] of Object.entries(schemas)) {
     nav += `<a href="#schema-${esc(name)}">${esc(name)}</a>`;
-    main += `<section class="op" id="schema-${esc(name)}"><h4>${esc(name)}</h4>${schemaBlock(s)}</section>`;
+    main += `<section class="op" id="schema-${esc(name)}"><h4>${esc(name)}</h4>${schemaBlock(s, schemas)}</section>`;
   }
   const html =
     `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">` +

@@ -57,10 +57,10 @@ export const jobFields = object(
   {
     id: field(annotate(jobIdSchema, 'The job id; default derived from the Idempotency-Key header, else a random UUID.')),
     task: field(annotate(taskNameSchema, 'The task to call (it must exist). Exactly one of task or callback.')),
-    callback: field(callbackSchema),
+    callback: field(callbackSchema, { description: 'An inline callback (the fields of a task; errors under callback.*). Exactly one of task or callback.' }),
     payload: payloadField,
     payload_base64: payloadBase64Field,
-    schedule: field(scheduleSchema),
+    schedule: field(scheduleSchema, { description: 'When it runs; absent, null or {} is now.' }),
     end_at: field(annotate(timeSchema, 'For a recurring schedule: no occurrence after it; after its start_at (every_ms without start_at: in the future).')),
     max_runs: field(integer(0, Number.MAX_SAFE_INTEGER, 'Regular runs before the job ends; 0 = unlimited.'), { default: 0 }),
     misfire: field(enumOf(misfirePolicies, 'What a recurring job does with missed occurrences.'), { default: 'fire_once' }),

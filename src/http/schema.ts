@@ -119,7 +119,12 @@ export function enumOf<T extends string>(values: readonly T[], description?: str
  */
 export function anyCaseEnum<T extends string>(values: readonly T[], description: string): Schema<T> {
   const spelled = values.map((v) => v.replace(/[A-Za-z]/g, (c) => `[${c.toUpperCase()}${c.toLowerCase()}]`));
-  const json = { type: 'string', pattern: `^(?:${spelled.join('|')})$`, description: `${description} One of ${values.join(', ')}, in any case.` };
+  const json = {
+    type: 'string',
+    pattern: `^(?:${spelled.join('|')})$`,
+    examples: [...values], // what a reader of the document wants to see (docs-page.ts shows these, not the pattern)
+    description: `${description} One of ${values.join(', ')}, in any case.`,
+  };
   return custom(json, (v, field, issues) => {
     if (typeof v !== 'string') return issues.add(field, 'must be a string');
     return readEnum(v.toUpperCase(), field, values, issues);
