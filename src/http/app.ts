@@ -72,13 +72,14 @@ export function createApp(deps: AppDeps): App {
   const admit = (req: { method: string; path: string; headers: Record<string, string | undefined> }): Admission => {
     const { segments, query } = splitTarget(req.path);
     const pathname = '/' + segments.join('/');
-    const needsAuth = segments[0] === 'v1' || (pathname === '/metrics' && deps.metricsAuth);
+    const found = matchRoute(routes, req.method === 'HEAD' ? 'GET' : req.method, segments);
+    const open = found.kind === 'route' && found.route.open === true; // the API's description (routes.ts)
+    const needsAuth = !open && (segments[0] === 'v1' || (pathname === '/metrics' && deps.metricsAuth));
     const principal = tokens.authenticate(req.headers.authorization);
     if (needsAuth && principal === null) {
       const err = new PunctualError('unauthorized', 'missing or invalid bearer token');
       return { kind: 'refused', principal, response: problemResponse(err, { 'www-authenticate': 'Bearer' }) };
     }
-    const found = matchRoute(routes, req.method === 'HEAD' ? 'GET' : req.method, segments);
     if (found.kind === 'none') return { kind: 'refused', principal, response: problemResponse(new PunctualError('not_found', `no route for ${pathname}`)) };
     if (found.kind === 'method') {
       const err = new PunctualError('method_not_allowed', `${req.method} is not allowed on ${pathname}`);

@@ -12,26 +12,65 @@ import { firstOccurrence, firstOccurrenceOutOfBound } from '../scheduler/schedul
 import { deriveJobId, requestDigest } from './idempotency.js';
 import { timeMsMax } from './time.js';
 import { checkJobPatch, checkJobSpec, hasOwnProto } from '../scheduler/check.js';
-import { endsInModel, misfirePolicies, overlapPolicies, parseCallback, parseSchedule, type CallbackUrlCheck } from './parse.js';
 import {
-  Issues,
-  fieldAt,
-  isObject,
-  onlyKeys,
-  readBase64,
-  readEnum,
-  readInt,
-  readObject,
-  readPattern,
-  readTime,
-  utf8Length,
-  type JsonObject,
-} from './validate.js';
+  callbackSchema,
+  endsInModel,
+  jobIdSchema,
+  misfirePolicies,
+  overlapPolicies,
+  parseCallback,
+  parseSchedule,
+  scheduleSchema,
+  taskNameSchema,
+  timeSchema,
+  type CallbackUrlCheck,
+} from './parse.js';
+import { annotate, anyCaseEnum, anyJson, custom, enumOf, field, integer, intParam, named, object, pattern, query, string, textParam, type QueryParam } from './schema.js';
+import { Issues, fieldAt, isObject, readBase64, utf8Length, type JsonObject } from './validate.js';
 
-const jobKeys = [
-  'id', 'task', 'callback', 'payload', 'payload_base64', 'schedule', 'end_at', 'max_runs', 'misfire', 'overlap', 'metadata',
-  'misfire_threshold_ms',
-] as const;
+const base64Pattern = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+const payloadField = field(
+  anyJson(`Any JSON: the callback body is its JSON text in UTF-8 (null included: the 4 bytes null); at most ${limits.payloadBytesMax} bytes. Not together with payload_base64.`),
+  { nullIsValue: true },
+);
+const payloadBase64Field = field(
+  custom<Uint8Array>(
+    {
+      type: 'string',
+      contentEncoding: 'base64',
+      pattern: base64Pattern.source,
+      description: `Strict base64 (RFC 4648, padded, canonical): the decoded bytes are the callback body; at most ${limits.payloadBytesMax} bytes decoded. Not together with payload.`,
+    },
+    readBase64,
+  ),
+);
+const metadataField = field(
+  custom<Record<string, unknown>>(
+    { type: 'object', description: `Any JSON object, at most ${limits.metadataBytesMax} bytes serialized; no "__proto__" key at any depth.` },
+    (value, field, issues) => readMetadata(value, field, issues),
+  ),
+);
+const misfireThresholdSchema = integer(limits.misfireThresholdMsMin, limits.misfireThresholdMsMax, 'An occurrence more than this late is missed.');
+
+export const jobFields = object(
+  {
+    id: field(annotate(jobIdSchema, 'The job id; default derived from the Idempotency-Key header, else a random UUID.')),
+    task: field(annotate(taskNameSchema, 'The task to call (it must exist). Exactly one of task or callback.')),
+    callback: field(callbackSchema, { description: 'An inline callback (the fields of a task; errors under callback.*). Exactly one of task or callback.' }),
+    payload: payloadField,
+    payload_base64: payloadBase64Field,
+    schedule: field(scheduleSchema, { description: 'When it runs; absent, null or {} is now.' }),
+    end_at: field(annotate(timeSchema, 'For a recurring schedule: no occurrence after it; after its start_at (every_ms without start_at: in the future).')),
+    max_runs: field(integer(0, Number.MAX_SAFE_INTEGER, 'Regular runs before the job ends; 0 = unlimited.'), { default: 0 }),
+    misfire: field(enumOf(misfirePolicies, 'What a recurring job does with missed occurrences.'), { default: 'fire_once' }),
+    overlap: field(enumOf(overlapPolicies, 'What a recurring job does with an occurrence due while its previous run is in flight.'), { default: 'allow' }),
+    metadata: metadataField,
+    misfire_threshold_ms: field(misfireThresholdSchema, { default: limits.misfireThresholdMs }),
+  },
+  'A job: exactly one of task or callback. The schedule\'s first occurrence must be findable (docs/api.md, Schedule preview).',
+);
+export const jobSchema = named('JobInput', custom(jobFields.json, () => undefined));
 
 export interface JobContext {
   nowMs: number;
@@ -46,19 +85,19 @@ export interface JobContext {
 /** One job body -> JobSpec; throws invalid_argument naming every bad field (prefixed, e.g. `jobs[3].schedule`). */
 export function parseJob(body: unknown, prefix: string, ctx: JobContext): JobSpec {
   const issues = new Issues();
-  const o = readObject(body, prefix, issues);
+  const o = jobFields.open(body, prefix, issues);
   if (o === undefined) throw issues.toError();
-  onlyKeys(o, jobKeys, prefix, issues);
-  const id = o.id == null ? deriveJobId(ctx.idempotencyKey, ctx.batchIndex) : readPattern(o.id, fieldAt(prefix, 'id'), jobIdPattern, '[A-Za-z0-9._:-]{1,128}', issues);
+  const get = <K extends keyof typeof jobFields.fields & string>(key: K) => jobFields.get(o, key, prefix, issues, { nowMs: ctx.nowMs });
+  const id = o.id == null ? deriveJobId(ctx.idempotencyKey, ctx.batchIndex) : get('id');
   const target = parseTarget(o, prefix, issues, ctx.urlCheck);
   const payload = parsePayload(o, prefix, issues);
   const schedule = parseSchedule(o.schedule, fieldAt(prefix, 'schedule'), ctx.nowMs, issues);
-  const endAtMs = o.end_at == null ? null : readTime(o.end_at, fieldAt(prefix, 'end_at'), issues);
-  const maxRuns = o.max_runs == null ? 0 : readInt(o.max_runs, fieldAt(prefix, 'max_runs'), 0, Number.MAX_SAFE_INTEGER, issues);
-  const misfire = o.misfire == null ? 'fire_once' : readEnum(o.misfire, fieldAt(prefix, 'misfire'), misfirePolicies, issues);
-  const overlap = o.overlap == null ? 'allow' : readEnum(o.overlap, fieldAt(prefix, 'overlap'), overlapPolicies, issues);
-  const misfireThresholdMs = readMisfireThreshold(o.misfire_threshold_ms, fieldAt(prefix, 'misfire_threshold_ms'), issues) ?? limits.misfireThresholdMs;
-  const metadata = parseMetadata(o.metadata, fieldAt(prefix, 'metadata'), issues);
+  const endAtMs = get('end_at');
+  const maxRuns = get('max_runs');
+  const misfire = get('misfire');
+  const overlap = get('overlap');
+  const misfireThresholdMs = get('misfire_threshold_ms') ?? limits.misfireThresholdMs;
+  const metadata = get('metadata');
   checkEnd(schedule, endAtMs, ctx.nowMs, fieldAt(prefix, 'end_at'), issues);
   checkRenderable(schedule, ctx.nowMs, fieldAt(prefix, 'schedule'), issues);
   if (!issues.ok) throw issues.toError();
@@ -86,8 +125,8 @@ function parseTarget(o: JsonObject, prefix: string, issues: Issues, urlCheck?: C
   const hasCallback = o.callback != null;
   if (hasTask === hasCallback) return issues.add(fieldAt(prefix, 'task'), 'give exactly one of task or callback');
   if (hasTask) {
-    const task = readPattern(o.task, fieldAt(prefix, 'task'), taskNamePattern, '[A-Za-z0-9._-]{1,128}', issues);
-    return task === undefined ? undefined : { task, callback: null };
+    const task = jobFields.get(o, 'task', prefix, issues);
+    return task == null ? undefined : { task, callback: null };
   }
   const callback = parseCallback(o.callback, fieldAt(prefix, 'callback'), issues, urlCheck);
   return callback === undefined ? undefined : { task: null, callback };
@@ -106,8 +145,8 @@ function parsePayload(o: JsonObject, prefix: string, issues: Issues): PayloadPar
   let part: PayloadPart = { payload: new Uint8Array(0), payloadEncoding: 'json' };
   if (hasJson) part = { payload: new TextEncoder().encode(JSON.stringify(o.payload)), payloadEncoding: 'json' };
   if (hasBytes) {
-    const bytes = readBase64(o.payload_base64, fieldAt(prefix, 'payload_base64'), issues);
-    if (bytes === undefined) return undefined;
+    const bytes = jobFields.get(o, 'payload_base64', prefix, issues);
+    if (bytes == null) return undefined;
     part = { payload: bytes, payloadEncoding: 'base64' };
   }
   if (part.payload.byteLength > limits.payloadBytesMax) {
@@ -117,9 +156,8 @@ function parsePayload(o: JsonObject, prefix: string, issues: Issues): PayloadPar
   return part;
 }
 
-/** null = none; undefined = invalid. */
-function parseMetadata(value: unknown, field: string, issues: Issues): Record<string, unknown> | null | undefined {
-  if (value === undefined || value === null) return null;
+/** Given metadata (absent and null are decided by the caller); undefined = invalid. */
+function readMetadata(value: unknown, field: string, issues: Issues): Record<string, unknown> | undefined {
   if (!isObject(value)) return issues.add(field, 'must be a JSON object');
   // The store's encoder (msgpackr) renames a `__proto__` key to `__proto_` on the way back (a prototype-pollution
   // guard), so such metadata would silently read back changed: refuse it instead.
@@ -142,12 +180,6 @@ function checkRenderable(schedule: ScheduleSpec | undefined, nowMs: number, fiel
   } else if (first === null || first > timeMsMax) issues.add(field, 'has no occurrence before 9999-12-31T23:59:59.999Z');
 }
 
-/** `misfire_threshold_ms`: absent or null = undefined (the default, or unchanged in a patch). */
-function readMisfireThreshold(value: unknown, field: string, issues: Issues): number | undefined {
-  if (value == null) return undefined;
-  return readInt(value, field, limits.misfireThresholdMsMin, limits.misfireThresholdMsMax, issues);
-}
-
 function checkEnd(schedule: ScheduleSpec | undefined, endAtMs: number | null | undefined, nowMs: number, field: string, issues: Issues): void {
   if (schedule === undefined || endAtMs == null || schedule.kind === 'once') return;
   if (schedule.kind === 'every' && schedule.startAtMs === null) {
@@ -161,12 +193,21 @@ function checkEnd(schedule: ScheduleSpec | undefined, endAtMs: number | null | u
 
 export type BatchItem = { ok: true; spec: JobSpec } | { ok: false; id: string | null; error: PunctualError };
 
+export const batchFields = object(
+  {
+    jobs: field(
+      custom<unknown[]>({ type: 'array', items: jobSchema.json, maxItems: limits.batchJobsMax, description: 'Each item is checked and answered on its own.' }, (v) => v as unknown[]),
+      { required: true },
+    ),
+  },
+  `At most ${limits.batchJobsMax} jobs; the body at most ${limits.batchBodyBytesMax} bytes.`,
+);
+
 /** POST /v1/jobs:batch: `{"jobs": [...]}`; each item is parsed on its own so one bad item never fails the others. */
 export function parseBatch(body: unknown, nowMs: number, idempotencyKey: string | null, urlCheck?: CallbackUrlCheck): BatchItem[] {
   const issues = new Issues();
-  const o = readObject(body, '', issues);
+  const o = batchFields.open(body, '', issues);
   if (o === undefined) throw issues.toError();
-  onlyKeys(o, ['jobs'], '', issues);
   if (!Array.isArray(o.jobs)) issues.add('jobs', 'must be an array of jobs');
   else if (o.jobs.length > limits.batchJobsMax) issues.add('jobs', `at most ${limits.batchJobsMax} jobs per batch (got ${o.jobs.length})`);
   issues.throwIfAny();
@@ -181,25 +222,45 @@ export function parseBatch(body: unknown, nowMs: number, idempotencyKey: string 
   });
 }
 
+export const patchFields = object(
+  {
+    schedule: field(annotate(scheduleSchema, 'A new schedule, replacing the whole schedule (exclude included); its first occurrence from the moment of the patch.')),
+    payload: payloadField,
+    payload_base64: payloadBase64Field,
+    metadata: field(metadataField.schema, { nullIsValue: true, description: 'New metadata; null clears it.' }),
+    misfire_threshold_ms: field(misfireThresholdSchema),
+  },
+  'Any of these; absent fields are unchanged; an empty object changes nothing.',
+);
+
 /** PATCH /v1/jobs/{id}: any of schedule, payload | payload_base64, metadata (null clears it). */
 export function parsePatch(body: unknown, nowMs: number): JobPatch {
   const issues = new Issues();
-  const o = readObject(body, '', issues);
+  const o = patchFields.open(body, '', issues);
   if (o === undefined) throw issues.toError();
-  onlyKeys(o, ['schedule', 'payload', 'payload_base64', 'metadata', 'misfire_threshold_ms'], '', issues);
   const patch: JobPatch = {};
-  const misfireThresholdMs = readMisfireThreshold(o.misfire_threshold_ms, 'misfire_threshold_ms', issues);
-  if (misfireThresholdMs !== undefined) patch.misfireThresholdMs = misfireThresholdMs;
+  const misfireThresholdMs = patchFields.get(o, 'misfire_threshold_ms', '', issues);
+  if (misfireThresholdMs != null) patch.misfireThresholdMs = misfireThresholdMs;
   if (o.schedule !== undefined) patch.schedule = parseSchedule(o.schedule, 'schedule', nowMs, issues);
   if (o.schedule !== undefined) checkRenderable(patch.schedule, nowMs, 'schedule', issues);
   if (o.payload !== undefined || o.payload_base64 != null) {
     const part = parsePayload(o, '', issues);
     if (part !== undefined) Object.assign(patch, part);
   }
-  if (o.metadata !== undefined) patch.metadata = parseMetadata(o.metadata, 'metadata', issues);
+  if (o.metadata !== undefined) patch.metadata = o.metadata === null ? null : patchFields.get(o, 'metadata', '', issues);
   issues.throwIfAny();
   return endsInModel(patch, () => checkJobPatch(patch, '', true));
 }
+
+export const previewFields = object(
+  {
+    schedule: field(annotate(scheduleSchema, 'As for jobs (absent = now; every_ms without start_at starts at from).')),
+    from: field(annotate(timeSchema, 'The first time listed is at or after it (default: now).')),
+    count: field(integer(1, limits.previewCountMax), { default: limits.previewCountDefault }),
+    id: field(annotate(jobIdSchema, 'Preview the times of the job with this id (its spread_ms offset added).')),
+  },
+  'An empty body is {}.',
+);
 
 export interface PreviewRequest {
   schedule: Schedule;
@@ -213,80 +274,96 @@ export interface PreviewRequest {
  */
 export function parsePreview(body: unknown, nowMs: number): PreviewRequest {
   const issues = new Issues();
-  const o = body === undefined ? {} : readObject(body, '', issues);
+  const o = body === undefined ? {} : previewFields.open(body, '', issues);
   if (o === undefined) throw issues.toError();
-  onlyKeys(o, ['schedule', 'from', 'count', 'id'], '', issues);
-  const fromMs = o.from == null ? nowMs : readTime(o.from, 'from', issues);
-  const count = o.count == null ? limits.previewCountDefault : readInt(o.count, 'count', 1, limits.previewCountMax, issues);
-  const id = o.id == null ? undefined : readPattern(o.id, 'id', jobIdPattern, '[A-Za-z0-9._:-]{1,128}', issues);
+  const fromMs = previewFields.get(o, 'from', '', issues) ?? nowMs;
+  const count = previewFields.get(o, 'count', '', issues);
+  const id = previewFields.get(o, 'id', '', issues) ?? undefined;
   const schedule = parseSchedule(o.schedule, 'schedule', fromMs ?? nowMs, issues);
   if (!issues.ok) throw issues.toError();
   // `every_ms` without `start_at` previews as a job created at `from` would run.
   return { schedule: resolveSchedule(schedule!, fromMs!, id), fromMs: fromMs!, count: count! };
 }
 
+export const nodeIdSchema = pattern(nodeIdPattern, '[a-z0-9-]{1,32}', 'A node id: [a-z0-9-]{1,32}.');
+export const shardSchema = pattern(/^\d{1,9}$/, 'a shard number', 'A shard number.');
+
+export const transferFields = object({ to: field(annotate(nodeIdSchema, 'The node to hand the leadership to.'), { required: true }) });
+
 /** POST /v1/cluster/shards/{id}/transfer-leader: `{"to": "n2"}`. */
 export function parseTransfer(shardText: string, body: unknown): { shard: number; to: string } {
   const issues = new Issues();
-  const shard = /^\d{1,9}$/.test(shardText) ? Number(shardText) : issues.add('shard', 'must be a shard number');
-  const o = readObject(body, '', issues);
-  if (o !== undefined) onlyKeys(o, ['to'], '', issues);
-  const to = o === undefined ? undefined : readPattern(o.to, 'to', nodeIdPattern, '[a-z0-9-]{1,32}', issues);
+  const shard = shardSchema.read(shardText, 'shard', issues);
+  const t = transferFields.read(body, '', issues);
   if (!issues.ok) throw issues.toError();
-  return { shard: shard!, to: to! };
+  return { shard: Number(shard), to: t!.to! };
 }
+
+export const addNodeFields = object({
+  id: field(annotate(nodeIdSchema, 'The new node\'s id (started with serve --join).'), { required: true }),
+  peer_addr: field(string(300, 'Its peer address HOST:PORT.'), { required: true }),
+});
+
+/** POST /v1/cluster/nodes: `{"id": "n4", "peer_addr": "HOST:PORT"}`. */
+export function parseAddNode(body: unknown): { id: string; peerAddr: string } {
+  const issues = new Issues();
+  const n = addNodeFields.read(body, '', issues);
+  if (!issues.ok || n === undefined) throw issues.toError();
+  return { id: n.id!, peerAddr: n.peer_addr! };
+}
+
+/** A node id in a path (DELETE /v1/cluster/nodes/{id}). */
+export function parseNodeId(id: string): string {
+  const issues = new Issues();
+  nodeIdSchema.read(id, 'id', issues);
+  issues.throwIfAny();
+  return id;
+}
+
+const limitParam = intParam(1, limits.listLimitMax, limits.listLimitDefault, 'Items per page.');
+const cursorParam: QueryParam<string> = {
+  json: { type: 'string', maxLength: httpLimits.listCursorLengthMax },
+  description: 'Opaque: the next_cursor of the previous page. Follow it until it is null.',
+  read: (text, name, issues) => (text.length > httpLimits.listCursorLengthMax ? issues.add(name, 'is too long') : text),
+};
+
+/** GET /v1/jobs (empty values count as absent; a parameter given twice: the first counts). */
+export const jobListQuery = query({
+  state: textParam(anyCaseEnum(jobStates, 'Only jobs in this state.'), 'Only jobs in this state (any case).'),
+  task: textParam(taskNameSchema, 'Only jobs of this task.'),
+  limit: limitParam,
+  cursor: cursorParam,
+});
+/** GET /v1/jobs/{id}/executions. */
+export const pageQuery = query({ limit: limitParam, cursor: cursorParam });
+/** A list route without paging (GET /v1/tasks, /v1/calendars): any parameter is refused by name. */
+export const noQuery = query({});
 
 /** GET /v1/jobs?state=&task=&limit=&cursor= (empty values count as absent; unknown parameters are refused). */
 export function parseJobListQuery(params: URLSearchParams): JobListQuery {
   const issues = new Issues();
-  onlyParams(params, ['state', 'task', 'limit', 'cursor'], issues);
-  const stateText = param(params, 'state');
-  const state = stateText === null ? null : readEnum(stateText.toUpperCase(), 'state', jobStates, issues);
-  const taskText = param(params, 'task');
-  const task = taskText === null ? null : readPattern(taskText, 'task', taskNamePattern, '[A-Za-z0-9._-]{1,128}', issues);
-  const page = readPage(params, issues);
-  if (!issues.ok) throw issues.toError();
-  return { state: state as JobState | null, task: task as string | null, ...page };
+  const q = jobListQuery.read(params, issues);
+  issues.throwIfAny();
+  return { state: q.state as JobState | null, task: q.task, limit: q.limit ?? limits.listLimitDefault, cursor: q.cursor };
 }
 
 /** GET /v1/tasks: a list route without parameters (every task); any parameter is refused by name. */
 export function parseNoQuery(params: URLSearchParams): void {
   const issues = new Issues();
-  onlyParams(params, [], issues);
+  noQuery.read(params, issues);
   issues.throwIfAny();
 }
 
 /** GET /v1/jobs/{id}/executions?limit=&cursor=. */
 export function parsePageQuery(params: URLSearchParams): { limit: number; cursor: string | null } {
   const issues = new Issues();
-  onlyParams(params, ['limit', 'cursor'], issues);
-  const page = readPage(params, issues);
+  const q = pageQuery.read(params, issues);
   issues.throwIfAny();
-  return page;
+  return { limit: q.limit ?? limits.listLimitDefault, cursor: q.cursor };
 }
 
-function readPage(params: URLSearchParams, issues: Issues): { limit: number; cursor: string | null } {
-  const limitText = param(params, 'limit');
-  let limit: number = limits.listLimitDefault;
-  if (limitText !== null) {
-    const n = /^\d{1,9}$/.test(limitText) ? Number(limitText) : NaN;
-    limit = readInt(n, 'limit', 1, limits.listLimitMax, issues) ?? limit;
-  }
-  const cursor = param(params, 'cursor');
-  if (cursor !== null && cursor.length > httpLimits.listCursorLengthMax) issues.add('cursor', 'is too long');
-  return { limit, cursor };
-}
-
-function param(params: URLSearchParams, name: string): string | null {
-  const value = params.get(name);
-  return value === null || value === '' ? null : value;
-}
-
-function onlyParams(params: URLSearchParams, allowed: readonly string[], issues: Issues): void {
-  for (const name of new Set(params.keys())) {
-    if (!allowed.includes(name)) issues.add(name, 'unknown query parameter');
-  }
-}
+/** The Idempotency-Key header (1..255 characters): documented as a header parameter. */
+export const idempotencyKeySchema = string(httpLimits.idempotencyKeyLengthMax);
 
 /** The Idempotency-Key header: 1..255 characters, or absent. */
 export function parseIdempotencyKey(header: string | undefined): string | null {

@@ -21,32 +21,110 @@ import {
   redactedSecret,
   reservedHeaders,
 } from '../scheduler/check.js';
-import type { CallbackSpec, DstPolicy, JobSpec, RetryPolicy, Schedule, ScheduleSpec } from '../scheduler/types.js';
+import type { CallbackSpec, DstPolicy, RetryPolicy, Schedule, ScheduleSpec } from '../scheduler/types.js';
 import { PunctualError } from '../core/errors.js';
-import { timeMsMax } from './time.js';
+import { timeMsMax, timeMsMin } from './time.js';
 import {
-  Issues,
-  fieldAt,
-  onlyKeys,
-  readBase64,
-  readBool,
-  readEnum,
-  readInt,
-  readNumber,
-  readObject,
-  readPattern,
-  readString,
-  readTime,
-  utf8Length,
-  type JsonObject,
-} from './validate.js';
+  anyCaseEnum,
+  anyJson,
+  boolean,
+  custom,
+  annotate,
+  enumOf,
+  field,
+  integer,
+  named,
+  number,
+  object,
+  pattern,
+  recordOf,
+  string,
+  type Schema,
+} from './schema.js';
+import { Issues, fieldAt, readObject, readString, readTime, utf8Length, type JsonObject } from './validate.js';
 
 // The model's own vocabulary (src/scheduler/check.ts), shared with the checks every parsed value ends in.
 export { callbackMethods, misfirePolicies, overlapPolicies, redactedSecret } from '../scheduler/check.js';
 
-// `spread_offset_ms` is shown by GET (views.ts) and derived from the job id: accepted back, and ignored.
-const scheduleKeys = ['at', 'delay_ms', 'cron', 'timezone', 'every_ms', 'start_at', 'exclude', 'dst', 'spread_ms', 'spread_offset_ms'] as const;
+// --- the schemas (schema.ts): what openapi.ts documents is what these parsers read ------------------------
+
+export const taskNameSchema = pattern(taskNamePattern, '[A-Za-z0-9._-]{1,128}', 'A task or calendar name: [A-Za-z0-9._-]{1,128}.');
+export const jobIdSchema = pattern(jobIdPattern, '[A-Za-z0-9._:-]{1,128}', 'A job id: [A-Za-z0-9._:-]{1,128}.');
+
+/** A time on input: RFC 3339 with any offset, or an integer of epoch ms (docs/api.md, Conventions). */
+export const timeSchema = named(
+  'Time',
+  custom(
+    {
+      description:
+        'RFC 3339 with any offset (fractions beyond ms truncated), or an integer of epoch milliseconds; 1970-01-01 to 9999-12-31. Impossible dates, leap seconds and times without an offset are refused.',
+      oneOf: [
+        { type: 'string', format: 'date-time' },
+        { type: 'integer', minimum: timeMsMin, maximum: timeMsMax },
+      ],
+    },
+    readTime,
+  ),
+);
+
+const dstSchema = object(
+  {
+    gap: field(enumOf(dstGapPolicies, 'A local time that does not exist that day: run it shifted forward by the gap, or skip it.'), { default: 'shift_forward' }),
+    repeat: field(enumOf(dstRepeatPolicies, 'A local time that happens twice: run it at the first, the last or both.'), { default: 'first' }),
+  },
+  'Daylight-saving policies of a cron schedule (docs/api.md, Daylight-saving policies). Only with cron.',
+);
+
+const excludeSchema = custom<string[]>(
+  {
+    type: 'array',
+    description: 'Calendars (PUT /v1/calendars/{name}) whose dates the schedule skips; cron and every_ms only. Each must exist when the job is written.',
+    items: taskNameSchema.json,
+    minItems: 1,
+    maxItems: limits.calendarsPerScheduleMax,
+    uniqueItems: true,
+  },
+  (value, field, issues) => {
+    if (!Array.isArray(value) || value.length === 0 || value.length > limits.calendarsPerScheduleMax) {
+      return issues.add(field, `must be an array of 1 to ${limits.calendarsPerScheduleMax} calendar names`);
+    }
+    const names: string[] = [];
+    value.forEach((v: unknown, i) => {
+      const name = taskNameSchema.read(v, `${field}[${i}]`, issues);
+      if (name === undefined) return;
+      if (names.includes(name)) issues.add(`${field}[${i}]`, 'is named twice');
+      names.push(name);
+    });
+    return names.length === value.length ? names : undefined;
+  },
+);
+
+/** The fields of a schedule; which of them go together is code (parseSchedule), written in the description. */
+export const scheduleFields = object(
+  {
+    at: field(annotate(timeSchema, 'Once at this time (in the past: at once).')),
+    delay_ms: field(integer(0, timeMsMax, 'Once at now + this many ms (at most up to 9999-12-31).')),
+    cron: field(string(httpLimits.cronExpressionLengthMax, 'A cron expression: 5 fields, 6 with seconds first, or an @daily-style macro; H is refused. Must match at least once.')),
+    timezone: field(string(httpLimits.timezoneLengthMax, 'IANA time zone of the cron (case-insensitive). Only with cron.'), { defaultJson: 'UTC' }),
+    every_ms: field(integer(limits.everyMsMin, limits.everyMsMax, 'Every this many ms, at start_at + k * every_ms.')),
+    start_at: field(annotate(timeSchema, 'cron: no occurrence before it; every_ms: the grid (default: when the job is created).')),
+    exclude: field(excludeSchema),
+    dst: field(dstSchema),
+    spread_ms: field(integer(1, limits.spreadMsMax, 'Run each occurrence a stable offset (from the job id) within this many ms after its time; at most every_ms. cron and every_ms only.')),
+    spread_offset_ms: field(anyJson('Shown by GET; accepted back and ignored (it always follows from the job id).')),
+  },
+  'Exactly one of at, delay_ms, cron (with timezone), every_ms; absent, null or {} is now. timezone and dst only with cron; start_at, spread_ms and exclude only with cron or every_ms. A recurring schedule must have an occurrence before 9999-12-31T23:59:59.999Z.',
+);
 const scheduleKinds = ['at', 'delay_ms', 'cron', 'every_ms'] as const;
+
+/** `schedule` as a schema: read with the request's now (ReadContext.nowMs). */
+export const scheduleSchema = named(
+  'Schedule',
+  custom(scheduleFields.json, (value, field, issues, ctx) => {
+    if (ctx?.nowMs === undefined) throw new Error('a schedule is read with the node\'s now');
+    return parseSchedule(value, field, ctx.nowMs, issues);
+  }),
+);
 
 /**
  * `schedule`: exactly one of at / delay_ms / cron(+timezone) / every_ms(+start_at); absent, null or {} = now.
@@ -55,9 +133,8 @@ const scheduleKinds = ['at', 'delay_ms', 'cron', 'every_ms'] as const;
  */
 export function parseSchedule(value: unknown, field: string, nowMs: number, issues: Issues): ScheduleSpec | undefined {
   if (value === undefined || value === null) return { kind: 'once', atMs: nowMs };
-  const given = readObject(value, field, issues);
+  const given = scheduleFields.open(value, field, issues);
   if (given === undefined) return undefined;
-  onlyKeys(given, scheduleKeys, field, issues);
   // null is the same as absent here too (a serializer that writes every optional field as null must work).
   const o: JsonObject = Object.fromEntries(Object.entries(given).filter(([, v]) => v !== null));
   const kinds = scheduleKinds.filter((k) => o[k] !== undefined);
@@ -71,7 +148,7 @@ export function parseSchedule(value: unknown, field: string, nowMs: number, issu
   if (o.spread_ms !== undefined && kind !== 'every_ms' && kind !== 'cron') {
     issues.add(fieldAt(field, 'spread_ms'), 'only allowed with every_ms or cron');
   }
-  const exclude = parseExclude(o.exclude, fieldAt(field, 'exclude'), kind, issues);
+  const exclude = parseExclude(o, field, kind, issues);
   const schedule = parseScheduleKind(o, kind, field, nowMs, issues);
   return schedule === undefined || exclude === undefined || schedule.kind === 'once' ? schedule : { ...schedule, exclude };
 }
@@ -80,84 +157,65 @@ export function parseSchedule(value: unknown, field: string, nowMs: number, issu
  * `exclude`: the names of 1 to limits.calendarsPerScheduleMax calendars (PUT /v1/calendars/{name}) whose dates a
  * recurring schedule skips. Whether they exist is the state machine's to say, when the job is created.
  */
-function parseExclude(value: unknown, field: string, kind: string | undefined, issues: Issues): string[] | undefined {
-  if (value === undefined) return undefined;
-  if (kind !== 'cron' && kind !== 'every_ms') return issues.add(field, 'only allowed with cron or every_ms');
-  if (!Array.isArray(value) || value.length === 0 || value.length > limits.calendarsPerScheduleMax) {
-    return issues.add(field, `must be an array of 1 to ${limits.calendarsPerScheduleMax} calendar names`);
-  }
-  const names: string[] = [];
-  value.forEach((v: unknown, i) => {
-    const name = readPattern(v, `${field}[${i}]`, taskNamePattern, '[A-Za-z0-9._-]{1,128}', issues);
-    if (name === undefined) return;
-    if (names.includes(name)) issues.add(`${field}[${i}]`, 'is named twice');
-    names.push(name);
-  });
-  return names.length === value.length ? names : undefined;
+function parseExclude(o: JsonObject, field: string, kind: string | undefined, issues: Issues): string[] | undefined {
+  if (o.exclude === undefined) return undefined;
+  if (kind !== 'cron' && kind !== 'every_ms') return issues.add(fieldAt(field, 'exclude'), 'only allowed with cron or every_ms');
+  return scheduleFields.get(o, 'exclude', field, issues) ?? undefined;
 }
 
 function parseScheduleKind(o: JsonObject, kind: (typeof scheduleKinds)[number] | undefined, field: string, nowMs: number, issues: Issues): ScheduleSpec | undefined {
+  const get = <K extends keyof typeof scheduleFields.fields & string>(key: K) => scheduleFields.get(o, key, field, issues);
   switch (kind) {
     case undefined:
       return { kind: 'once', atMs: nowMs };
     case 'at': {
-      const atMs = readTime(o.at, fieldAt(field, 'at'), issues);
-      return atMs === undefined ? undefined : { kind: 'once', atMs };
+      const atMs = get('at');
+      return atMs == null ? undefined : { kind: 'once', atMs };
     }
     case 'delay_ms': {
-      const delayMs = readInt(o.delay_ms, fieldAt(field, 'delay_ms'), 0, Math.max(0, timeMsMax - nowMs), issues);
-      return delayMs === undefined ? undefined : { kind: 'once', atMs: nowMs + delayMs };
+      const delayMs = get('delay_ms');
+      // The document's bound is 9999-12-31 ahead of 1970; the node's now narrows it.
+      const max = Math.max(0, timeMsMax - nowMs);
+      if (delayMs != null && delayMs > max) return issues.add(fieldAt(field, 'delay_ms'), `must be between 0 and ${max}`);
+      return delayMs == null ? undefined : { kind: 'once', atMs: nowMs + delayMs };
     }
     case 'cron':
       return parseCron(o, field, issues);
     case 'every_ms': {
-      const everyMs = readInt(o.every_ms, fieldAt(field, 'every_ms'), limits.everyMsMin, limits.everyMsMax, issues);
-      const startAtMs = o.start_at === undefined ? null : readTime(o.start_at, fieldAt(field, 'start_at'), issues);
-      const spread = readSpread(o.spread_ms, field, everyMs, issues);
-      if (everyMs === undefined || startAtMs === undefined || spread === undefined) return undefined;
+      const everyMs = get('every_ms');
+      const startAtMs = get('start_at');
+      const spread = readSpread(o, field, everyMs ?? undefined, issues);
+      if (everyMs == null || startAtMs === undefined || spread === undefined) return undefined;
       return startAtMs === null ? { kind: 'every', everyMs, startAtMs: null, ...spread } : { kind: 'every', everyMs, startAtMs, ...spread };
     }
   }
 }
 
 function parseCron(o: JsonObject, field: string, issues: Issues): Schedule | undefined {
-  const cron = readString(o.cron, fieldAt(field, 'cron'), httpLimits.cronExpressionLengthMax, issues);
-  const timezone =
-    o.timezone === undefined ? 'UTC' : readString(o.timezone, fieldAt(field, 'timezone'), httpLimits.timezoneLengthMax, issues);
-  const startAtMs = o.start_at === undefined ? null : readTime(o.start_at, fieldAt(field, 'start_at'), issues);
-  const dst = o.dst === undefined ? null : readDst(o.dst, fieldAt(field, 'dst'), issues);
-  const spread = readSpread(o.spread_ms, field, undefined, issues);
-  if (cron === undefined || timezone === undefined || startAtMs === undefined || dst === undefined || spread === undefined) return undefined;
+  const cron = scheduleFields.get(o, 'cron', field, issues);
+  const timezone = o.timezone === undefined ? 'UTC' : scheduleFields.get(o, 'timezone', field, issues);
+  const startAtMs = scheduleFields.get(o, 'start_at', field, issues);
+  const dst = scheduleFields.get(o, 'dst', field, issues);
+  const spread = readSpread(o, field, undefined, issues);
+  if (cron == null || timezone == null || startAtMs === undefined || dst === undefined || spread === undefined) return undefined;
   const problem = validateCron(cron, timezone);
   if (problem !== null) {
     // validateCron names `schedule.cron` / `schedule.timezone`; re-root it under this schedule's path.
     const leaf = problem.field.slice(problem.field.lastIndexOf('.') + 1);
     return issues.add(fieldAt(field, leaf), problem.message);
   }
-  return { kind: 'cron', cron, timezone, startAtMs, ...(dst === null ? {} : { dst }), ...spread };
-}
-
-/** `schedule.dst`: `{gap, repeat}`, each optional (shift_forward, first); null = absent = cron-parser's rules. */
-function readDst(value: unknown, field: string, issues: Issues): DstPolicy | undefined {
-  const o = readObject(value, field, issues);
-  if (o === undefined) return undefined;
-  onlyKeys(o, ['gap', 'repeat'], field, issues);
-  const gap = o.gap == null ? 'shift_forward' : readEnum(o.gap, fieldAt(field, 'gap'), dstGapPolicies, issues);
-  const repeat = o.repeat == null ? 'first' : readEnum(o.repeat, fieldAt(field, 'repeat'), dstRepeatPolicies, issues);
-  return gap === undefined || repeat === undefined ? undefined : { gap, repeat };
+  const policy: DstPolicy | null = dst === null ? null : { gap: dst.gap!, repeat: dst.repeat! }; // defaults filled in
+  return { kind: 'cron', cron, timezone, startAtMs, ...(policy === null ? {} : { dst: policy }), ...spread };
 }
 
 /** `schedule.spread_ms`: 1 to limits.spreadMsMax, and at most every_ms; {} when absent, undefined when invalid. */
-function readSpread(value: unknown, field: string, everyMs: number | undefined, issues: Issues): { spreadMs?: number } | undefined {
-  if (value === undefined) return {};
-  const max = everyMs === undefined ? limits.spreadMsMax : Math.min(limits.spreadMsMax, everyMs);
-  const spreadMs = readInt(value, fieldAt(field, 'spread_ms'), 1, max, issues);
-  return spreadMs === undefined ? undefined : { spreadMs };
+function readSpread(o: JsonObject, field: string, everyMs: number | undefined, issues: Issues): { spreadMs?: number } | undefined {
+  if (o.spread_ms === undefined) return {};
+  const spreadMs = scheduleFields.get(o, 'spread_ms', field, issues);
+  if (spreadMs == null) return undefined;
+  if (everyMs !== undefined && spreadMs > everyMs) return issues.add(fieldAt(field, 'spread_ms'), `must be between 1 and ${Math.min(limits.spreadMsMax, everyMs)}`);
+  return { spreadMs };
 }
-
-const callbackKeys = [
-  'url', 'method', 'headers', 'timeout_ms', 'retry', 'signing_secret', 'signing_secret_next', 'max_concurrency',
-] as const;
 
 /**
  * Why the node refuses a callback URL whose host is a literal address (the SSRF guard, src/dispatch/
@@ -165,41 +223,97 @@ const callbackKeys = [
  */
 export type CallbackUrlCheck = (url: string) => string | null;
 
+const urlSchema = custom<string>(
+  {
+    type: 'string',
+    format: 'uri',
+    minLength: 1,
+    maxLength: limits.urlLengthMax,
+    pattern: '^[Hh][Tt][Tt][Pp][Ss]?://',
+    description:
+      'Absolute http or https URL written scheme://host..., without user:pass@. Stored and answered WHATWG-normalized. A literal address the node\'s callback policy refuses (link-local, unspecified, its own ports, --callback-deny) is refused.',
+  },
+  (value, field, issues, ctx) => {
+    const url = readUrl(value, field, issues);
+    if (url === undefined) return undefined;
+    const refused = ctx?.urlCheck?.(url) ?? null;
+    return refused === null ? url : issues.add(field, refused);
+  },
+);
+
+const headersSchema = recordOf(
+  headerNamePattern,
+  { type: 'string', pattern: headerValuePattern.source },
+  limits.callbackHeadersMax,
+  `Headers sent with every callback: names are HTTP tokens, stored lower case, each once in any case; values without control characters, trimmed; at most ${limits.callbackHeaderBytesMax} bytes of names and values. Refused: ${[...reservedHeaders].join(', ')}, x-punctual-*, __proto__.`,
+  (value, field, issues) => parseHeaders(value, field, issues),
+);
+
+const retrySchema = object(
+  {
+    max_attempts: field(integer(1, limits.retryMaxAttemptsMax, 'Attempts in all, the first included.'), { default: limits.retryMaxAttemptsDefault }),
+    initial_backoff_ms: field(integer(0, limits.retryBackoffMsMax), { default: limits.retryInitialBackoffMsDefault }),
+    max_backoff_ms: field(integer(0, limits.retryBackoffMsMax, 'At least initial_backoff_ms.'), { default: limits.retryMaxBackoffMsDefault }),
+    multiplier: field(number(1, limits.retryMultiplierMax), { default: limits.retryMultiplierDefault }),
+    jitter: field(boolean('Each delay uniform in [base/2, base].'), { default: true }),
+  },
+  'Retries of a failed attempt (408, 429, 5xx, timeouts, connection errors), with exponential backoff.',
+);
+
+const secretSchema = (what: string): Schema<string> =>
+  custom(
+    {
+      type: 'string',
+      minLength: 1,
+      description: `${what} ${limits.signingSecretBytesMin} to ${limits.signingSecretBytesMax} bytes, or whsec_<base64> (Standard Webhooks: the decoded key, at least ${limits.signingSecretBytesMin} bytes). "***" (the redaction) is refused. Never answered: a set secret shows as "***".`,
+    },
+    (value, field, issues) => readSecret(value, field, issues),
+  );
+
 /** A task body (PUT /v1/tasks/{name}) or a job's inline `callback`. */
+export const callbackFields = object(
+  {
+    url: field(urlSchema, { required: true }),
+    method: field(anyCaseEnum(callbackMethods, 'The callback\'s method, stored upper case.'), { default: 'POST' }),
+    headers: field(headersSchema, { defaultJson: {} }),
+    timeout_ms: field(integer(1, limits.callbackTimeoutMsMax, 'One budget for connecting, sending and receiving the status.'), { default: limits.callbackTimeoutMsDefault }),
+    retry: field(retrySchema),
+    signing_secret: field(secretSchema('Signs every callback (Standard Webhooks headers and X-Punctual-Signature):')),
+    signing_secret_next: field(secretSchema('The next secret while rotating (needs signing_secret, and must differ from it): every callback is signed with both.')),
+    max_concurrency: field(integer(1, limits.maxConcurrencyMax, 'Requests of this task (or inline callback) in flight at once, per node.'), { default: limits.maxConcurrencyDefault }),
+  },
+  'Where and how to call: a task (PUT /v1/tasks/{name}) or a job\'s inline callback. name, created_at and updated_at are read-only.',
+);
+export const callbackSchema = named('CallbackInput', custom(callbackFields.json, (value, field, issues, ctx) => parseCallback(value, field, issues, ctx?.urlCheck)));
+
 export function parseCallback(value: unknown, prefix: string, issues: Issues, urlCheck?: CallbackUrlCheck): CallbackSpec | undefined {
-  const o = readObject(value, prefix, issues);
+  const o = callbackFields.open(value, prefix, issues);
   if (o === undefined) return undefined;
-  onlyKeys(o, callbackKeys, prefix, issues);
-  const url = parseUrl(o.url, fieldAt(prefix, 'url'), issues, urlCheck);
-  const method = parseMethod(o.method, fieldAt(prefix, 'method'), issues);
-  const headers = o.headers == null ? {} : parseHeaders(o.headers, fieldAt(prefix, 'headers'), issues);
-  const timeoutMs =
-    o.timeout_ms == null
-      ? limits.callbackTimeoutMsDefault
-      : readInt(o.timeout_ms, fieldAt(prefix, 'timeout_ms'), 1, limits.callbackTimeoutMsMax, issues);
+  const get = <K extends keyof typeof callbackFields.fields & string>(key: K) => callbackFields.get(o, key, prefix, issues, { urlCheck });
+  const url = get('url');
+  const method = get('method');
+  const headers = get('headers');
+  const timeoutMs = get('timeout_ms');
   const retry = parseRetry(o.retry, fieldAt(prefix, 'retry'), issues);
-  const signingSecret = parseSecret(o.signing_secret, fieldAt(prefix, 'signing_secret'), issues);
-  const signingSecretNext = parseSecret(o.signing_secret_next, fieldAt(prefix, 'signing_secret_next'), issues);
+  const signingSecret = get('signing_secret');
+  const signingSecretNext = get('signing_secret_next');
   if (signingSecretNext != null && o.signing_secret == null) {
     issues.add(fieldAt(prefix, 'signing_secret_next'), 'needs signing_secret (the current secret) as well');
   } else if (signingSecretNext != null && signingSecretNext === signingSecret) {
     issues.add(fieldAt(prefix, 'signing_secret_next'), 'must differ from signing_secret');
   }
-  const maxConcurrency =
-    o.max_concurrency == null
-      ? limits.maxConcurrencyDefault
-      : readInt(o.max_concurrency, fieldAt(prefix, 'max_concurrency'), 1, limits.maxConcurrencyMax, issues);
-  if (url === undefined || method === undefined || headers === undefined || timeoutMs === undefined) return undefined;
-  if (retry === undefined || signingSecret === undefined || maxConcurrency === undefined) return undefined;
+  const maxConcurrency = get('max_concurrency');
+  if (url == null || method == null || headers === undefined || timeoutMs == null) return undefined;
+  if (retry === undefined || signingSecret === undefined || maxConcurrency == null) return undefined;
   if (signingSecretNext === undefined) return undefined;
-  const spec: CallbackSpec = { url, method, headers, timeoutMs, retry, signingSecret, maxConcurrency };
+  const spec: CallbackSpec = { url, method, headers: headers ?? {}, timeoutMs, retry, signingSecret, maxConcurrency };
   // Only when set: a spec without rotation stays byte for byte what it was before the field existed.
   if (signingSecretNext !== null) spec.signingSecretNext = signingSecretNext;
   return spec;
 }
 
-function parseUrl(value: unknown, field: string, issues: Issues, urlCheck?: CallbackUrlCheck): string | undefined {
-  if (value === undefined || value === null) return issues.add(field, 'is required');
+/** The URL as the callback will really request it, without the policy check (urlSchema adds it). */
+function readUrl(value: unknown, field: string, issues: Issues): string | undefined {
   const text = readString(value, field, limits.urlLengthMax, issues);
   if (text === undefined) return undefined;
   let url: URL;
@@ -214,15 +328,7 @@ function parseUrl(value: unknown, field: string, issues: Issues, urlCheck?: Call
   // Stored (and answered) as the URL the callback will really request: WHATWG-normalized (host lower case and
   // punycode, path percent-encoded), so a GET of the task shows what the receiver will see.
   if (url.href.length > limits.urlLengthMax) return issues.add(field, `must be at most ${limits.urlLengthMax} characters once normalized`);
-  const refused = urlCheck?.(url.href) ?? null;
-  if (refused !== null) return issues.add(field, refused);
   return url.href;
-}
-
-function parseMethod(value: unknown, field: string, issues: Issues): string | undefined {
-  if (value === undefined || value === null) return 'POST';
-  if (typeof value !== 'string') return issues.add(field, 'must be a string');
-  return readEnum(value.toUpperCase(), field, callbackMethods, issues);
 }
 
 function parseHeaders(value: unknown, field: string, issues: Issues): Record<string, string> | undefined {
@@ -248,43 +354,23 @@ function parseHeaders(value: unknown, field: string, issues: Issues): Record<str
   return issues.list.length === before ? out : undefined;
 }
 
-const retryKeys = ['max_attempts', 'initial_backoff_ms', 'max_backoff_ms', 'multiplier', 'jitter'] as const;
-
 function parseRetry(value: unknown, field: string, issues: Issues): RetryPolicy | undefined {
-  const o = value == null ? {} : readObject(value, field, issues);
-  if (o === undefined) return undefined;
-  onlyKeys(o, retryKeys, field, issues);
-  const backoffMax = limits.retryBackoffMsMax;
-  const r = {
-    maxAttempts: orDefault(o.max_attempts, limits.retryMaxAttemptsDefault, (v) =>
-      readInt(v, `${field}.max_attempts`, 1, limits.retryMaxAttemptsMax, issues)),
-    initialBackoffMs: orDefault(o.initial_backoff_ms, limits.retryInitialBackoffMsDefault, (v) =>
-      readInt(v, `${field}.initial_backoff_ms`, 0, backoffMax, issues)),
-    maxBackoffMs: orDefault(o.max_backoff_ms, limits.retryMaxBackoffMsDefault, (v) =>
-      readInt(v, `${field}.max_backoff_ms`, 0, backoffMax, issues)),
-    multiplier: orDefault(o.multiplier, limits.retryMultiplierDefault, (v) =>
-      readNumber(v, `${field}.multiplier`, 1, limits.retryMultiplierMax, issues)),
-    jitter: orDefault(o.jitter, true, (v) => readBool(v, `${field}.jitter`, issues)),
-  };
-  if (r.maxAttempts === undefined || r.initialBackoffMs === undefined || r.maxBackoffMs === undefined) return undefined;
-  if (r.multiplier === undefined || r.jitter === undefined) return undefined;
-  if (r.maxBackoffMs < r.initialBackoffMs) return issues.add(`${field}.max_backoff_ms`, 'must be at least initial_backoff_ms');
-  return r as RetryPolicy;
-}
-
-/** An absent or null field takes its default; anything else goes through the reader. */
-function orDefault<T>(value: unknown, fallback: T, read: (v: unknown) => T | undefined): T | undefined {
-  return value === undefined || value === null ? fallback : read(value);
+  const r = retrySchema.read(value == null ? {} : value, field, issues);
+  if (r === undefined) return undefined;
+  const { max_attempts: maxAttempts, initial_backoff_ms: initialBackoffMs, max_backoff_ms: maxBackoffMs, multiplier, jitter } = r;
+  // Every field has a default: none is null.
+  if (maxAttempts === null || initialBackoffMs === null || maxBackoffMs === null || multiplier === null || jitter === null) return undefined;
+  if (maxBackoffMs < initialBackoffMs) return issues.add(`${field}.max_backoff_ms`, 'must be at least initial_backoff_ms');
+  return { maxAttempts, initialBackoffMs, maxBackoffMs, multiplier, jitter };
 }
 
 const whsecPattern = /^whsec_([A-Za-z0-9+/]+={0,2})$/;
 
 /**
- * null = no secret; undefined = invalid. A `whsec_<base64>` secret (Standard Webhooks) is measured by its
- * decoded key; any other by its UTF-8 bytes.
+ * A given secret (absent and null are "no secret", decided by the caller); undefined = invalid. A
+ * `whsec_<base64>` secret (Standard Webhooks) is measured by its decoded key; any other by its UTF-8 bytes.
  */
-function parseSecret(value: unknown, field: string, issues: Issues): string | null | undefined {
-  if (value === undefined || value === null) return null;
+function readSecret(value: unknown, field: string, issues: Issues): string | undefined {
   if (typeof value !== 'string' || value.length === 0) return issues.add(field, 'must be a non-empty string');
   if (utf8Length(value) > limits.signingSecretBytesMax) return issues.add(field, `must be at most ${limits.signingSecretBytesMax} bytes`);
   if (value === redactedSecret) return issues.add(field, 'is the redacted placeholder "***"; give the real secret or omit it');
@@ -319,7 +405,39 @@ export function endsInModel<T>(value: T, check: () => void): T {
   return value;
 }
 
-const calendarKeys = ['timezone', 'dates', 'ranges', 'description'] as const;
+const dateSchema = custom<string>(
+  { type: 'string', format: 'date', pattern: '^\\d{4}-\\d{2}-\\d{2}$', description: 'A real date YYYY-MM-DD (0001 .. 9999).' },
+  (value, field, issues) => (typeof value === 'string' && dayNumber(value) !== null ? value : issues.add(field, 'must be a date YYYY-MM-DD')),
+);
+
+const rangeSchema = object(
+  { from: field(dateSchema, { required: true }), to: field(dateSchema, { required: true }) },
+  'Both dates inclusive; to not before from.',
+);
+
+/** An array of calendar entries: every item read, so one 400 names each bad one. */
+function entries<T>(item: Schema<T>, description: string): Schema<T[]> {
+  const json = { type: 'array', items: item.json, maxItems: limits.calendarEntriesMax, description };
+  return custom(json, (value, field, issues) => {
+    if (!Array.isArray(value)) return issues.add(field, 'must be an array');
+    const out: T[] = [];
+    value.forEach((v: unknown, i) => {
+      const read = item.read(v, `${field}[${i}]`, issues);
+      if (read !== undefined) out.push(read);
+    });
+    return out.length === value.length ? out : undefined;
+  });
+}
+
+export const calendarFields = object(
+  {
+    timezone: field(string(httpLimits.timezoneLengthMax, 'IANA zone: the dates are local dates there.'), { default: 'UTC' }),
+    dates: field(entries(dateSchema, 'Stored sorted, each once.'), { defaultJson: [] }),
+    ranges: field(entries(rangeSchema, 'Stretches of dates.'), { defaultJson: [] }),
+    description: field(string(limits.calendarDescriptionLengthMax)),
+  },
+  `An exclusion calendar: at most ${limits.calendarEntriesMax} dates and ranges in all. name, created_at and updated_at are read-only.`,
+);
 
 /**
  * PUT /v1/calendars/{name}: `{"timezone" (default UTC), "dates": ["YYYY-MM-DD"], "ranges": [{"from", "to"}],
@@ -327,42 +445,22 @@ const calendarKeys = ['timezone', 'dates', 'ranges', 'description'] as const;
  */
 export function parseCalendarBody(body: unknown, name: string): CalendarBody {
   const issues = new Issues();
-  const o = readObject(body, 'body', issues) ?? {};
-  onlyKeys(o, calendarKeys, '', issues);
-  const timezone = o.timezone == null ? 'UTC' : readString(o.timezone, 'timezone', httpLimits.timezoneLengthMax, issues);
-  if (timezone !== undefined && !isValidTimezone(timezone)) issues.add('timezone', `unknown time zone ${JSON.stringify(timezone)}`);
-  const entries = (v: unknown, field: string): unknown[] => {
-    if (v == null) return [];
-    if (!Array.isArray(v)) return issues.add(field, 'must be an array') ?? [];
-    return v;
-  };
-  const givenDates = entries(o.dates, 'dates');
-  const givenRanges = entries(o.ranges, 'ranges');
-  if (givenDates.length + givenRanges.length > limits.calendarEntriesMax) {
-    issues.add('dates', `at most ${limits.calendarEntriesMax} dates and ranges in all (got ${givenDates.length + givenRanges.length})`);
-  }
-  const date = (v: unknown, field: string): number | undefined => {
-    const day = typeof v === 'string' ? dayNumber(v) : null;
-    return day === null ? issues.add(field, 'must be a date YYYY-MM-DD') : day;
-  };
-  const days = new Map<number, string>();
-  givenDates.forEach((v, i) => {
-    if (date(v, `dates[${i}]`) !== undefined) days.set(dayNumber(v as string)!, v as string);
-  });
+  const o = calendarFields.open(body, '', issues) ?? {};
+  const timezone = calendarFields.get(o, 'timezone', '', issues);
+  if (timezone != null && !isValidTimezone(timezone)) issues.add('timezone', `unknown time zone ${JSON.stringify(timezone)}`);
+  const givenDates = calendarFields.get(o, 'dates', '', issues);
+  const givenRanges = calendarFields.get(o, 'ranges', '', issues);
+  const count = (Array.isArray(o.dates) ? o.dates.length : 0) + (Array.isArray(o.ranges) ? o.ranges.length : 0);
+  if (count > limits.calendarEntriesMax) issues.add('dates', `at most ${limits.calendarEntriesMax} dates and ranges in all (got ${count})`);
   const ranges: CalendarBody['ranges'] = [];
-  givenRanges.forEach((v, i) => {
-    const f = `ranges[${i}]`;
-    const r = readObject(v, f, issues);
-    if (r === undefined) return;
-    onlyKeys(r, ['from', 'to'], f, issues);
-    const from = date(r.from, `${f}.from`);
-    const to = date(r.to, `${f}.to`);
-    if (from === undefined || to === undefined) return;
-    if (to < from) return void issues.add(`${f}.to`, 'must not be before from');
-    ranges.push({ from: r.from as string, to: r.to as string });
+  (givenRanges ?? []).forEach((r, i) => {
+    if (dayNumber(r.to!)! < dayNumber(r.from!)!) issues.add(`ranges[${i}].to`, 'must not be before from');
+    else ranges.push({ from: r.from!, to: r.to! });
   });
-  const description = o.description == null ? null : readString(o.description, 'description', limits.calendarDescriptionLengthMax, issues);
-  if (!issues.ok || timezone === undefined || description === undefined) throw issues.toError();
+  const description = calendarFields.get(o, 'description', '', issues);
+  if (!issues.ok || timezone == null || givenDates === undefined || description === undefined) throw issues.toError();
+  const days = new Map<number, string>();
+  for (const d of givenDates ?? []) days.set(dayNumber(d)!, d);
   const dates = [...days.entries()].sort((a, b) => a[0] - b[0]).map(([, d]) => d);
   const calendar: CalendarBody = { timezone, dates, ranges, description };
   return endsInModel(calendar, () => checkCalendarRecord({ ...calendar, name, createdAtMs: 0, updatedAtMs: 0 }, '', true));
@@ -370,17 +468,25 @@ export function parseCalendarBody(body: unknown, name: string): CalendarBody {
 
 export function parseTaskName(name: string): string {
   const issues = new Issues();
-  readPattern(name, 'name', taskNamePattern, '[A-Za-z0-9._-]{1,128}', issues);
+  taskNameSchema.read(name, 'name', issues);
   issues.throwIfAny();
   return name;
 }
 
 export function parseJobId(id: string, field = 'id'): string {
   const issues = new Issues();
-  readPattern(id, field, jobIdPattern, '[A-Za-z0-9._:-]{1,128}', issues);
+  jobIdSchema.read(id, field, issues);
   issues.throwIfAny();
   return id;
 }
+
+export const clockAdvanceFields = object(
+  {
+    by_ms: field(integer(1, clockLimits.advanceByMsMax, 'Advance by this many ms.')),
+    to: field(annotate(timeSchema, 'Advance to this time (not before the node\'s now, at most by_ms\'s bound ahead).')),
+  },
+  'Exactly one of by_ms or to.',
+);
 
 /**
  * POST /v1/clock:advance: exactly one of `by_ms` (1..clockLimits.advanceByMsMax) or `to` (a time). Whether `to`
@@ -388,12 +494,11 @@ export function parseJobId(id: string, field = 'id'): string {
  */
 export function parseClockAdvance(body: unknown): { byMs: number } | { toMs: number } {
   const issues = new Issues();
-  const o = readObject(body, '', issues);
+  const o = clockAdvanceFields.open(body, '', issues);
   if (o === undefined) throw issues.toError();
-  onlyKeys(o, ['by_ms', 'to'], '', issues);
-  if ((o.by_ms === undefined) === (o.to === undefined)) issues.add('body', 'give exactly one of by_ms or to');
-  const byMs = o.by_ms === undefined ? undefined : readInt(o.by_ms, 'by_ms', 1, clockLimits.advanceByMsMax, issues);
-  const toMs = o.to === undefined ? undefined : readTime(o.to, 'to', issues);
+  if ((o.by_ms == null) === (o.to == null)) issues.add('body', 'give exactly one of by_ms or to');
+  const byMs = clockAdvanceFields.get(o, 'by_ms', '', issues);
+  const toMs = clockAdvanceFields.get(o, 'to', '', issues);
   issues.throwIfAny();
-  return byMs !== undefined ? { byMs } : { toMs: toMs! };
+  return byMs != null ? { byMs } : { toMs: toMs! };
 }

@@ -4,26 +4,70 @@
  * app.ts.
  */
 import { PunctualError, invalid, toProblem, type Problem } from '../core/errors.js';
-import { nodeIdPattern } from '../core/ids.js';
 import type { CreateJobResult } from './scheduler-api.js';
 import type { Scope } from './tokens.js';
 import type { ApiRequest, ApiResponse, AppDeps } from './app.js';
 import { jsonResponse } from './app.js';
-import { parseCalendarBody, parseClockAdvance, parseJobId, parseTaskBody, parseTaskName } from './parse.js';
 import {
+  calendarFields,
+  callbackSchema,
+  clockAdvanceFields,
+  jobIdSchema,
+  parseCalendarBody,
+  parseClockAdvance,
+  parseJobId,
+  parseTaskBody,
+  parseTaskName,
+  taskNameSchema,
+} from './parse.js';
+import {
+  addNodeFields,
+  batchFields,
+  idempotencyKeySchema,
+  jobListQuery,
+  jobSchema,
+  noQuery,
+  nodeIdSchema,
+  pageQuery,
+  parseAddNode,
   parseBatch,
   parseIdempotencyKey,
   parseJob,
   parseJobListQuery,
   parseNoQuery,
+  parseNodeId,
   parsePageQuery,
   parsePatch,
   parsePreview,
   parseTransfer,
+  patchFields,
+  previewFields,
+  shardSchema,
+  transferFields,
   type BatchItem,
 } from './parse-job.js';
+import {
+  batchAnswer,
+  calendarAnswer,
+  calendarListAnswer,
+  clockAdvanceAnswer,
+  clockAnswer,
+  clusterAnswer,
+  executionListAnswer,
+  healthAnswer,
+  jobAnswer,
+  jobListAnswer,
+  membershipAnswer,
+  previewAnswer,
+  readyAnswer,
+  taskAnswer,
+  taskListAnswer,
+  transferAnswer,
+} from './answers.js';
+import { docsResponse, openApiResponse } from './openapi.js';
+import type { JsonSchema, QuerySchema, Schema } from './schema.js';
 import { renderTime, timeMsMax } from './time.js';
-import { Issues, jsonDepthMax, jsonDepthOver, onlyKeys, readObject, readPattern, readString } from './validate.js';
+import { jsonDepthMax, jsonDepthOver } from './validate.js';
 import { calendarView, clusterView, executionView, jobView, taskView } from './views.js';
 
 /** What add-node / remove-node answer (src/node/membership.ts MembershipResult). */
@@ -52,7 +96,42 @@ export interface Route {
   segments: readonly string[];
   /** The token scope a call needs (when the node requires tokens at all; see app.ts for the unauthenticated routes). */
   scope: Scope;
+  /** Answered without a token even when the node requires tokens (the API's description: nothing of the deployment). */
+  open?: boolean;
+  /** What the OpenAPI document says of this route; a route without it fails test/openapi (add it with op()). */
+  doc?: Operation;
   handler: (ctx: RouteContext) => Promise<ApiResponse>;
+}
+
+/** One answer of a route: JSON (its schema) unless contentType says otherwise. */
+export interface Answer {
+  description: string;
+  schema?: JsonSchema;
+  contentType?: string;
+  headers?: Record<string, string>;
+}
+
+/**
+ * A route's description for the OpenAPI document (openapi.ts). Every schema here is the one its handler's parser
+ * reads with (parse.ts, parse-job.ts), so the document follows the code.
+ */
+export interface Operation {
+  summary: string;
+  description?: string;
+  /** The group it is listed under. */
+  tag: string;
+  /** Path parameters, by their name in the path (`:name`). */
+  params?: Record<string, Schema<string>>;
+  /** The query parameters (a list route refuses others by name); none: the query string is ignored. */
+  query?: QuerySchema<any>;
+  /** Request headers read by the route, by name. */
+  headers?: Record<string, { schema: Schema<string>; description: string }>;
+  /** The JSON body and whether an empty body is refused; none: any body is ignored. */
+  body?: { schema: JsonSchema; required: boolean };
+  /** Success answers by status. */
+  answers: Record<number, Answer>;
+  /** Problem statuses particular to this route (400, 401, 403 and other answers every route may give are added). */
+  errors?: number[];
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -82,6 +161,11 @@ function jsonBody(req: ApiRequest, optional = false): unknown {
 /** Reads need `read`, job writes `write`; `admin` is given explicitly (tasks hold secrets; cluster operations). */
 function route(method: string, path: string, handler: Route['handler'], scope?: Scope): Route {
   return { method, segments: path.slice(1).split('/'), scope: scope ?? (method === 'GET' ? 'read' : 'write'), handler };
+}
+
+/** A route with its description: how every route is added (src/http/README.md, "Adding a route"). */
+function op(method: string, path: string, doc: Operation, handler: Route['handler'], scope?: Scope): Route {
+  return { ...route(method, path, handler, scope), doc };
 }
 
 const noContent: ApiResponse = { status: 204, headers: {}, body: '' };
@@ -199,19 +283,13 @@ function membershipView(m: MembershipOutcome): Record<string, unknown> {
 
 /** POST /v1/cluster/nodes {"id","peer_addr"}: answers once the node is a voter of every shard (201). */
 async function addNode({ req, deps }: RouteContext): Promise<ApiResponse> {
-  const issues = new Issues();
-  const o = readObject(jsonBody(req), '', issues);
-  if (o !== undefined) onlyKeys(o, ['id', 'peer_addr'], '', issues);
-  const id = o === undefined ? undefined : readPattern(o.id, 'id', nodeIdPattern, '[a-z0-9-]{1,32}', issues);
-  const peerAddr = o === undefined ? undefined : readString(o.peer_addr, 'peer_addr', 300, issues);
-  if (!issues.ok) throw issues.toError();
-  return jsonResponse(201, membershipView(await membershipApi(deps).addNode(id!, peerAddr!)));
+  const { id, peerAddr } = parseAddNode(jsonBody(req));
+  return jsonResponse(201, membershipView(await membershipApi(deps).addNode(id, peerAddr)));
 }
 
 /** DELETE /v1/cluster/nodes/{id}: answers once the node is out of every shard (200, the membership after). */
 async function removeNode({ params, deps }: RouteContext): Promise<ApiResponse> {
-  const id = params.id!;
-  if (!nodeIdPattern.test(id)) throw invalid('id', 'a node id must match [a-z0-9-]{1,32}');
+  const id = parseNodeId(params.id!);
   return jsonResponse(200, membershipView(await membershipApi(deps).removeNode(id)));
 }
 
@@ -257,58 +335,253 @@ async function metrics({ deps }: RouteContext): Promise<ApiResponse> {
   return { status: 200, headers: { 'content-type': m.contentType }, body: m.body };
 }
 
+// --- the route table: the router (app.ts) and the OpenAPI document (openapi.ts) both read it -----------------
+
+const json = (description: string, schema: JsonSchema, headers?: Record<string, string>): Answer => ({ description, schema, ...(headers === undefined ? {} : { headers }) });
+const taskName = { name: taskNameSchema };
+const jobId = { id: jobIdSchema };
+const idempotencyKey = {
+  'Idempotency-Key': { schema: idempotencyKeySchema, description: 'Names the request: a repeat with the same key lands on the same job (or run).' },
+};
+
 /** Exclusion calendars: read scope to read, admin to write (they change when every job naming them runs). */
 function calendarRoutes(): Route[] {
+  const tag = 'Calendars';
   return [
-    route('GET', '/v1/calendars', async ({ query, deps }) => {
+    op('GET', '/v1/calendars', { tag, summary: 'List every calendar, in name order', query: noQuery, answers: { 200: json('Every calendar.', calendarListAnswer) } }, async ({ query, deps }) => {
       parseNoQuery(query);
       return jsonResponse(200, { calendars: (await deps.api.listCalendars()).map(calendarView) });
     }),
-    route('PUT', '/v1/calendars/:name', async ({ req, params, deps }) => {
-      const name = parseTaskName(params.name!);
-      const { calendar, created } = await deps.api.putCalendar(name, parseCalendarBody(jsonBody(req), name));
-      return jsonResponse(created ? 201 : 200, calendarView(calendar));
-    }, 'admin'),
-    route('GET', '/v1/calendars/:name', async ({ params, deps }) =>
+    op(
+      'PUT',
+      '/v1/calendars/:name',
+      {
+        tag,
+        summary: 'Create or replace a calendar',
+        params: taskName,
+        body: { schema: calendarFields.json, required: true },
+        answers: { 200: json('Replaced.', calendarAnswer), 201: json('Created.', calendarAnswer) },
+      },
+      async ({ req, params, deps }) => {
+        const name = parseTaskName(params.name!);
+        const { calendar, created } = await deps.api.putCalendar(name, parseCalendarBody(jsonBody(req), name));
+        return jsonResponse(created ? 201 : 200, calendarView(calendar));
+      },
+      'admin',
+    ),
+    op('GET', '/v1/calendars/:name', { tag, summary: 'Read a calendar', params: taskName, answers: { 200: json('The calendar.', calendarAnswer) }, errors: [404] }, async ({ params, deps }) =>
       jsonResponse(200, calendarView(await deps.api.getCalendar(parseTaskName(params.name!))))),
-    route('DELETE', '/v1/calendars/:name', async ({ params, deps }) => {
-      await deps.api.deleteCalendar(parseTaskName(params.name!));
-      return noContent;
-    }, 'admin'),
+    op(
+      'DELETE',
+      '/v1/calendars/:name',
+      { tag, summary: 'Delete a calendar', description: 'Jobs naming it keep the name; it excludes nothing until put back.', params: taskName, answers: { 204: { description: 'Deleted.' } }, errors: [404] },
+      async ({ params, deps }) => {
+        await deps.api.deleteCalendar(parseTaskName(params.name!));
+        return noContent;
+      },
+      'admin',
+    ),
+  ];
+}
+
+function taskRoutes(): Route[] {
+  const tag = 'Tasks';
+  return [
+    op('GET', '/v1/tasks', { tag, summary: 'List every task, in name order', query: noQuery, answers: { 200: json('Every task (secrets as "***").', taskListAnswer) } }, async ({ query, deps }) => {
+      parseNoQuery(query); // a list route: `?limit=` or a typo must not be silently ignored (there is no paging)
+      return jsonResponse(200, { tasks: (await deps.api.listTasks()).map(taskView) });
+    }),
+    op(
+      'PUT',
+      '/v1/tasks/:name',
+      {
+        tag,
+        summary: 'Create or replace a task',
+        description: 'PUT replaces the whole task: give the signing secrets again or they are dropped.',
+        params: taskName,
+        body: { schema: callbackSchema.json, required: true },
+        answers: { 200: json('Replaced.', taskAnswer), 201: json('Created.', taskAnswer) },
+      },
+      putTask,
+      'admin',
+    ),
+    op('GET', '/v1/tasks/:name', { tag, summary: 'Read a task', params: taskName, answers: { 200: json('The task (secrets as "***").', taskAnswer) }, errors: [404] }, async ({ params, deps }) =>
+      jsonResponse(200, taskView(await deps.api.getTask(parseTaskName(params.name!))))),
+    op(
+      'DELETE',
+      '/v1/tasks/:name',
+      { tag, summary: 'Delete a task', params: taskName, answers: { 204: { description: 'Deleted.' } }, errors: [404, 409] },
+      async ({ params, deps }) => {
+        await deps.api.deleteTask(parseTaskName(params.name!));
+        return noContent;
+      },
+      'admin',
+    ),
+  ];
+}
+
+function jobRoutes(): Route[] {
+  const tag = 'Jobs';
+  const theJob = { 200: json('The job.', jobAnswer) };
+  const action = (path: string, summary: string, handler: Route['handler'], errors: number[], extra: Partial<Operation> = {}): Route =>
+    op('POST', path, { tag, summary, params: jobId, answers: theJob, errors, ...extra }, handler);
+  const writeErrors = [409, 429, 503, 504, 507];
+  return [
+    op(
+      'POST',
+      '/v1/jobs',
+      {
+        tag,
+        summary: 'Create a job',
+        headers: idempotencyKey,
+        body: { schema: jobSchema.json, required: true },
+        answers: {
+          201: json('Created.', jobAnswer, { Location: '/v1/jobs/{id}' }),
+          200: json('The existing job: the id (or Idempotency-Key) repeated with the same body.', jobAnswer),
+        },
+        errors: [404, ...writeErrors],
+      },
+      createJob,
+    ),
+    op(
+      'GET',
+      '/v1/jobs',
+      { tag, summary: 'List jobs, in id order', query: jobListQuery, answers: { 200: json('A page of jobs; follow next_cursor until it is null.', jobListAnswer) } },
+      listJobs,
+    ),
+    op(
+      'POST',
+      '/v1/jobs:batch',
+      {
+        tag,
+        summary: 'Create many jobs',
+        description: 'Each item is answered on its own, in input order, with the status it would have had alone.',
+        headers: idempotencyKey,
+        body: { schema: batchFields.json, required: true },
+        answers: { 200: json('One result per item.', batchAnswer) },
+        errors: [413],
+      },
+      createBatch,
+    ),
+    op('GET', '/v1/jobs/:id', { tag, summary: 'Read a job', params: jobId, answers: theJob, errors: [404] }, async ({ params, deps }) =>
+      jsonResponse(200, jobView(await deps.api.getJob(parseJobId(params.id!))))),
+    op(
+      'PATCH',
+      '/v1/jobs/:id',
+      { tag, summary: 'Change a job', description: 'Rescheduled atomically.', params: jobId, body: { schema: patchFields.json, required: true }, answers: theJob, errors: [404, ...writeErrors] },
+      patchJob,
+    ),
+    op('DELETE', '/v1/jobs/:id', { tag, summary: 'Cancel a job (as POST .../cancel)', params: jobId, answers: theJob, errors: [404, ...writeErrors] }, jobAction('cancelJob')),
+    action('/v1/jobs/:id/cancel', 'Cancel a job', jobAction('cancelJob'), [404, ...writeErrors]),
+    action('/v1/jobs/:id/pause', 'Pause a job', jobAction('pauseJob'), [404, ...writeErrors]),
+    action('/v1/jobs/:id/resume', 'Resume a job', jobAction('resumeJob'), [404, ...writeErrors]),
+    action('/v1/jobs/:id/run', 'Run a job now, besides its schedule', runJob, [404, ...writeErrors], { headers: idempotencyKey }),
+    op(
+      'GET',
+      '/v1/jobs/:id/executions',
+      { tag, summary: 'List a job\'s executions, newest first', params: jobId, query: pageQuery, answers: { 200: json('A page of executions.', executionListAnswer) }, errors: [404] },
+      listExecutions,
+    ),
+    op(
+      'POST',
+      '/v1/schedules:preview',
+      {
+        tag,
+        summary: 'Preview the next fire times of a schedule',
+        body: { schema: previewFields.json, required: false },
+        answers: { 200: json('The next occurrences at or after from.', previewAnswer) },
+      },
+      preview,
+    ),
+  ];
+}
+
+function clusterRoutes(): Route[] {
+  const tag = 'Cluster';
+  return [
+    op('GET', '/v1/cluster', { tag, summary: 'This node\'s view of the cluster', answers: { 200: json('Nodes and shards.', clusterAnswer) } }, cluster),
+    op(
+      'POST',
+      '/v1/cluster/nodes',
+      {
+        tag,
+        summary: 'Add a node (started with serve --join)',
+        body: { schema: addNodeFields.json, required: true },
+        answers: { 201: json('A voter of every shard.', membershipAnswer) },
+        errors: [409, 503, 504],
+      },
+      addNode,
+      'admin',
+    ),
+    op(
+      'DELETE',
+      '/v1/cluster/nodes/:id',
+      { tag, summary: 'Remove a node', params: { id: nodeIdSchema }, answers: { 200: json('The membership after.', membershipAnswer) }, errors: [404, 409, 503, 504] },
+      removeNode,
+      'admin',
+    ),
+    op(
+      'POST',
+      '/v1/cluster/shards/:shard/transfer-leader',
+      {
+        tag,
+        summary: 'Move a shard\'s leadership',
+        params: { shard: shardSchema },
+        body: { schema: transferFields.json, required: true },
+        answers: { 202: json('The transfer has started.', transferAnswer) },
+        errors: [503],
+      },
+      transferLeader,
+      'admin',
+    ),
+  ];
+}
+
+function clockRoutes(): Route[] {
+  const tag = 'Clock';
+  return [
+    op('GET', '/v1/clock', { tag, summary: 'The scheduler\'s clock', query: noQuery, answers: { 200: json('system or manual, and its time.', clockAnswer) } }, getClock),
+    op(
+      'POST',
+      '/v1/clock:advance',
+      {
+        tag,
+        summary: 'Advance a manual clock (serve --clock manual)',
+        body: { schema: clockAdvanceFields.json, required: true },
+        answers: { 200: json('Once everything due up to the new time fired.', clockAdvanceAnswer) },
+        errors: [409, 503],
+      },
+      advanceClock,
+      'admin',
+    ),
+  ];
+}
+
+/** The API's description and its readable reference: open to anyone (docs/security.md, Tokens and scopes). */
+function referenceRoutes(): Route[] {
+  const tag = 'Operations';
+  return [
+    {
+      ...op('GET', '/v1/openapi.json', { tag, summary: 'This OpenAPI 3.1 document', answers: { 200: json('The document.', { type: 'object' }) } }, async () => openApiResponse(routes)),
+      open: true,
+    },
+    {
+      ...op('GET', '/docs', { tag, summary: 'A readable API reference made from the document', answers: { 200: { description: 'HTML, no scripts.', contentType: 'text/html' } } }, async () =>
+        docsResponse(routes)),
+      open: true,
+    },
   ];
 }
 
 export const routes: readonly Route[] = [
-  route('GET', '/v1/tasks', async ({ query, deps }) => {
-    parseNoQuery(query); // a list route: `?limit=` or a typo must not be silently ignored (there is no paging)
-    return jsonResponse(200, { tasks: (await deps.api.listTasks()).map(taskView) });
-  }),
-  route('PUT', '/v1/tasks/:name', putTask, 'admin'),
-  route('GET', '/v1/tasks/:name', async ({ params, deps }) => jsonResponse(200, taskView(await deps.api.getTask(parseTaskName(params.name!))))),
-  route('DELETE', '/v1/tasks/:name', async ({ params, deps }) => {
-    await deps.api.deleteTask(parseTaskName(params.name!));
-    return noContent;
-  }, 'admin'),
+  ...taskRoutes(),
   ...calendarRoutes(),
-  route('POST', '/v1/jobs', createJob),
-  route('GET', '/v1/jobs', listJobs),
-  route('POST', '/v1/jobs:batch', createBatch),
-  route('GET', '/v1/jobs/:id', async ({ params, deps }) => jsonResponse(200, jobView(await deps.api.getJob(parseJobId(params.id!))))),
-  route('PATCH', '/v1/jobs/:id', patchJob),
-  route('DELETE', '/v1/jobs/:id', jobAction('cancelJob')),
-  route('POST', '/v1/jobs/:id/cancel', jobAction('cancelJob')),
-  route('POST', '/v1/jobs/:id/pause', jobAction('pauseJob')),
-  route('POST', '/v1/jobs/:id/resume', jobAction('resumeJob')),
-  route('POST', '/v1/jobs/:id/run', runJob),
-  route('GET', '/v1/jobs/:id/executions', listExecutions),
-  route('POST', '/v1/schedules:preview', preview),
-  route('GET', '/v1/cluster', cluster),
-  route('POST', '/v1/cluster/nodes', addNode, 'admin'),
-  route('DELETE', '/v1/cluster/nodes/:id', removeNode, 'admin'),
-  route('POST', '/v1/cluster/shards/:shard/transfer-leader', transferLeader, 'admin'),
-  route('GET', '/v1/clock', getClock),
-  route('POST', '/v1/clock:advance', advanceClock, 'admin'),
-  route('GET', '/healthz', async ({ deps }) => jsonResponse(200, { status: 'ok', node_id: deps.api.nodeId })),
-  route('GET', '/readyz', readyz),
-  route('GET', '/metrics', metrics),
+  ...jobRoutes(),
+  ...clusterRoutes(),
+  ...clockRoutes(),
+  op('GET', '/healthz', { tag: 'Operations', summary: 'The process answers', answers: { 200: json('Alive.', healthAnswer) } }, async ({ deps }) =>
+    jsonResponse(200, { status: 'ok', node_id: deps.api.nodeId })),
+  op('GET', '/readyz', { tag: 'Operations', summary: 'Every shard has a leader and this node caught up', answers: { 200: json('Ready.', readyAnswer) }, errors: [503] }, readyz),
+  op('GET', '/metrics', { tag: 'Operations', summary: 'Prometheus metrics', answers: { 200: { description: 'Prometheus text format.', contentType: 'text/plain' } } }, metrics),
+  ...referenceRoutes(),
 ];
