@@ -159,7 +159,8 @@ export class Punctual {
   private readonly token: string | null;
   private readonly dispatcher: Dispatcher;
   private readonly ownsDispatcher: boolean;
-  private readonly retry: Required<RetryOptions>;
+  /** The retry options of every request (RequestOptions.retry overrides them). */
+  readonly retryPolicy: Required<RetryOptions>;
   private readonly headers: Record<string, string>;
 
   constructor(options: PunctualOptions = {}) {
@@ -167,7 +168,7 @@ export class Punctual {
     if (options.token === '') throw new TypeError('token must not be empty');
     this.token = options.token ?? null;
     this.headers = { ...options.headers };
-    this.retry = retryOptions(options.retry, undefined);
+    this.retryPolicy = retryOptions(options.retry, undefined);
     this.ownsDispatcher = options.dispatcher === undefined;
     const timeoutMs = options.timeoutMs ?? clientLimits.requestTimeoutMs;
     this.dispatcher =
@@ -187,7 +188,7 @@ export class Punctual {
 
   /** One API call with the retries of the module comment; throws PunctualError for every failure. */
   async request<T = unknown>(method: string, path: string, options: RequestOptions = {}): Promise<ApiResponse<T>> {
-    const retry = options.retry === undefined ? this.retry : retryOptions(options.retry, this.retry);
+    const retry = options.retry === undefined ? this.retryPolicy : retryOptions(options.retry, this.retryPolicy);
     const idempotent = options.idempotent ?? (method === 'GET' || method === 'HEAD');
     for (let attempt = 1; ; attempt++) {
       try {
@@ -397,16 +398,21 @@ class Jobs {
   async batch(jobs: JobInput[], options: { idempotencyKey?: string; signal?: AbortSignal } = {}): Promise<BatchResult[]> {
     const key = options.idempotencyKey ?? randomUUID();
     const items = jobs.map((job, i) => (job.id === undefined || job.id === null ? { ...job, id: idempotentJobId(key, i) } : job));
-    return this.sendBatch(items, options.signal);
+    return this.sendBatch(items, { signal: options.signal });
   }
 
-  /** Sends items that all carry ids, repeating the transient ones; exported for streamed imports. */
-  async sendBatch(items: JobInput[], signal?: AbortSignal): Promise<BatchResult[]> {
+  /**
+   * Sends a batch whose items all carry ids (so every repeat is safe), repeating the request and the items
+   * answered 429 or 503; for streamed imports that assign the ids themselves. `retry` overrides the client's.
+   */
+  async sendBatch(items: JobInput[], options: { signal?: AbortSignal; retry?: RetryOptions } = {}): Promise<BatchResult[]> {
+    const signal = options.signal;
     const results: BatchResult[] = new Array(items.length);
     let pending = items.map((_, i) => i);
-    const retry = retryOptions(undefined, undefined);
+    const retry = options.retry === undefined ? this.c.retryPolicy : retryOptions(options.retry, this.c.retryPolicy);
     for (let attempt = 1; pending.length > 0; attempt++) {
-      const res = await this.c.request<{ results: BatchResult[] }>('POST', '/v1/jobs:batch', { body: { jobs: pending.map((i) => items[i]) }, idempotent: true, signal });
+      const body = { jobs: pending.map((i) => items[i]) };
+      const res = await this.c.request<{ results: BatchResult[] }>('POST', '/v1/jobs:batch', { body, idempotent: true, signal, retry: options.retry });
       const answered = res.body?.results;
       if (!Array.isArray(answered) || answered.length !== pending.length) {
         throw new PunctualError({ status: res.status, code: 'bad_response', message: '/v1/jobs:batch answered without one result per job', method: 'POST', url: '/v1/jobs:batch' });
