@@ -13,7 +13,7 @@ import { resolve } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { idempotentJobId, type BatchResult, type JobInput } from '../src/client/index.js';
 import { clientLimits, limits } from '../src/core/limits.js';
-import { cliErrorOf, withClient, type ClientOptions } from './client.js';
+import { cliErrorOf, withClient, type Client, type ClientOptions } from './client.js';
 import { cell, isPlainObject } from './format.js';
 import { CliError, exitCodes, usageError, type CliIo } from './io.js';
 import { parseIntIn } from './parse.js';
@@ -202,6 +202,91 @@ function itemError(r: BatchResult): string {
   return `${cell(e.code)}: ${cell(e.detail)}${field}`;
 }
 
+/**
+ * One import: the batch being filled, and what a flush does with it (send, report, record the position). The
+ * position only moves past lines that are fully handled, so a resume re-reads exactly what has no answer yet.
+ */
+class Importer {
+  private batch: Pending[] = [];
+  private batchBytes = 0;
+  /** Job lines read so far (the next job's position, from which its id derives). */
+  private readJobs: number;
+  private reportedEnd = -1;
+  private readonly retry = { maxAttempts: clientLimits.retryAttemptsDefault };
+
+  constructor(
+    private readonly client: Client,
+    private readonly state: ImportState,
+    private readonly statePath: string | null,
+    private readonly batchSize: number,
+    private readonly progress: Progress,
+    private readonly report: Report,
+  ) {
+    this.readJobs = state.jobs;
+  }
+
+  /** Takes one line; `end`/`lineNo` of the last line handled before it, where an early flush leaves the position. */
+  async add(line: Line, handledEnd: number, handledLines: number): Promise<void> {
+    if (line.text !== null && line.text.trim() === '') return;
+    const parsed = jobOf(line, this.state.idempotency_key, this.readJobs);
+    if ('error' in parsed) {
+      this.readJobs++;
+      this.state.failed++;
+      this.report.item(line.lineNo, null, null, parsed.error, { code: 'invalid_argument', detail: parsed.error });
+      return;
+    }
+    const bytes = Buffer.byteLength(JSON.stringify(parsed.job)) + 1;
+    // a batch body must stay under the batch limit: `{"jobs":[` and `]}` fit in the margin
+    if (this.batch.length > 0 && this.batchBytes + bytes > limits.batchBodyBytesMax - 1024) await this.flush(handledEnd, handledLines);
+    this.readJobs++;
+    this.batch.push({ lineNo: line.lineNo, job: parsed.job });
+    this.batchBytes += bytes;
+  }
+
+  get full(): boolean {
+    return this.batch.length >= this.batchSize;
+  }
+
+  /** Sends the batch (if any), reports its items, then records `end` (the byte after the last handled line). */
+  async flush(end: number, lineCount: number, final = false): Promise<void> {
+    if (this.batch.length > 0) await this.send();
+    const state = this.state;
+    state.next_byte = end;
+    state.lines = lineCount;
+    state.jobs = this.readJobs;
+    if (this.statePath !== null) writeState(this.statePath, state);
+    // the last flush often has nothing new (the file ended on a full batch): no second line for it
+    if (end !== this.reportedEnd || (final && this.progress.live)) this.progress.update(end, this.detail(), final);
+    this.reportedEnd = end;
+    this.batch = [];
+    this.batchBytes = 0;
+  }
+
+  detail(): string {
+    const s = this.state;
+    return `${s.jobs} jobs: ${s.created} created, ${s.existing} existing, ${s.failed} failed, ${this.progress.rate(s.jobs)}`;
+  }
+
+  private async send(): Promise<void> {
+    let results: BatchResult[];
+    try {
+      results = await this.client.api.jobs.sendBatch(this.batch.map((p) => p.job), { retry: this.retry });
+    } catch (err) {
+      this.progress.finish();
+      const failure = cliErrorOf(this.client.server, err);
+      const hint = this.statePath === null ? '' : `\npunctual: stopped before line ${this.batch[0]!.lineNo}; run the same command with --resume to continue`;
+      throw new CliError(failure.exitCode, failure.message + hint);
+    }
+    results.forEach((r, k) => {
+      const failed = r.status !== 201 && r.status !== 200;
+      if (r.status === 201) this.state.created++;
+      else if (r.status === 200) this.state.existing++;
+      else this.state.failed++;
+      this.report.item(this.batch[k]!.lineNo, r.id, r.status, failed ? itemError(r) : null, r.error);
+    });
+  }
+}
+
 export async function runBatchFile(opts: BatchFileOptions, io: CliIo): Promise<void> {
   const batchSize = opts.batchSize === undefined ? limits.batchJobsMax : parseIntIn('--batch-size', opts.batchSize, 1, limits.batchJobsMax);
   if (opts.idempotencyKey !== undefined && opts.idempotencyKey.trim() === '') throw usageError('--idempotency-key: must not be empty');
@@ -209,69 +294,19 @@ export async function runBatchFile(opts: BatchFileOptions, io: CliIo): Promise<v
   const state = startState(opts, statePath);
   const progress = new Progress(io.stderr, { label: 'jobs', total: opts.file === '-' ? null : state.size });
   const report = new Report(io, opts.json === true, progress);
-  const detail = () => `${state.jobs} jobs: ${state.created} created, ${state.existing} existing, ${state.failed} failed, ${progress.rate(state.jobs)}`;
-
   await withClient(opts, io, async (client) => {
-    const retry = { maxAttempts: clientLimits.retryAttemptsDefault };
-    let batch: Pending[] = [];
-    let batchBytes = 0;
-    let readJobs = state.jobs;
-    let reportedEnd = -1;
-    const flush = async (end: number, lineCount: number, final = false): Promise<void> => {
-      if (batch.length > 0) {
-        let results: BatchResult[];
-        try {
-          results = await client.api.jobs.sendBatch(batch.map((p) => p.job), { retry });
-        } catch (err) {
-          progress.finish();
-          const failure = cliErrorOf(client.server, err);
-          const hint = statePath === null ? '' : `\npunctual: stopped before line ${batch[0]!.lineNo}; run the same command with --resume to continue`;
-          throw new CliError(failure.exitCode, failure.message + hint);
-        }
-        results.forEach((r, k) => {
-          if (r.status === 201) state.created++;
-          else if (r.status === 200) state.existing++;
-          else state.failed++;
-          const failed = r.status !== 201 && r.status !== 200;
-          report.item(batch[k]!.lineNo, r.id, r.status, failed ? itemError(r) : null, r.error);
-        });
-      }
-      state.next_byte = end;
-      state.lines = lineCount;
-      state.jobs = readJobs;
-      if (statePath !== null) writeState(statePath, state);
-      // the last flush often has nothing new (the file ended on a full batch): no second line for it
-      if (end !== reportedEnd || (final && progress.live)) progress.update(end, detail(), final);
-      reportedEnd = end;
-      batch = [];
-      batchBytes = 0;
-    };
-
+    const importer = new Importer(client, state, statePath, batchSize, progress, report);
     const input = opts.file === '-' ? createReadStream('', { fd: 0 }) : createReadStream(opts.file, { start: state.next_byte });
     // the last line fully handled (in a batch, reported as bad, or blank): where a flush may put the position
     let handledEnd = state.next_byte;
     let handledLines = state.lines;
     for await (const line of lines(input as AsyncIterable<Buffer>, state.next_byte, state.lines)) {
-      if (line.text === null || line.text.trim() !== '') {
-        const parsed = jobOf(line, state.idempotency_key, readJobs);
-        if ('error' in parsed) {
-          readJobs++;
-          state.failed++;
-          report.item(line.lineNo, null, null, parsed.error, { code: 'invalid_argument', detail: parsed.error });
-        } else {
-          const bytes = Buffer.byteLength(line.text ?? '') + 1;
-          // a batch body must stay under the batch limit: `{"jobs":[` ... `]}` and the commas fit in the margin
-          if (batch.length > 0 && batchBytes + bytes > limits.batchBodyBytesMax - 1024) await flush(handledEnd, handledLines);
-          readJobs++;
-          batch.push({ lineNo: line.lineNo, job: parsed.job });
-          batchBytes += bytes;
-        }
-      }
+      await importer.add(line, handledEnd, handledLines);
       handledEnd = line.end;
       handledLines = line.lineNo;
-      if (batch.length >= batchSize) await flush(handledEnd, handledLines);
+      if (importer.full) await importer.flush(handledEnd, handledLines);
     }
-    await flush(handledEnd, handledLines, true);
+    await importer.flush(handledEnd, handledLines, true);
     progress.finish();
   });
   if (statePath !== null) rmSync(statePath, { force: true });

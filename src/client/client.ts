@@ -223,8 +223,8 @@ export class Punctual {
     }
     if (status >= 400) throw answerError(method, url, status, resHeaders, text);
     let parsed: unknown = null;
-    const type = String(resHeaders['content-type'] ?? '');
-    if (text !== '' && !type.startsWith('text/plain')) {
+    // a caller that asked for text (GET /metrics) gets the text; every other answer must be JSON
+    if (text !== '' && headers.accept !== 'text/plain') {
       try {
         parsed = JSON.parse(text);
       } catch (err) {
