@@ -4,7 +4,7 @@
  * duplicates; and `punctual top` (frames from the real node, in a pseudo-terminal, and from a server that has
  * /v1/overview and /v1/due-profile). Needs `npm run build` (npm test does it).
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -127,6 +127,24 @@ describe('job batch --file (streamed)', () => {
     expect(all.filter((j) => j.metadata !== null && typeof j.metadata.n === 'number')).toHaveLength(5);
     expect(existsSync(`${file}.punctual-batch`)).toBe(false);
     expect((await runCli(['job', 'batch', '--file', file, '--resume', '--server', node.base])).stderr).toContain('nothing to resume');
+  });
+
+  it('streams: with --file - the first batch is sent while the input is still open (the executable, stdin a pipe)', async () => {
+    const child = spawn(process.execPath, [punctualBin, 'job', 'batch', '--file', '-', '--batch-size', '2', '--server', node.base], { env: { PATH: process.env.PATH ?? '' } });
+    let stdout = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    const exited = new Promise<number | null>((ok) => child.once('exit', (code) => ok(code)));
+    const line = (i: number) => JSON.stringify({ id: `pipe-${i}`, task: 't1', schedule: { at: far } }) + '\n';
+    try {
+      child.stdin.write(line(0) + line(1));
+      for (let i = 0; i < 2000 && (await jobIds('pipe-')).length < 2; i++) await new Promise((ok) => setTimeout(ok, 10));
+      expect(await jobIds('pipe-')).toEqual(['pipe-0', 'pipe-1']); // created before the input ended
+      child.stdin.end(line(2));
+      expect(await exited).toBe(0);
+      expect(stdout).toBe('3 created, 0 existing, 0 failed\n');
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    }
   });
 
   it('draws a bar in place on a terminal; a FILE argument with --file, or --resume without --file, is bad usage', async () => {
