@@ -292,7 +292,7 @@ export async function runBatchFile(opts: BatchFileOptions, io: CliIo): Promise<v
   if (opts.idempotencyKey !== undefined && opts.idempotencyKey.trim() === '') throw usageError('--idempotency-key: must not be empty');
   const statePath = opts.stateFile ?? (opts.file === '-' ? null : `${opts.file}.punctual-batch`);
   const state = startState(opts, statePath);
-  const progress = new Progress(io.stderr, { label: 'jobs', total: opts.file === '-' ? null : state.size });
+  const progress = new Progress(io.stderr, { total: opts.file === '-' ? null : state.size });
   const report = new Report(io, opts.json === true, progress);
   await withClient(opts, io, async (client) => {
     const importer = new Importer(client, state, statePath, batchSize, progress, report);

@@ -16,8 +16,6 @@ export function isTty(stream: CliIo['stderr']): boolean {
 }
 
 export interface ProgressOptions {
-  /** What is counted, for the plain lines (`jobs`, `bytes`). */
-  label: string;
   /** The amount that means done (file bytes), or null when unknown (stdin): no percentage then. */
   total: number | null;
   /** Forces the bar (true) or plain lines (false); default: the bar on a TTY. */
