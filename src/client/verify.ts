@@ -201,7 +201,8 @@ export function verifySignature(rawBody: Uint8Array | string, headers: HeadersLi
     id = headerOf(headers, 'x-deduplication-key');
   }
   if (sent === null) {
-    throw new SignatureError('missing_signature', 'no webhook-signature header (is a signing_secret set on the task?)');
+    const why = punctual === null ? 'is a signing_secret set on the task?' : 'only X-Punctual-Signature: give options.url to check its v2';
+    throw new SignatureError('missing_signature', `no webhook-signature header (${why})`);
   }
   checkTime(sent.from, sent.to, nowMs, toleranceMs);
   return { schemes, id, timestampMs: sent.from };
