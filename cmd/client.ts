@@ -1,10 +1,12 @@
 /**
- * The HTTP side of the client commands: one undici Agent per command (closed at the end, so the process exits
- * at once), bearer token, JSON in and out, and the two ways a call fails: the server answered with a problem
- * (exit 1, `error: <code>: <detail>`), or it could not be reached (exit 1, naming the server).
+ * The HTTP side of the client commands: a thin adapter over the package's client library (src/client, one
+ * `Punctual` per command, closed at the end so the process exits at once). It keeps the CLI's contract: bearer
+ * token, JSON in and out, requests sent once (no retries, so every command's output is what the server
+ * answered), and the two ways a call fails: the server answered with a problem (exit 1,
+ * `error: <code>: <detail>`), or it could not be reached (exit 1, naming the server).
  */
 import { readFileSync } from 'node:fs';
-import { Agent, request } from 'undici';
+import { Punctual, PunctualError } from '../src/client/index.js';
 import { cliLimits } from '../src/core/limits.js';
 import { CliError, exitCodes, usageError, type CliIo } from './io.js';
 import { isPlainObject } from './format.js';
@@ -28,6 +30,8 @@ export interface CallOptions {
 export interface Client {
   readonly server: string;
   readonly json: boolean;
+  /** The library client underneath (retries off), for commands that page, stream or read /metrics. */
+  readonly api: Punctual;
   /** Sends one request; resolves with the parsed JSON body (null when empty), throws CliError on failure. */
   call(method: string, path: string, options?: CallOptions): Promise<{ status: number; body: unknown }>;
   close(): Promise<void>;
@@ -78,41 +82,36 @@ export function openClient(opts: ClientOptions, io: CliIo): Client {
   const token = opts.token ?? (fromEnv !== undefined && fromEnv !== '' ? fromEnv : null);
   if (token === '') throw usageError('--token: must not be empty');
   const ca = resolveCacert(opts.cacert, io.env);
-  const agent = new Agent({
-    connect: { timeout: cliLimits.connectTimeoutMs, ...(ca === null ? {} : { ca }) },
-    headersTimeout: cliLimits.requestTimeoutMs,
-    bodyTimeout: cliLimits.requestTimeoutMs,
+  const api = new Punctual({
+    baseUrl: server,
+    token,
+    ca,
+    connectTimeoutMs: cliLimits.connectTimeoutMs,
+    timeoutMs: cliLimits.requestTimeoutMs,
+    retry: false,
   });
   const call = async (method: string, path: string, options: CallOptions = {}) => {
-    const headers: Record<string, string> = { accept: 'application/json', ...options.headers };
-    if (token !== null) headers.authorization = `Bearer ${token}`;
-    let body: string | undefined;
-    if (options.body !== undefined) {
-      body = JSON.stringify(options.body);
-      headers['content-type'] = 'application/json';
-    }
-    let status: number;
-    let text: string;
     try {
-      const res = await request(server + path, { method: method as 'GET', headers, body, dispatcher: agent });
-      status = res.statusCode;
-      text = await res.body.text();
+      const res = await api.request(method, path, { body: options.body, headers: options.headers });
+      return { status: res.status, body: res.body };
     } catch (err) {
-      throw unreachable(server, err);
+      throw cliErrorOf(server, err);
     }
-    if (status >= 400) throw apiError(status, text);
-    return { status, body: parseBody(status, text) };
   };
-  return { server, json: opts.json === true, call, close: () => agent.close() };
+  return { server, json: opts.json === true, api, call, close: () => api.close() };
 }
 
-function parseBody(status: number, text: string): unknown {
-  if (text === '') return null;
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    throw new CliError(exitCodes.runtime, `error: bad_response: HTTP ${status} with a body that is not JSON`);
+/** The CLI's message and exit code for a failed library call (docs/cli.md, Errors). */
+export function cliErrorOf(server: string, err: unknown): CliError {
+  if (!(err instanceof PunctualError)) return unreachable(server, err);
+  if (err.code === 'bad_response' && err.status >= 200 && err.status < 400) {
+    return new CliError(exitCodes.runtime, `error: bad_response: HTTP ${err.status} with a body that is not JSON`);
   }
+  if (err.status >= 400) return apiError(err.status, err.bodyText);
+  if (err.code === 'timeout') {
+    return new CliError(exitCodes.runtime, `punctual: server ${server} did not answer within ${cliLimits.requestTimeoutMs} ms`);
+  }
+  return unreachable(server, err.cause ?? err);
 }
 
 /** `error: <code>: <detail>`, then one indented line per field error. */

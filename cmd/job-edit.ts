@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { limits } from '../src/core/limits.js';
+import { runBatchFile } from './batch-file.js';
 import { seg, withClient, type ClientOptions } from './client.js';
 import { printJson, printOne, withClientOptions } from './common.js';
 import { cell, isPlainObject, renderTable } from './format.js';
@@ -109,11 +110,18 @@ function batchTable(results: unknown[]): { table: string; failed: number; create
 function addJobBatch(job: Command, io: CliIo): void {
   const cmd = job
     .command('batch')
-    .argument('<file>', 'JSON file with {"jobs": [...]} (job bodies of docs/api.md) or a JSON array; - reads stdin')
-    .description(`create up to ${limits.batchJobsMax} jobs in one request (POST /v1/jobs:batch); each succeeds or fails on its own`);
+    .argument('[file]', 'JSON file with {"jobs": [...]} (job bodies of docs/api.md) or a JSON array; - reads stdin')
+    .description(`create up to ${limits.batchJobsMax} jobs in one request (POST /v1/jobs:batch); each succeeds or fails on its own; --file streams a file of any size`);
   withClientOptions(cmd)
-    .option('--idempotency-key <key>', 'Idempotency-Key header of the batch')
-    .action(async (path: string, opts: ClientOptions & { idempotencyKey?: string }) => {
+    .option('--idempotency-key <key>', 'Idempotency-Key header of the batch (with --file: the key the ids of jobs without one derive from)')
+    .option('--file <ndjson>', 'stream this file of one job per line (- reads stdin) in batches, with progress on stderr')
+    .option('--batch-size <n>', `with --file: jobs per request, 1..${limits.batchJobsMax} (default ${limits.batchJobsMax})`)
+    .option('--resume', 'with --file: continue an interrupted import from its state file')
+    .option('--state-file <file>', 'with --file: where the position is kept (default <file>.punctual-batch)')
+    .action(async (path: string | undefined, opts: ClientOptions & BatchFileFlags) => {
+      if (opts.file !== undefined || path === undefined) return batchFileCommand(path, opts, io);
+      const streamed = [opts.batchSize, opts.resume, opts.stateFile].some((v) => v !== undefined);
+      if (streamed) throw usageError('--batch-size, --resume, --state-file: only with --file');
       const body = readBatchFile(path);
       const headers: Record<string, string> = {};
       if (opts.idempotencyKey !== undefined) {
@@ -131,6 +139,21 @@ function addJobBatch(job: Command, io: CliIo): void {
         if (summary.failed > 0) throw new CliError(exitCodes.runtime, `punctual: ${summary.failed} of ${results.length} jobs failed`);
       });
     });
+}
+
+interface BatchFileFlags {
+  idempotencyKey?: string;
+  file?: string;
+  batchSize?: string;
+  resume?: boolean;
+  stateFile?: string;
+}
+
+/** `job batch --file F`: streamed (cmd/batch-file.ts); a FILE argument beside it is ambiguous. */
+function batchFileCommand(path: string | undefined, opts: ClientOptions & BatchFileFlags, io: CliIo): Promise<void> {
+  if (opts.file === undefined) throw usageError("missing required argument 'file'");
+  if (path !== undefined) throw usageError('give the file as an argument (one JSON batch) or --file (streamed), not both');
+  return runBatchFile({ ...opts, file: opts.file }, io);
 }
 
 function addJobPreview(job: Command, io: CliIo): void {

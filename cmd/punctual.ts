@@ -16,6 +16,7 @@ import { CliError, exitCodes, type CliIo } from './io.js';
 import { registerJobCommands } from './jobs.js';
 import { registerServeCommand } from './serve.js';
 import { registerTaskCommands } from './tasks.js';
+import { registerTopCommand } from './top.js';
 import { programVersion } from './version.js';
 
 export type { CliIo } from './io.js';
@@ -46,6 +47,7 @@ export function buildProgram(io: CliIo): Command {
   registerClockCommands(program, io);
   registerBenchCommand(program);
   registerDoctorCommand(program, io);
+  registerTopCommand(program, io);
   return program;
 }
 

@@ -16,7 +16,7 @@ import ts from 'typescript';
 const layers = [
   { name: 'core', folders: ['src/core'] },
   { name: 'pure cores, platform', folders: ['src/raft', 'src/timerwheel', 'src/scheduler', 'src/platform'] },
-  { name: 'services', folders: ['src/store', 'src/dispatch', 'src/metrics', 'src/http/peer', 'src/http'] },
+  { name: 'services', folders: ['src/store', 'src/dispatch', 'src/metrics', 'src/http/peer', 'src/http', 'src/client'] },
   { name: 'node', folders: ['src/node'] },
   { name: 'bench', folders: ['bench'] },
   { name: 'program', folders: ['cmd'] },

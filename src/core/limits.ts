@@ -125,6 +125,38 @@ export const cliLimits = {
 } as const;
 assert(cliLimits.connectTimeoutMs <= cliLimits.requestTimeoutMs, 'cli connect timeout exceeds request timeout');
 
+// --- src/client (the library in the package; the CLI uses it too)
+export const clientLimits = {
+  /** How long a client waits for a TCP (and TLS) connection. */
+  connectTimeoutMs: cliLimits.connectTimeoutMs,
+  /** How long a client waits for an answer's headers, then between chunks of its body. */
+  requestTimeoutMs: cliLimits.requestTimeoutMs,
+  /** Attempts of one request, the first included, when a repeat is safe (docs/api.md, "503 and 429"). */
+  retryAttemptsDefault: 5,
+  retryInitialBackoffMs: 250,
+  retryMaxBackoffMs: 10_000,
+  /** A Retry-After larger than this is clamped to it (a client waits, it does not hang). */
+  retryAfterMsMax: 60_000,
+  /** Batch items answered 429/503 wait at least this long before they are sent again (the 200 has no Retry-After). */
+  batchItemRetryMs: 1_000,
+  /** Characters of an error answer's body a PunctualError keeps (a proxy's error page can be large). */
+  errorBodyCharsMax: 64 * 1024,
+  /** Items Paged.toArray() collects before it refuses (iterate a larger list instead). */
+  collectItemsMax: 1_000_000,
+  /** verifySignature: how far a callback's timestamp may be from the receiver's clock, either side. */
+  signatureToleranceMsDefault: 5 * 60 * 1000,
+  /** verifyingHandler: the largest callback body it reads (a payload is at most 256 KiB; headroom for others). */
+  verifyBodyBytesMax: 1 * 1024 * 1024,
+  /** `job batch --file`: the longest line (one job) read; a longer one fails alone and is skipped. */
+  batchLineBytesMax: 1 * 1024 * 1024,
+  /** `punctual top`: refresh period and the bounds of --interval-ms. */
+  topIntervalMsDefault: 1_000,
+  topIntervalMsMin: 100,
+  topIntervalMsMax: 60_000,
+} as const;
+assert(clientLimits.retryInitialBackoffMs <= clientLimits.retryMaxBackoffMs, 'client initial backoff exceeds max backoff');
+assert(clientLimits.batchLineBytesMax <= limits.batchBodyBytesMax, 'a batch line cannot fit in a batch body');
+
 // --- src/node and src/store (the single node host)
 export const nodeLimits = {
   /** Log entries kept below a shard's applied index; older ones are compacted away. */
