@@ -93,7 +93,7 @@ export interface DstPolicy {
  * `spreadMs`: each occurrence runs `spreadOffsetMs` (in [0, spreadMs), a hash of the job id) after the schedule's
  * nominal time. The offset is set when the job is created or re-scheduled (resolveSchedule); absent = 0.
  */
-interface Spread {
+export interface Spread {
   spreadMs?: number;
   spreadOffsetMs?: number;
 }
