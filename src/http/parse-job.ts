@@ -3,7 +3,8 @@
  * -> JobSpec / JobPatch / preview arguments. See parse.ts for the conventions.
  */
 import { PunctualError, invalid } from '../core/errors.js';
-import { httpLimits, limits, schedulerLimits } from '../core/limits.js';
+import { httpLimits, limits, schedulerLimits, searchLimits } from '../core/limits.js';
+import { isNoSearch, type JobSearch } from '../scheduler/search.js';
 import { jobIdPattern, nodeIdPattern, taskNamePattern } from '../core/ids.js';
 import type { JobListQuery, JobPatch, JobSpec, JobState, Schedule, ScheduleSpec } from '../scheduler/types.js';
 import { resolveSchedule } from '../scheduler/policy.js';
@@ -236,17 +237,48 @@ export function parseTransfer(shardText: string, body: unknown): { shard: number
   return { shard: shard!, to: to! };
 }
 
-/** GET /v1/jobs?state=&task=&limit=&cursor= (empty values count as absent; unknown parameters are refused). */
+/**
+ * GET /v1/jobs?state=&task=&limit=&cursor= and the search filters `metadata.KEY=VALUE` (repeatable, AND),
+ * `next_fire_after=`, `next_fire_before=` (RFC 3339). Empty values count as absent; unknown parameters are refused.
+ */
 export function parseJobListQuery(params: URLSearchParams): JobListQuery {
   const issues = new Issues();
-  onlyParams(params, ['state', 'task', 'limit', 'cursor'], issues);
+  onlyParams(params, ['state', 'task', 'limit', 'cursor', 'next_fire_after', 'next_fire_before'], issues, metadataParamPrefix);
   const stateText = param(params, 'state');
   const state = stateText === null ? null : readEnum(stateText.toUpperCase(), 'state', jobStates, issues);
   const taskText = param(params, 'task');
   const task = taskText === null ? null : readPattern(taskText, 'task', taskNamePattern, '[A-Za-z0-9._-]{1,128}', issues);
   const page = readPage(params, issues);
+  const search = readSearch(params, issues);
   if (!issues.ok) throw issues.toError();
-  return { state: state as JobState | null, task: task as string | null, ...page };
+  const query: JobListQuery = { state: state as JobState | null, task: task as string | null, ...page };
+  if (!isNoSearch(search)) query.search = search;
+  return query;
+}
+
+const metadataParamPrefix = 'metadata.';
+
+function readSearch(params: URLSearchParams, issues: Issues): JobSearch {
+  const metadata: Array<[string, string]> = [];
+  for (const [name, value] of params) {
+    if (!name.startsWith(metadataParamPrefix)) continue;
+    const key = name.slice(metadataParamPrefix.length);
+    if (key.length === 0 || utf8Length(key) > searchLimits.metadataKeyBytesMax) {
+      issues.add(name, `a metadata key of 1 to ${searchLimits.metadataKeyBytesMax} bytes`);
+    } else if (utf8Length(value) > searchLimits.metadataValueBytesMax) {
+      issues.add(name, `must be at most ${searchLimits.metadataValueBytesMax} bytes (longer values are not indexed)`);
+    } else if (metadata.some(([k]) => k === key)) issues.add(name, 'is given twice');
+    else metadata.push([key, value]);
+  }
+  if (metadata.length > searchLimits.metadataFiltersMax) {
+    issues.add('metadata', `at most ${searchLimits.metadataFiltersMax} metadata filters (got ${metadata.length})`);
+  }
+  const afterText = param(params, 'next_fire_after');
+  const beforeText = param(params, 'next_fire_before');
+  const after = afterText === null ? null : (readTime(afterText, 'next_fire_after', issues) ?? null);
+  const before = beforeText === null ? null : (readTime(beforeText, 'next_fire_before', issues) ?? null);
+  if (after !== null && before !== null && before <= after) issues.add('next_fire_before', 'must be after next_fire_after');
+  return { metadata, nextFireAfterMs: after, nextFireBeforeMs: before };
 }
 
 /** GET /v1/tasks: a list route without parameters (every task); any parameter is refused by name. */
@@ -282,8 +314,9 @@ function param(params: URLSearchParams, name: string): string | null {
   return value === null || value === '' ? null : value;
 }
 
-function onlyParams(params: URLSearchParams, allowed: readonly string[], issues: Issues): void {
+function onlyParams(params: URLSearchParams, allowed: readonly string[], issues: Issues, allowedPrefix: string | null = null): void {
   for (const name of new Set(params.keys())) {
+    if (allowedPrefix !== null && name.startsWith(allowedPrefix)) continue;
     if (!allowed.includes(name)) issues.add(name, 'unknown query parameter');
   }
 }

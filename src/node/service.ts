@@ -434,7 +434,7 @@ export function mergedJobPage(
     let boundary: string | null = null;
     for (const sh of shards) {
       for (const state of states) {
-        const rows = sh.store.listJobs({ state, task: query.task, limit: pageSize, afterId: cursor });
+        const rows = sh.store.listJobs({ state, task: query.task, limit: pageSize, afterId: cursor, search: query.search });
         candidates = candidates.concat(rows);
         if (rows.length === pageSize) {
           const last = rows[rows.length - 1].id;

@@ -2,6 +2,7 @@
  * The domain model, in internal (camelCase, epoch-ms) form. The HTTP layer maps it to and from the
  * snake_case JSON of docs/api.md in one place (src/http/views.ts). Pure: no IO, no clock.
  */
+import type { JobSearch } from './search.js';
 
 export type JobState = 'PENDING' | 'QUEUED' | 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'PAUSED' | 'CANCELLED';
 export const jobStates: readonly JobState[] = [
@@ -188,4 +189,6 @@ export interface JobListQuery {
   task: string | null;
   limit: number;
   cursor: string | null;
+  /** metadata and next fire time filters (search.ts); absent = none. */
+  search?: JobSearch;
 }
