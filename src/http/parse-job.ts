@@ -6,14 +6,14 @@ import { PunctualError, invalid } from '../core/errors.js';
 import { httpLimits, limits, schedulerLimits, searchLimits } from '../core/limits.js';
 import { isNoSearch, type JobSearch } from '../scheduler/search.js';
 import { jobIdPattern, nodeIdPattern, taskNamePattern } from '../core/ids.js';
-import type { JobListQuery, JobPatch, JobSpec, JobState, Schedule, ScheduleSpec } from '../scheduler/types.js';
+import type { JobListQuery, JobPatch, JobSpec, JobState, PayloadRef, Schedule, ScheduleSpec } from '../scheduler/types.js';
 import { resolveSchedule } from '../scheduler/policy.js';
 import { jobStates } from '../scheduler/types.js';
 import { firstOccurrence, firstOccurrenceOutOfBound } from '../scheduler/schedule.js';
 import { deriveJobId, requestDigest } from './idempotency.js';
 import { timeMsMax } from './time.js';
 import { checkJobPatch, checkJobSpec, hasOwnProto } from '../scheduler/check.js';
-import { endsInModel, misfirePolicies, overlapPolicies, parseCallback, parseSchedule, type CallbackUrlCheck } from './parse.js';
+import { endsInModel, misfirePolicies, overlapPolicies, parseCallback, parseSchedule, parseUrl, type CallbackUrlCheck } from './parse.js';
 import {
   Issues,
   fieldAt,
@@ -24,6 +24,7 @@ import {
   readInt,
   readObject,
   readPattern,
+  readString,
   readTime,
   utf8Length,
   type JsonObject,
@@ -31,7 +32,7 @@ import {
 
 const jobKeys = [
   'id', 'task', 'callback', 'payload', 'payload_base64', 'schedule', 'end_at', 'max_runs', 'misfire', 'overlap', 'metadata',
-  'misfire_threshold_ms',
+  'misfire_threshold_ms', 'payload_ref',
 ] as const;
 
 export interface JobContext {
@@ -53,6 +54,7 @@ export function parseJob(body: unknown, prefix: string, ctx: JobContext): JobSpe
   const id = o.id == null ? deriveJobId(ctx.idempotencyKey, ctx.batchIndex) : readPattern(o.id, fieldAt(prefix, 'id'), jobIdPattern, '[A-Za-z0-9._:-]{1,128}', issues);
   const target = parseTarget(o, prefix, issues, ctx.urlCheck);
   const payload = parsePayload(o, prefix, issues);
+  const payloadRef = parsePayloadRef(o, prefix, issues, ctx.urlCheck);
   const schedule = parseSchedule(o.schedule, fieldAt(prefix, 'schedule'), ctx.nowMs, issues);
   const endAtMs = o.end_at == null ? null : readTime(o.end_at, fieldAt(prefix, 'end_at'), issues);
   const maxRuns = o.max_runs == null ? 0 : readInt(o.max_runs, fieldAt(prefix, 'max_runs'), 0, Number.MAX_SAFE_INTEGER, issues);
@@ -79,6 +81,7 @@ export function parseJob(body: unknown, prefix: string, ctx: JobContext): JobSpe
     requestDigest: requestDigest(body),
     idempotencyKey: ctx.idempotencyKey,
   };
+  if (payloadRef != null) spec.payloadRef = payloadRef;
   return endsInModel(spec, () => checkJobSpec(spec, prefix, true));
 }
 
@@ -116,6 +119,28 @@ function parsePayload(o: JsonObject, prefix: string, issues: Issues): PayloadPar
     return issues.add(field, `must be at most ${limits.payloadBytesMax} bytes (got ${part.payload.byteLength})`);
   }
   return part;
+}
+
+/**
+ * `payload_ref: {"url", "sha256"?, "content_type"?}`: the body fetched when each attempt starts, instead of an
+ * inline payload. null = none; undefined = invalid (or given together with payload / payload_base64).
+ */
+function parsePayloadRef(o: JsonObject, prefix: string, issues: Issues, urlCheck?: CallbackUrlCheck): PayloadRef | null | undefined {
+  if (o.payload_ref == null) return null;
+  const field = fieldAt(prefix, 'payload_ref');
+  if (o.payload !== undefined || o.payload_base64 != null) return issues.add(field, 'give payload_ref or payload / payload_base64, not both');
+  const r = readObject(o.payload_ref, field, issues);
+  if (r === undefined) return undefined;
+  onlyKeys(r, ['url', 'sha256', 'content_type'], field, issues);
+  const url = parseUrl(r.url, fieldAt(field, 'url'), issues, urlCheck);
+  let sha256: string | null = null;
+  if (r.sha256 != null) {
+    if (typeof r.sha256 !== 'string' || !/^[0-9a-fA-F]{64}$/.test(r.sha256)) issues.add(fieldAt(field, 'sha256'), 'must be 64 hex digits (SHA-256)');
+    else sha256 = r.sha256.toLowerCase();
+  }
+  const contentType = r.content_type == null ? null : readString(r.content_type, fieldAt(field, 'content_type'), 255, issues);
+  if (url === undefined || contentType === undefined) return undefined;
+  return { url, sha256, contentType };
 }
 
 /** null = none; undefined = invalid. */
@@ -187,7 +212,7 @@ export function parsePatch(body: unknown, nowMs: number): JobPatch {
   const issues = new Issues();
   const o = readObject(body, '', issues);
   if (o === undefined) throw issues.toError();
-  onlyKeys(o, ['schedule', 'payload', 'payload_base64', 'metadata', 'misfire_threshold_ms'], '', issues);
+  onlyKeys(o, ['schedule', 'payload', 'payload_base64', 'metadata', 'misfire_threshold_ms', 'payload_ref'], '', issues);
   const patch: JobPatch = {};
   const misfireThresholdMs = readMisfireThreshold(o.misfire_threshold_ms, 'misfire_threshold_ms', issues);
   if (misfireThresholdMs !== undefined) patch.misfireThresholdMs = misfireThresholdMs;
@@ -198,6 +223,10 @@ export function parsePatch(body: unknown, nowMs: number): JobPatch {
     if (part !== undefined) Object.assign(patch, part);
   }
   if (o.metadata !== undefined) patch.metadata = parseMetadata(o.metadata, 'metadata', issues);
+  if (o.payload_ref !== undefined) {
+    const ref = o.payload_ref === null ? null : parsePayloadRef(o, '', issues);
+    if (ref !== undefined) patch.payloadRef = ref;
+  }
   issues.throwIfAny();
   return endsInModel(patch, () => checkJobPatch(patch, '', true));
 }

@@ -198,7 +198,7 @@ export function parseCallback(value: unknown, prefix: string, issues: Issues, ur
   return spec;
 }
 
-function parseUrl(value: unknown, field: string, issues: Issues, urlCheck?: CallbackUrlCheck): string | undefined {
+export function parseUrl(value: unknown, field: string, issues: Issues, urlCheck?: CallbackUrlCheck): string | undefined {
   if (value === undefined || value === null) return issues.add(field, 'is required');
   const text = readString(value, field, limits.urlLengthMax, issues);
   if (text === undefined) return undefined;

@@ -218,6 +218,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
   const targetPolicy = targetPolicyFromLists(config.callbackAllow, config.callbackDeny);
   const dispatcher = new Dispatcher({
     targetPolicy,
+    payloadRefBytesMax: config.payloadRefBytesMax,
     clock,
     logger: logger.child({ component: 'dispatch' }),
     onStart: (d, startedAtMs) => {
