@@ -25,6 +25,7 @@ import {
 import { renderTime, timeMsMax } from './time.js';
 import { Issues, jsonDepthMax, jsonDepthOver, onlyKeys, readObject, readPattern, readString } from './validate.js';
 import { calendarView, clusterView, executionView, jobView, taskView } from './views.js';
+import { adminRoutes } from './admin-routes.js';
 
 /** What add-node / remove-node answer (src/node/membership.ts MembershipResult). */
 export interface MembershipOutcome {
@@ -308,6 +309,7 @@ export const routes: readonly Route[] = [
   route('POST', '/v1/cluster/shards/:shard/transfer-leader', transferLeader, 'admin'),
   route('GET', '/v1/clock', getClock),
   route('POST', '/v1/clock:advance', advanceClock, 'admin'),
+  ...adminRoutes(route),
   route('GET', '/healthz', async ({ deps }) => jsonResponse(200, { status: 'ok', node_id: deps.api.nodeId })),
   route('GET', '/readyz', readyz),
   route('GET', '/metrics', metrics),
