@@ -6,7 +6,7 @@
  * running between steps (firing and commits go on). Writes made through the same connection while it copies are
  * carried into the copy by SQLite itself, so the copy is the database as it stood when the last step ran: one
  * consistent state (every table, the Raft log and applied indexes together). The copy is written to a private
- * temporary file in the data directory, then streamed; the file is removed when the stream ends or fails. One
+ * temporary file in the data directory, opened and unlinked, then streamed from the open descriptor. One
  * backup at a time (`backupLimits.concurrentMax`): another request meanwhile is refused.
  *
  * Restore (`restoreBackup`, `punctual restore`): checks the file (integrity_check, schema version, node identity)
@@ -17,7 +17,7 @@
  */
 import Database from 'better-sqlite3';
 import { randomUUID } from 'node:crypto';
-import { copyFileSync, createReadStream, existsSync, readdirSync, renameSync, rmSync, statSync, type ReadStream } from 'node:fs';
+import { copyFileSync, createReadStream, existsSync, fstatSync, openSync, readdirSync, renameSync, rmSync, type ReadStream } from 'node:fs';
 import { join } from 'node:path';
 import { backupLimits } from '../core/limits.js';
 import { PunctualError } from '../core/errors.js';
@@ -63,23 +63,28 @@ export class BackupTaker {
     if (this.running >= backupLimits.concurrentMax) throw new PunctualError('conflict', 'a backup of this node is already running; try again when it is done');
     this.running++;
     const path = join(this.dataDir, `${tempPrefix}${randomUUID()}${tempSuffix}`);
+    let fd: number;
+    const startedMs = this.nowMs();
     try {
-      const startedMs = this.nowMs();
       const copy = this.copy(path, startedMs);
       this.copying = copy;
       await copy;
-      const bytes = statSync(path).size;
-      this.logger.info('backup copied', { bytes, ms: this.nowMs() - startedMs });
-      const stream = createReadStream(path);
-      stream.once('close', () => this.release(path));
-      return { bytes, stream, fileName: `punctual-${this.nodeId}-${new Date(startedMs).toISOString().replace(/[:.]/g, '-')}.db` };
+      // Opened, then unlinked at once: the open descriptor keeps the copy readable until the stream closes it, and
+      // nothing is left on disk whatever happens to the stream (or the process) from here on.
+      fd = openSync(path, 'r');
     } catch (err) {
-      this.release(path);
+      this.running--;
       if (err instanceof BackupAborted) throw new PunctualError('unavailable', err.message, [], 'shutting_down');
       throw err;
     } finally {
       this.copying = null;
+      rmSync(path, { force: true });
     }
+    const bytes = fstatSync(fd).size;
+    this.logger.info('backup copied', { bytes, ms: this.nowMs() - startedMs });
+    const stream = createReadStream(path, { fd, autoClose: true });
+    stream.once('close', () => this.running--);
+    return { bytes, stream, fileName: `punctual-${this.nodeId}-${new Date(startedMs).toISOString().replace(/[:.]/g, '-')}.db` };
   }
 
   /** Stops a copy in progress (at its next step) and waits for it; later requests are refused. */
@@ -99,11 +104,6 @@ export class BackupTaker {
         return backupLimits.pagesPerStep;
       },
     });
-  }
-
-  private release(path: string): void {
-    this.running--;
-    rmSync(path, { force: true });
   }
 }
 
