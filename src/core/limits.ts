@@ -470,7 +470,5 @@ export const backupLimits = {
   durationMsMax: 30 * 60 * 1000,
   /** Backups one node takes at once; another request meanwhile is refused 409. */
   concurrentMax: 1,
-  /** Before copying, a follower waits at most this long to apply the entries it knows committed. */
-  followerCatchUpMs: 5_000,
 } as const;
 assert(backupLimits.pagesPerStep >= 1, 'a backup step must copy at least one page');

@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import type { Clock } from '../core/clock.js';
 import { PunctualError, invalid, notFound } from '../core/errors.js';
 import { shardOf } from '../core/ids.js';
-import { backupLimits, nodeLimits } from '../core/limits.js';
+import { nodeLimits } from '../core/limits.js';
 import type { NodeMetrics } from '../metrics/metrics.js';
 import type { Command } from '../scheduler/commands.js';
 import { calendarRule, previewExcluding } from '../scheduler/calendar.js';
@@ -397,15 +397,15 @@ export class NodeService implements SchedulerApi {
   // --- backups (docs/api.md "Backup") ------------------------------------------------------------------
 
   /**
-   * A consistent copy of this node's file. First, for each shard this node leads, a read barrier (everything
-   * acknowledged before the request is applied here); for a shard it follows, a bounded wait until it has applied
-   * all it knows committed (writes acknowledged within about one heartbeat before the request may be missing).
+   * A consistent copy of this node's file. First a barrier per shard (a read barrier where this node leads, a
+   * ReadIndex asked of the leader where it follows): everything acknowledged before the request is applied here,
+   * so it is in the copy.
    */
   async backup(): Promise<BackupDownload> {
     const taker = this.o.backups;
     if (taker == null) throw new PunctualError('unavailable', 'this node cannot take backups');
     if (!this.ready) throw new PunctualError('unavailable', 'node is starting');
-    await Promise.all(this.o.host.groups.map((g) => (g.role === 'leader' ? this.o.host.readBarrier(g.shard) : appliedKnownCommits(g))));
+    await Promise.all(this.o.host.groups.map((g) => this.o.host.appliedBarrier(g.shard)));
     return taker.take();
   }
 
@@ -423,13 +423,6 @@ export class NodeService implements SchedulerApi {
     if (!this.ready) return Promise.reject(new PunctualError('unavailable', 'node is starting'));
     return driver.advance(req);
   }
-}
-
-/** Waits (at most backupLimits.followerCatchUpMs) until a follower group applied every entry it knows committed. */
-async function appliedKnownCommits(g: { applied: number; raw: { status(): { commit: number } } }): Promise<void> {
-  const commit = g.raw.status().commit;
-  const until = Date.now() + backupLimits.followerCatchUpMs;
-  while (g.applied < commit && Date.now() < until) await new Promise<void>((r) => setTimeout(r, 5));
 }
 
 /** The stored states that can show as `state` once the overlay is applied. */
