@@ -299,10 +299,20 @@ function addJobList(job: Command, io: CliIo): void {
     .option('--limit <n>', `jobs per page, 1..${limits.listLimitMax} (server default ${limits.listLimitDefault})`)
     .option('--cursor <cursor>', 'continue from a previous next cursor')
     .option('--all', 'follow next cursors until the end')
-    .action(async (opts: PageOptions & { state?: string; task?: string }) => {
+    .option('--metadata <key=value>', 'only jobs whose metadata has this top-level value (repeatable: all must match)', collect)
+    .option('--next-fire-after <time>', 'only jobs whose next fire time is at or after this (RFC 3339 or epoch ms)')
+    .option('--next-fire-before <time>', 'only jobs whose next fire time is before this (RFC 3339 or epoch ms)')
+    .action(async (opts: PageOptions & { state?: string; task?: string; metadata?: string[]; nextFireAfter?: string; nextFireBefore?: string }) => {
       const query = new URLSearchParams();
       if (opts.state !== undefined) query.set('state', parseState(opts.state));
       if (opts.task !== undefined) query.set('task', opts.task);
+      for (const pair of opts.metadata ?? []) {
+        const eq = pair.indexOf('=');
+        if (eq <= 0) throw usageError(`--metadata: expected KEY=VALUE, got ${JSON.stringify(pair)}`);
+        query.append(`metadata.${pair.slice(0, eq)}`, pair.slice(eq + 1));
+      }
+      if (opts.nextFireAfter !== undefined) query.set('next_fire_after', opts.nextFireAfter);
+      if (opts.nextFireBefore !== undefined) query.set('next_fire_before', opts.nextFireBefore);
       await withClient(opts, io, async (client) => {
         const page = await fetchPages(client, '/v1/jobs', query, 'jobs', opts);
         printPage(client, io, page, jobsTable(page.items));

@@ -8,12 +8,14 @@ import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, CommanderError } from 'commander';
 import { registerBenchCommand } from '../bench/cli.js';
+import { registerBackupCommand } from './backup.js';
 import { registerCalendarCommands } from './calendars.js';
 import { registerClockCommands } from './clock.js';
 import { registerClusterCommands } from './cluster.js';
 import { registerDoctorCommand } from './doctor.js';
 import { CliError, exitCodes, type CliIo } from './io.js';
 import { registerJobCommands } from './jobs.js';
+import { registerRestoreCommand } from './restore.js';
 import { registerServeCommand } from './serve.js';
 import { registerTaskCommands } from './tasks.js';
 import { registerTopCommand } from './top.js';
@@ -48,6 +50,8 @@ export function buildProgram(io: CliIo): Command {
   registerBenchCommand(program);
   registerDoctorCommand(program, io);
   registerTopCommand(program, io);
+  registerBackupCommand(program, io);
+  registerRestoreCommand(program, io);
   return program;
 }
 

@@ -12,7 +12,7 @@ import { startNode } from '../src/node/node.js';
 import { manualClockRefusal, peerSecurityRefusal } from '../src/node/host.js';
 import { parseRfc3339, timeMsMax } from '../src/http/time.js';
 import { lockDataDir, type DataLock } from './data-lock.js';
-import { cliLimits } from '../src/core/limits.js';
+import { cliLimits, payloadRefLimits } from '../src/core/limits.js';
 import { parseCidrList } from '../src/dispatch/target-policy.js';
 import { createLogger, type LogLevel, type Logger } from '../src/core/log.js';
 import { CliError, exitCodes, usageError, type CliIo } from './io.js';
@@ -50,6 +50,7 @@ export interface ServeOptions {
   checkConfig?: boolean;
   callbackAllow?: string;
   callbackDeny?: string;
+  payloadRefMaxBytes?: string;
   peerTlsCertFile?: string;
   peerTlsKeyFile?: string;
   peerTlsCaFile?: string;
@@ -186,7 +187,15 @@ export function resolveServeConfig(opts: ServeOptions, env: Env): NodeConfig {
     join,
     ...callbackPolicy,
     ...peerSecurity,
+    ...resolvePayloadRefBytes(opts, env),
   };
+}
+
+/** `--payload-ref-max-bytes`: kept in the config only when given. */
+function resolvePayloadRefBytes(opts: ServeOptions, env: Env): Pick<NodeConfig, 'payloadRefBytesMax'> {
+  const picked = pick('--payload-ref-max-bytes', opts.payloadRefMaxBytes, env);
+  if (picked === null) return {};
+  return { payloadRefBytesMax: parseIntIn(picked.source, picked.value, 1, payloadRefLimits.bytesMaxCeiling) };
 }
 
 /**
@@ -348,6 +357,7 @@ export function registerServeCommand(program: Command, io: CliIo): void {
     .option('--join', 'join a running cluster (the members named by --peers) instead of bootstrapping; then run `punctual cluster add-node` against it')
     .option('--callback-allow <cidrs>', 'callbacks may target these ranges (CIDR,...), even link-local ones; never this node\'s own ports')
     .option('--callback-deny <cidrs>', 'callbacks may not target these ranges (CIDR,...); the longest matching range decides')
+    .option('--payload-ref-max-bytes <n>', `largest body a job's payload_ref may fetch (default ${payloadRefLimits.bytesMaxDefault})`)
     .option('--clock <mode>', 'system|manual: manual runs the scheduler on a virtual clock moved only by POST /v1/clock:advance (tests; single node only) (default system)')
     .option('--clock-start <time>', 'with --clock manual: where the virtual clock starts, RFC 3339 or epoch ms (default: the real time at start)')
     .option('--check-config', 'validate the configuration, print it as JSON (secrets redacted) and exit')

@@ -468,3 +468,39 @@ export const clockLimits = {
   /** Real time one advance may take: past it, it stops the same way after the instant it is on. */
   advanceRealMsMax: 30_000,
 } as const;
+
+// --- data lifecycle: job search, payloads by reference, online backups (docs/api.md "Limits")
+export const searchLimits = {
+  /** `metadata.KEY=VALUE` filters in one GET /v1/jobs (they combine with AND). */
+  metadataFiltersMax: 4,
+  /** A metadata key longer than this (UTF-8) is not indexed, and a filter on it is refused. */
+  metadataKeyBytesMax: 128,
+  /** A metadata value longer than this (UTF-8, as indexed) is not indexed, and a filter on it is refused. */
+  metadataValueBytesMax: 256,
+} as const;
+assert(searchLimits.metadataKeyBytesMax + searchLimits.metadataValueBytesMax <= limits.metadataBytesMax, 'an indexed pair must fit in metadata');
+
+export const payloadRefLimits = {
+  /** Default of `serve --payload-ref-max-bytes`: a referenced body larger than this fails its attempt. */
+  bytesMaxDefault: 16 * 1024 * 1024,
+  /** The flag's ceiling: the whole body is held in memory while its callback is sent. */
+  bytesMaxCeiling: 256 * 1024 * 1024,
+  /** One fetch of a referenced payload (connect, headers and body). */
+  fetchTimeoutMs: 10_000,
+  /** Referenced payloads with a sha256 kept in memory for the next jobs that share them (url + sha256 as key). */
+  cacheEntriesMax: 64,
+  cacheBytesMax: 64 * 1024 * 1024,
+  /** Connections per origin of the payload fetcher (its own pool, apart from the callbacks'). */
+  connectionsPerOriginMax: 16,
+} as const;
+assert(payloadRefLimits.bytesMaxDefault <= payloadRefLimits.bytesMaxCeiling, 'payload ref default above its ceiling');
+
+export const backupLimits = {
+  /** Database pages copied per step of an online backup; the event loop runs between steps. */
+  pagesPerStep: 128,
+  /** A backup still copying after this long is abandoned (writes kept restarting it, or the disk is slow). */
+  durationMsMax: 30 * 60 * 1000,
+  /** Backups one node takes at once; another request meanwhile is refused 409. */
+  concurrentMax: 1,
+} as const;
+assert(backupLimits.pagesPerStep >= 1, 'a backup step must copy at least one page');

@@ -11,9 +11,10 @@ import { Agent, type Dispatcher as UndiciDispatcher } from 'undici';
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
 import { limits } from '../core/limits.js';
-import type { CallbackSpec } from '../scheduler/types.js';
+import type { CallbackSpec, PayloadRef } from '../scheduler/types.js';
 import { classifyError, classifyStatus, parseRetryAfterMs, type OutcomeKind } from './classify.js';
 import { ConcurrencyLimiter, type LimiterEntry } from './limiter.js';
+import { PayloadRefFetcher } from './payload-ref.js';
 import { signatureHeaders } from './signature.js';
 import { TargetPolicy } from './target-policy.js';
 
@@ -36,6 +37,8 @@ export interface Delivery {
   bodyEncoding?: 'json' | 'base64';
   /** Task name, or `job:${jobId}` for an inline callback; limit = spec.maxConcurrency. */
   concurrencyKey: string;
+  /** The body by reference (JobRecord.payloadRef), fetched when the attempt starts; `body` is then empty. */
+  payloadRef?: PayloadRef | null;
 }
 
 export interface AttemptOutcome {
@@ -60,6 +63,8 @@ export interface DispatcherOptions {
   onStart?: (d: Delivery, startedAtMs: number) => void;
   /** Which addresses callbacks may connect to (checked at connect time). Default: the built-in denies only. */
   targetPolicy?: TargetPolicy;
+  /** `serve --payload-ref-max-bytes` (default payloadRefLimits.bytesMaxDefault). */
+  payloadRefBytesMax?: number;
 }
 
 export class Dispatcher {
@@ -152,6 +157,9 @@ class Attempt implements UndiciDispatcher.DispatchHandler, LimiterEntry {
   /** Location of a 3xx answer, for the error text (redirects are not followed). */
   location: string | null = null;
   bodyBytes = 0;
+  /** What is sent: the delivery's body, or the body its payload_ref fetched (with that body's content type). */
+  body: Uint8Array;
+  refContentType: string | null = null;
 
   constructor(
     readonly engine: Engine,
@@ -159,6 +167,7 @@ class Attempt implements UndiciDispatcher.DispatchHandler, LimiterEntry {
     readonly target: Target,
   ) {
     this.concurrencyKey = delivery.concurrencyKey;
+    this.body = delivery.body;
     this.concurrencyLimit = Math.max(1, Math.floor(delivery.spec.maxConcurrency) || 1);
   }
 
@@ -236,6 +245,7 @@ class Engine {
   private readonly logger: Logger;
   private readonly onStart: ((d: Delivery, startedAtMs: number) => void) | null;
   private readonly agent: Agent;
+  private readonly payloadRefs: PayloadRefFetcher;
   private readonly targets = new Map<string, Target | string>();
   private readonly preparedHeaders = new WeakMap<CallbackSpec, PreparedHeaders>();
   private activeHead: Attempt | null = null;
@@ -251,6 +261,7 @@ class Engine {
     );
     const policy = options.targetPolicy ?? new TargetPolicy();
     this.agent = new Agent({ connections: limits.dispatchConnectionsPerOriginMax, pipelining: 1, connect: policy.connector() });
+    this.payloadRefs = new PayloadRefFetcher({ policy, bytesMax: options.payloadRefBytesMax });
   }
 
   send(delivery: Delivery): Promise<AttemptOutcome> {
@@ -281,13 +292,32 @@ class Engine {
         this.logger.error('onStart hook threw', { jobId: d.jobId, err });
       }
     }
+    // payload_ref: the body is fetched first (its own timeout), then sent like any other.
+    if (d.payloadRef != null) return this.fetchPayloadThenSend(attempt, d.payloadRef);
+    this.sendNow(attempt);
+  }
+
+  /** The attempt's payload_ref fetched (payload-ref.ts); a failed fetch settles the attempt with its verdict. */
+  private fetchPayloadThenSend(attempt: Attempt, ref: PayloadRef): void {
+    void this.payloadRefs.fetch(ref).then((fetched) => {
+      if (attempt.state === 'done') return; // settled meanwhile (the dispatcher closed)
+      if (!fetched.ok) return this.finish(attempt, fetched.kind, null, fetched.error, null);
+      attempt.body = fetched.body;
+      attempt.refContentType = fetched.contentType;
+      this.sendNow(attempt);
+    });
+  }
+
+  private sendNow(attempt: Attempt): void {
+    const d = attempt.delivery;
+    const startedAtMs = attempt.startedAtMs;
     attempt.timer = setTimeout(onAttemptTimeout, d.spec.timeoutMs, attempt);
     const options: UndiciDispatcher.DispatchOptions = {
       origin: attempt.target.origin,
       path: attempt.target.path,
       method: d.spec.method as UndiciDispatcher.HttpMethod,
-      headers: this.headers(d, attempt.target, startedAtMs),
-      body: d.body.length > 0 ? d.body : null,
+      headers: this.headers(attempt, startedAtMs),
+      body: attempt.body.length > 0 ? attempt.body : null,
       // Our timer covers connect + headers + body as one budget; undici's own timers would only race it.
       headersTimeout: 0,
       bodyTimeout: 0,
@@ -359,6 +389,7 @@ class Engine {
     // Every attempt is settled by now. destroy(), not close(): close() would wait for requests still queued
     // inside undici whose attempts timed out there (a saturated pool), and for nothing we need.
     await this.agent.destroy();
+    await this.payloadRefs.close();
   }
 
   private waitIdle(graceMs: number): Promise<void> {
@@ -397,14 +428,17 @@ class Engine {
     return parsed;
   }
 
-  private headers(d: Delivery, target: Target, nowMs: number): string[] {
+  private headers(attempt: Attempt, nowMs: number): string[] {
+    const d = attempt.delivery;
+    const target = attempt.target;
     const spec = d.spec;
     let prepared = this.preparedHeaders.get(spec);
     if (prepared === undefined) {
       prepared = prepareHeaders(spec.headers);
       this.preparedHeaders.set(spec, prepared);
     }
-    const headers = prepared.user.slice();
+    // A fetched payload_ref body goes with its own content type, in place of the spec's.
+    const headers = attempt.refContentType === null ? prepared.user.slice() : withoutContentType(prepared.user);
     const dedupKey = `${d.jobId}:${d.scheduledAtMs}`;
     headers.push(
       'X-Deduplication-Key',
@@ -420,7 +454,7 @@ class Engine {
     );
     if (spec.signingSecret !== null && spec.signingSecret.length > 0) {
       const secrets = spec.signingSecretNext ? [spec.signingSecret, spec.signingSecretNext] : [spec.signingSecret];
-      const signed = signatureHeaders(secrets, { method: spec.method, url: target.url, dedupKey, unixMs: nowMs, body: d.body });
+      const signed = signatureHeaders(secrets, { method: spec.method, url: target.url, dedupKey, unixMs: nowMs, body: attempt.body });
       headers.push(
         'webhook-id',
         dedupKey,
@@ -432,7 +466,8 @@ class Engine {
         signed.punctualSignature,
       );
     }
-    if (!prepared.hasContentType && d.body.length > 0) {
+    if (attempt.refContentType !== null) headers.push('content-type', attempt.refContentType);
+    else if (!prepared.hasContentType && d.body.length > 0) {
       headers.push('content-type', d.bodyEncoding === 'base64' ? 'application/octet-stream' : 'application/json');
     }
     return headers;
@@ -462,6 +497,13 @@ function redirectShown(location: string): string {
   }
   const cut = location.search(/[?#]/);
   return cut < 0 ? location : location.slice(0, cut);
+}
+
+/** The flat [name, value, ...] list without its content-type entries. */
+function withoutContentType(user: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < user.length; i += 2) if (user[i].toLowerCase() !== 'content-type') out.push(user[i], user[i + 1]);
+  return out;
 }
 
 /** Specs are treated as immutable: the filtered headers are cached per spec object. */

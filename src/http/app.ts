@@ -3,6 +3,7 @@
  * tests call handle() directly. Authentication, routing (404 / 405) and the error mapping live here; the routes
  * themselves are in routes.ts.
  */
+import type { Readable } from 'node:stream';
 import { PunctualError, invalid, toProblem } from '../core/errors.js';
 import { clusterLimits, limits, quarantineLimits, queueLimits } from '../core/limits.js';
 import type { Logger } from '../core/log.js';
@@ -23,7 +24,8 @@ export interface ApiRequest {
 export interface ApiResponse {
   status: number;
   headers: Record<string, string>;
-  body: string | Uint8Array;
+  /** A stream (a backup) is piped as it comes; its route sets content-length. */
+  body: string | Uint8Array | Readable;
 }
 
 /** Optional node capability behind POST /v1/cluster/shards/{id}/transfer-leader. */

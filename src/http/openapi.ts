@@ -68,6 +68,10 @@ function parameters(route: Route, doc: Operation): JsonSchema[] {
   for (const [name, p] of Object.entries((doc.query?.params ?? {}) as Record<string, QueryParam<unknown>>)) {
     out.push({ name, in: 'query', required: false, description: p.description, schema: p.json });
   }
+  // A family of parameters (metadata.KEY) has no name OpenAPI can list: one entry names the pattern.
+  for (const p of doc.query?.prefixed ?? []) {
+    out.push({ name: `${p.prefix}KEY`, in: 'query', required: false, description: p.description, schema: p.json, 'x-punctual-name-prefix': p.prefix });
+  }
   for (const [name, h] of Object.entries(doc.headers ?? {})) {
     out.push({ name, in: 'header', required: false, description: h.description, schema: h.schema.json });
   }

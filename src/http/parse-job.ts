@@ -3,9 +3,10 @@
  * -> JobSpec / JobPatch / preview arguments. See parse.ts for the conventions.
  */
 import { PunctualError, invalid } from '../core/errors.js';
-import { httpLimits, limits, schedulerLimits } from '../core/limits.js';
+import { httpLimits, limits, schedulerLimits, searchLimits } from '../core/limits.js';
+import { isNoSearch, type JobSearch } from '../scheduler/search.js';
 import { jobIdPattern, nodeIdPattern, taskNamePattern } from '../core/ids.js';
-import type { JobListQuery, JobPatch, JobSpec, JobState, Schedule, ScheduleSpec } from '../scheduler/types.js';
+import type { JobListQuery, JobPatch, JobSpec, JobState, PayloadRef, Schedule, ScheduleSpec } from '../scheduler/types.js';
 import { resolveSchedule } from '../scheduler/policy.js';
 import { jobStates } from '../scheduler/types.js';
 import { firstOccurrence, firstOccurrenceOutOfBound } from '../scheduler/schedule.js';
@@ -24,9 +25,10 @@ import {
   taskNameSchema,
   timeSchema,
   type CallbackUrlCheck,
+  urlSchema,
 } from './parse.js';
 import { annotate, anyCaseEnum, anyJson, custom, enumOf, field, integer, intParam, named, object, pattern, query, string, textParam, type QueryParam } from './schema.js';
-import { Issues, fieldAt, isObject, readBase64, utf8Length, type JsonObject } from './validate.js';
+import { Issues, fieldAt, isObject, readBase64, readTime, utf8Length, type JsonObject } from './validate.js';
 
 const base64Pattern = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
@@ -51,6 +53,15 @@ const metadataField = field(
     (value, field, issues) => readMetadata(value, field, issues),
   ),
 );
+const payloadRefFields = object(
+  {
+    url: field(urlSchema, { required: true }),
+    sha256: field(pattern(/^[0-9a-fA-F]{64}$/, '64 hex digits (SHA-256)', 'The SHA-256 of the body: a fetched body that differs fails the attempt for good.')),
+    content_type: field(string(255, 'The content-type sent with the callback (default: what the URL answered, else application/octet-stream).')),
+  },
+  'The callback body by reference: fetched from url when each attempt starts (size-capped, with its own timeout, under the callback address policy). Not together with payload or payload_base64.',
+);
+const payloadRefField = field(payloadRefFields);
 const misfireThresholdSchema = integer(limits.misfireThresholdMsMin, limits.misfireThresholdMsMax, 'An occurrence more than this late is missed.');
 
 export const jobFields = object(
@@ -67,6 +78,7 @@ export const jobFields = object(
     overlap: field(enumOf(overlapPolicies, 'What a recurring job does with an occurrence due while its previous run is in flight.'), { default: 'allow' }),
     metadata: metadataField,
     misfire_threshold_ms: field(misfireThresholdSchema, { default: limits.misfireThresholdMs }),
+    payload_ref: payloadRefField,
   },
   'A job: exactly one of task or callback. The schedule\'s first occurrence must be findable (docs/api.md, Schedule preview).',
 );
@@ -91,6 +103,7 @@ export function parseJob(body: unknown, prefix: string, ctx: JobContext): JobSpe
   const id = o.id == null ? deriveJobId(ctx.idempotencyKey, ctx.batchIndex) : get('id');
   const target = parseTarget(o, prefix, issues, ctx.urlCheck);
   const payload = parsePayload(o, prefix, issues);
+  const payloadRef = parsePayloadRef(o, prefix, issues, ctx.urlCheck);
   const schedule = parseSchedule(o.schedule, fieldAt(prefix, 'schedule'), ctx.nowMs, issues);
   const endAtMs = get('end_at');
   const maxRuns = get('max_runs');
@@ -117,6 +130,7 @@ export function parseJob(body: unknown, prefix: string, ctx: JobContext): JobSpe
     requestDigest: requestDigest(body),
     idempotencyKey: ctx.idempotencyKey,
   };
+  if (payloadRef != null) spec.payloadRef = payloadRef;
   return endsInModel(spec, () => checkJobSpec(spec, prefix, true));
 }
 
@@ -154,6 +168,19 @@ function parsePayload(o: JsonObject, prefix: string, issues: Issues): PayloadPar
     return issues.add(field, `must be at most ${limits.payloadBytesMax} bytes (got ${part.payload.byteLength})`);
   }
   return part;
+}
+
+/**
+ * `payload_ref: {"url", "sha256"?, "content_type"?}`: the body fetched when each attempt starts, instead of an
+ * inline payload. null = none; undefined = invalid (or given together with payload / payload_base64).
+ */
+function parsePayloadRef(o: JsonObject, prefix: string, issues: Issues, urlCheck?: CallbackUrlCheck): PayloadRef | null | undefined {
+  if (o.payload_ref == null) return null;
+  const field = fieldAt(prefix, 'payload_ref');
+  if (o.payload !== undefined || o.payload_base64 != null) return issues.add(field, 'give payload_ref or payload / payload_base64, not both');
+  const r = payloadRefFields.read(o.payload_ref, field, issues, urlCheck === undefined ? undefined : { urlCheck });
+  if (r === undefined || r.url == null) return undefined;
+  return { url: r.url, sha256: r.sha256 == null ? null : r.sha256.toLowerCase(), contentType: r.content_type ?? null };
 }
 
 /** Given metadata (absent and null are decided by the caller); undefined = invalid. */
@@ -248,6 +275,10 @@ export function parsePatch(body: unknown, nowMs: number): JobPatch {
     if (part !== undefined) Object.assign(patch, part);
   }
   if (o.metadata !== undefined) patch.metadata = o.metadata === null ? null : patchFields.get(o, 'metadata', '', issues);
+  if (o.payload_ref !== undefined) {
+    const ref = o.payload_ref === null ? null : parsePayloadRef(o, '', issues);
+    if (ref !== undefined) patch.payloadRef = ref;
+  }
   issues.throwIfAny();
   return endsInModel(patch, () => checkJobPatch(patch, '', true));
 }
@@ -328,12 +359,28 @@ const cursorParam: QueryParam<string> = {
 };
 
 /** GET /v1/jobs (empty values count as absent; a parameter given twice: the first counts). */
-export const jobListQuery = query({
-  state: textParam(anyCaseEnum(jobStates, 'Only jobs in this state.'), 'Only jobs in this state (any case).'),
-  task: textParam(taskNameSchema, 'Only jobs of this task.'),
-  limit: limitParam,
-  cursor: cursorParam,
+const metadataParamPrefix = 'metadata.';
+const fireTimeParam = (description: string): QueryParam<number> => ({
+  json: { type: 'string', description: 'RFC 3339, or epoch milliseconds' },
+  description,
+  read: (text, name, issues) => readTime(/^\d{1,16}$/.test(text) ? Number(text) : text, name, issues),
 });
+
+export const jobListQuery = query(
+  {
+    state: textParam(anyCaseEnum(jobStates, 'Only jobs in this state.'), 'Only jobs in this state (any case).'),
+    task: textParam(taskNameSchema, 'Only jobs of this task.'),
+    next_fire_after: fireTimeParam('Only jobs whose next fire time is at or after this instant.'),
+    next_fire_before: fireTimeParam('Only jobs whose next fire time is before this instant.'),
+    limit: limitParam,
+    cursor: cursorParam,
+  },
+  [{
+    prefix: metadataParamPrefix,
+    json: { type: 'string', maxLength: searchLimits.metadataValueBytesMax },
+    description: `metadata.KEY=VALUE: only jobs whose metadata has this top-level KEY with this value (a string, or a number or boolean by its JSON text); up to ${searchLimits.metadataFiltersMax} of them, all must match; KEY 1..${searchLimits.metadataKeyBytesMax} bytes, VALUE at most ${searchLimits.metadataValueBytesMax} bytes.`,
+  }],
+);
 /** GET /v1/jobs/{id}/executions. */
 export const pageQuery = query({ limit: limitParam, cursor: cursorParam });
 /** A list route without paging (GET /v1/tasks, /v1/calendars): any parameter is refused by name. */
@@ -343,8 +390,31 @@ export const noQuery = query({});
 export function parseJobListQuery(params: URLSearchParams): JobListQuery {
   const issues = new Issues();
   const q = jobListQuery.read(params, issues);
+  const search = readSearch(params, q.next_fire_after, q.next_fire_before, issues);
   issues.throwIfAny();
-  return { state: q.state as JobState | null, task: q.task, limit: q.limit ?? limits.listLimitDefault, cursor: q.cursor };
+  const out: JobListQuery = { state: q.state as JobState | null, task: q.task, limit: q.limit ?? limits.listLimitDefault, cursor: q.cursor };
+  if (!isNoSearch(search)) out.search = search;
+  return out;
+}
+
+/** The search filters of GET /v1/jobs: `metadata.KEY=VALUE` (AND) and the next fire time range. */
+function readSearch(params: URLSearchParams, after: number | null, before: number | null, issues: Issues): JobSearch {
+  const metadata: Array<[string, string]> = [];
+  for (const [name, value] of params) {
+    if (!name.startsWith(metadataParamPrefix)) continue;
+    const key = name.slice(metadataParamPrefix.length);
+    if (key.length === 0 || utf8Length(key) > searchLimits.metadataKeyBytesMax) {
+      issues.add(name, `a metadata key of 1 to ${searchLimits.metadataKeyBytesMax} bytes`);
+    } else if (utf8Length(value) > searchLimits.metadataValueBytesMax) {
+      issues.add(name, `must be at most ${searchLimits.metadataValueBytesMax} bytes (longer values are not indexed)`);
+    } else if (metadata.some(([k]) => k === key)) issues.add(name, 'is given twice');
+    else metadata.push([key, value]);
+  }
+  if (metadata.length > searchLimits.metadataFiltersMax) {
+    issues.add('metadata', `at most ${searchLimits.metadataFiltersMax} metadata filters (got ${metadata.length})`);
+  }
+  if (after !== null && before !== null && before <= after) issues.add('next_fire_before', 'must be after next_fire_after');
+  return { metadata, nextFireAfterMs: after, nextFireBeforeMs: before };
 }
 
 /** GET /v1/tasks: a list route without parameters (every task); any parameter is refused by name. */

@@ -223,7 +223,7 @@ function readSpread(o: JsonObject, field: string, everyMs: number | undefined, i
  */
 export type CallbackUrlCheck = (url: string) => string | null;
 
-const urlSchema = custom<string>(
+export const urlSchema = custom<string>(
   {
     type: 'string',
     format: 'uri',

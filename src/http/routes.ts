@@ -69,6 +69,7 @@ import type { JsonSchema, QuerySchema, Schema } from './schema.js';
 import { renderTime, timeMsMax } from './time.js';
 import { jsonDepthMax, jsonDepthOver } from './validate.js';
 import { calendarView, clusterView, executionView, jobView, taskView } from './views.js';
+import { adminRoutes } from './admin-routes.js';
 
 /** What add-node / remove-node answer (src/node/membership.ts MembershipResult). */
 export interface MembershipOutcome {
@@ -579,6 +580,7 @@ export const routes: readonly Route[] = [
   ...jobRoutes(),
   ...clusterRoutes(),
   ...clockRoutes(),
+  ...adminRoutes(op),
   op('GET', '/healthz', { tag: 'Operations', summary: 'The process answers', answers: { 200: json('Alive.', healthAnswer) } }, async ({ deps }) =>
     jsonResponse(200, { status: 'ok', node_id: deps.api.nodeId })),
   op('GET', '/readyz', { tag: 'Operations', summary: 'Every shard has a leader and this node caught up', answers: { 200: json('Ready.', readyAnswer) }, errors: [503] }, readyz),

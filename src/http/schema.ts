@@ -269,19 +269,29 @@ export interface QueryParam<T> {
   read(text: string, name: string, issues: Issues): T | undefined;
 }
 
+/** A family of query parameters named by a prefix (`metadata.KEY`): accepted here, read by the route. */
+export interface PrefixedParam {
+  prefix: string;
+  json: JsonSchema;
+  description: string;
+}
+
 export interface QuerySchema<P extends Record<string, QueryParam<any>>> {
   readonly params: P;
+  readonly prefixed: readonly PrefixedParam[];
   /** Every parameter (absent -> null), unknown ones recorded by name; throws nothing. */
   read(query: URLSearchParams, issues: Issues): { [K in keyof P]: (P[K] extends QueryParam<infer T> ? T : never) | null };
 }
 
 /** The query of a list route: only these parameters (unknown ones are refused by name). */
-export function query<P extends Record<string, QueryParam<any>>>(params: P): QuerySchema<P> {
+export function query<P extends Record<string, QueryParam<any>>>(params: P, prefixed: readonly PrefixedParam[] = []): QuerySchema<P> {
   return {
     params,
+    prefixed,
     read(q, issues) {
       for (const name of new Set(q.keys())) {
-        if (!Object.hasOwn(params, name)) issues.add(name, 'unknown query parameter');
+        if (Object.hasOwn(params, name) || prefixed.some((p) => name.startsWith(p.prefix))) continue;
+        issues.add(name, 'unknown query parameter');
       }
       const out: Record<string, unknown> = {};
       for (const [name, p] of Object.entries(params)) {

@@ -11,6 +11,8 @@ import http from 'node:http';
 import http2 from 'node:http2';
 import net from 'node:net';
 import tls from 'node:tls';
+import { Readable, type Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { PunctualError, toProblem } from '../core/errors.js';
 import { httpLimits } from '../core/limits.js';
 import { silentLogger, type Logger } from '../core/log.js';
@@ -392,6 +394,7 @@ function flattenHeaders(headers: Record<string, string | string[] | undefined>):
 }
 
 function send(state: ServerState, res: AnyResponse, method: string, response: ApiResponse, isH2: boolean): void {
+  if (response.body instanceof Readable) return sendStream(state, res, method, response, response.body, isH2);
   const body = typeof response.body === 'string' ? Buffer.from(response.body, 'utf8') : response.body;
   const headers: Record<string, string> = { ...response.headers };
   const bodyless = response.status === 204 || response.status === 304;
@@ -400,6 +403,23 @@ function send(state: ServerState, res: AnyResponse, method: string, response: Ap
   if (!isH2 && closesAfterLargeTlsAnswer(res, body.byteLength)) headers.connection = 'close';
   res.writeHead(response.status, headers);
   res.end(method === 'HEAD' || bodyless ? undefined : body);
+}
+
+/**
+ * A streamed answer (a backup): piped with back-pressure. A client that goes away, or a stream that fails, ends
+ * both sides (the stream's close is what frees what it holds); a HEAD gets the headers only.
+ */
+function sendStream(state: ServerState, res: AnyResponse, method: string, response: ApiResponse, body: Readable, isH2: boolean): void {
+  const headers: Record<string, string> = { ...response.headers };
+  if (state.closing && !isH2) headers.connection = 'close';
+  res.writeHead(response.status, headers);
+  if (method === 'HEAD') {
+    body.destroy();
+    res.end();
+    return;
+  }
+  const out = res as unknown as Writable;
+  pipeline(body, out).catch((err: unknown) => state.logger.debug('streamed answer cut', { err }));
 }
 
 /**

@@ -90,6 +90,9 @@ export function executionView(e: ExecutionRecord): Record<string, unknown> {
 
 /** `payload` (the JSON value), `payload_base64`, or neither when the job was created without a payload. */
 function payloadView(j: JobView): Record<string, unknown> {
+  if (j.payloadRef != null) {
+    return { payload_ref: { url: j.payloadRef.url, sha256: j.payloadRef.sha256, content_type: j.payloadRef.contentType } };
+  }
   if (j.payloadEncoding === 'base64') return { payload_base64: Buffer.from(j.payload).toString('base64') };
   if (j.payload.byteLength === 0) return {};
   return { payload: JSON.parse(new TextDecoder().decode(j.payload)) as unknown };

@@ -38,6 +38,8 @@ export interface NodeConfig {
    */
   callbackAllow?: string[];
   callbackDeny?: string[];
+  /** `--payload-ref-max-bytes`: the largest body a job's payload_ref may fetch. Absent = payloadRefLimits.bytesMaxDefault. */
+  payloadRefBytesMax?: number;
   /**
    * Mutual TLS for the peer transport (--peer-tls-cert-file, --peer-tls-key-file, --peer-tls-ca-file, PEM; the
    * certificate names the node as SAN URI:punctual:node:<node id>). Absent or null = no peer TLS.

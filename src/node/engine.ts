@@ -542,6 +542,7 @@ export class FiringEngine {
       body: job.payload,
       bodyEncoding: job.payloadEncoding,
       concurrencyKey: job.task ?? `job:${job.id}`,
+      payloadRef: job.payloadRef ?? null,
     };
     this.sentTotal++;
     this.inFlight.set(key, a.attempt);

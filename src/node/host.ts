@@ -17,6 +17,7 @@ import { NodeMetrics } from '../metrics/metrics.js';
 import { jobStates, type JobState } from '../scheduler/types.js';
 import { dbFilePath, getNodeMeta, openNodeDb, setNodeMeta, type Db } from '../store/db.js';
 import { WalSyncer } from '../store/wal-sync.js';
+import { BackupTaker } from '../store/backup.js';
 import { Checkpointer } from '../store/checkpointer.js';
 import type { NodeConfig } from './api.js';
 import { ClockDriver } from './clock-driver.js';
@@ -218,6 +219,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
   const targetPolicy = targetPolicyFromLists(config.callbackAllow, config.callbackDeny);
   const dispatcher = new Dispatcher({
     targetPolicy,
+    payloadRefBytesMax: config.payloadRefBytesMax,
     clock,
     logger: logger.child({ component: 'dispatch' }),
     onStart: (d, startedAtMs) => {
@@ -288,7 +290,8 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
   const cluster = new ClusterOps(config, host, logger.child({ component: 'cluster' }));
   cluster.setMembers(() => membership.peers());
   const clockDriver = p.manualClock === null ? null : new ClockDriver(p.manualClock, engine, proposer, options.clockLimits);
-  const service = new MemberNodeService({ config, shards: host.groups, proposer, engine, host, router, cluster, clock, metrics, clockDriver }, membership);
+  const backups = new BackupTaker(db, config.dataDir, config.nodeId, logger.child({ component: 'backup' }));
+  const service = new MemberNodeService({ config, shards: host.groups, proposer, engine, host, router, cluster, clock, metrics, clockDriver, backups }, membership);
   const makeTransport = (): PeerTransport => {
     // Also a node whose member book has peers (restarted without --peers) or that grows with add-node.
     if (p.manualClock !== null) throw new PunctualError('conflict', manualClockRefusal);
@@ -331,6 +334,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
   };
   let closing: Promise<void> | null = null;
   const close = async (): Promise<void> => {
+    await backups.close();
     membership.close();
     cluster.stopRebalancer();
     firing.stop();

@@ -329,6 +329,22 @@ export class RaftHost {
     });
   }
 
+  /**
+   * readBarrier on a leader; on a follower, Raft's ReadIndex forwarded to the leader: resolves once this node has
+   * applied everything the leader had committed when it answered (a backup of a follower holds every acknowledged
+   * write). Rejected when no leader is known, on a leader change, or after clusterLimits.readIndexTimeoutMs.
+   */
+  appliedBarrier(shard: number): Promise<void> {
+    const g = this.groups[shard]!;
+    if (g.role === 'leader') return this.readBarrier(shard);
+    const ctx = `r${++this.readSeq}`;
+    if (!g.raw.readIndex(ctx)) return Promise.reject(notLeader(shard));
+    return new Promise<void>((resolve, reject) => {
+      g.reads.push({ ctx, index: -1, deadlineMs: this.o.clock.nowMs() + clusterLimits.readIndexTimeoutMs, resolve, reject });
+      this.schedule();
+    });
+  }
+
   /** The transport's outcome of a snapshot stream to `peer`. */
   reportSnapshot(shard: number, peer: string, ok: boolean): void {
     const g = this.groups[shard];

@@ -27,6 +27,8 @@ import type {
   Schedule,
   TaskRecord,
 } from '../scheduler/types.js';
+import type { BackupDownload } from '../http/admin-routes.js';
+import type { BackupTaker } from '../store/backup.js';
 import type { CalendarBody, ClockAdvanceResult, ClockView, ClusterView, CreateJobResult, SchedulerApi } from '../http/scheduler-api.js';
 import type { NodeConfig } from './api.js';
 import type { ClockDriver } from './clock-driver.js';
@@ -52,6 +54,8 @@ export interface ServiceOptions {
   metrics: NodeMetrics;
   /** `serve --clock manual`: what moves the scheduler's clock (absent or null: the system clock). */
   clockDriver?: ClockDriver | null;
+  /** GET /v1/admin/backup (absent or null: answered 503). */
+  backups?: BackupTaker | null;
 }
 
 type JobAction = 'cancel' | 'pause' | 'resume' | 'run' | 'patch';
@@ -390,6 +394,21 @@ export class NodeService implements SchedulerApi {
     return this.o.cluster.readiness();
   }
 
+  // --- backups (docs/api.md "Backup") ------------------------------------------------------------------
+
+  /**
+   * A consistent copy of this node's file. First a barrier per shard (a read barrier where this node leads, a
+   * ReadIndex asked of the leader where it follows): everything acknowledged before the request is applied here,
+   * so it is in the copy.
+   */
+  async backup(): Promise<BackupDownload> {
+    const taker = this.o.backups;
+    if (taker == null) throw new PunctualError('unavailable', 'this node cannot take backups');
+    if (!this.ready) throw new PunctualError('unavailable', 'node is starting');
+    await Promise.all(this.o.host.groups.map((g) => this.o.host.appliedBarrier(g.shard)));
+    return taker.take();
+  }
+
   // --- the clock (docs/api.md "The clock") ---------------------------------------------------------------
 
   clockView(): ClockView {
@@ -434,7 +453,7 @@ export function mergedJobPage(
     let boundary: string | null = null;
     for (const sh of shards) {
       for (const state of states) {
-        const rows = sh.store.listJobs({ state, task: query.task, limit: pageSize, afterId: cursor });
+        const rows = sh.store.listJobs({ state, task: query.task, limit: pageSize, afterId: cursor, search: query.search });
         candidates = candidates.concat(rows);
         if (rows.length === pageSize) {
           const last = rows[rows.length - 1].id;

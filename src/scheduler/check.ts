@@ -149,7 +149,7 @@ const taskKeys = [...callbackKeys, 'name', 'createdAtMs', 'updatedAtMs'];
 const retryKeys = ['maxAttempts', 'initialBackoffMs', 'maxBackoffMs', 'multiplier', 'jitter'];
 const jobKeys = [
   'id', 'task', 'callback', 'payload', 'payloadEncoding', 'schedule', 'endAtMs', 'maxRuns', 'misfire', 'overlap', 'metadata',
-  'requestDigest', 'idempotencyKey', 'misfireThresholdMs',
+  'requestDigest', 'idempotencyKey', 'misfireThresholdMs', 'payloadRef',
 ];
 const scheduleKeys: Record<string, readonly string[]> = {
   once: ['kind', 'atMs'],
@@ -335,6 +335,31 @@ function checkPayload(payload: unknown, encoding: unknown, prefix: string): void
   bytes(payload, at(prefix, e === 'base64' ? 'payload_base64' : 'payload'), limits.payloadBytesMax);
 }
 
+const sha256Pattern = /^[0-9a-f]{64}$/;
+const contentTypeLengthMax = 255;
+
+/** `payload_ref` of a job: absent or null, or a reference with an empty inline payload. */
+function checkPayloadRefOf(o: Record<string, unknown>, prefix: string, strict: boolean): void {
+  if (o.payloadRef == null) return;
+  checkPayloadRef(o.payloadRef, at(prefix, 'payload_ref'), strict);
+  const payload = o.payload as Uint8Array;
+  if (payload.byteLength > 0 || o.payloadEncoding !== 'json') {
+    fail(at(prefix, 'payload_ref'), 'give payload_ref or payload / payload_base64, not both');
+  }
+}
+
+/** A payload reference: an http(s) URL without credentials, an optional hex SHA-256 and content type. */
+export function checkPayloadRef(v: unknown, field: string, strict = false): void {
+  const o = obj(v, field);
+  known(o, ['url', 'sha256', 'contentType'], field, strict);
+  checkUrl(o.url, at(field, 'url'));
+  nullable(o.sha256, (h) => pattern(h, at(field, 'sha256'), sha256Pattern));
+  nullable(o.contentType, (t) => {
+    const text = str(t, at(field, 'content_type'), contentTypeLengthMax, 1);
+    if (!headerValuePattern.test(text)) fail(at(field, 'content_type'), 'must be a string without control characters');
+  });
+}
+
 function checkMetadata(v: unknown, field: string): void {
   if (v === null) return;
   const o = obj(v, field);
@@ -369,6 +394,7 @@ export function checkJobSpec(v: unknown, prefix: string, strict = false): void {
   if (o.task !== null) pattern(o.task, at(prefix, 'task'), taskNamePattern);
   else checkCallbackSpec(o.callback, at(prefix, 'callback'), strict);
   checkPayload(o.payload, o.payloadEncoding, prefix);
+  checkPayloadRefOf(o, prefix, strict);
   checkSchedule(o.schedule, at(prefix, 'schedule'), strict);
   const endAtMs = nullable(o.endAtMs, (e) => time(e, at(prefix, 'end_at')));
   int(o.maxRuns, at(prefix, 'max_runs'), 0, Number.MAX_SAFE_INTEGER);
@@ -392,7 +418,9 @@ function checkMisfireThreshold(v: unknown, prefix: string): void {
 /** PATCH of a job: any of schedule, payload (with its encoding), metadata, misfire threshold. */
 export function checkJobPatch(v: unknown, prefix: string, strict = false): void {
   const o = obj(v, prefix);
-  known(o, ['schedule', 'payload', 'payloadEncoding', 'metadata', 'misfireThresholdMs'], prefix, strict);
+  known(o, ['schedule', 'payload', 'payloadEncoding', 'metadata', 'misfireThresholdMs', 'payloadRef'], prefix, strict);
+  if (o.payloadRef !== undefined) nullable(o.payloadRef, (r) => checkPayloadRef(r, at(prefix, 'payload_ref'), strict));
+  if (o.payloadRef != null && o.payload !== undefined) fail(at(prefix, 'payload_ref'), 'give payload_ref or payload / payload_base64, not both');
   if (o.schedule !== undefined) checkSchedule(o.schedule, at(prefix, 'schedule'), strict);
   checkMisfireThreshold(o.misfireThresholdMs, prefix);
   const encoding = o.payloadEncoding === undefined ? undefined : oneOf(o.payloadEncoding, at(prefix, 'payload_encoding'), ['json', 'base64'] as const);

@@ -404,6 +404,10 @@ function patchJob(
   if (patch.misfireThresholdMs !== undefined) job.misfireThresholdMs = patch.misfireThresholdMs;
   if (patch.payload !== undefined) job.payload = patch.payload;
   if (patch.payloadEncoding !== undefined) job.payloadEncoding = patch.payloadEncoding;
+  // The body is given one way at a time: a reference empties the inline payload, an inline payload drops the reference.
+  if (patch.payloadRef !== undefined) job.payloadRef = patch.payloadRef;
+  if (patch.payloadRef != null) job.payload = new Uint8Array(0);
+  else if (patch.payload !== undefined) job.payloadRef = null;
   if (patch.metadata !== undefined) job.metadata = patch.metadata;
   job.updatedAtMs = nowMs;
   if (patch.schedule !== undefined) {

@@ -3,6 +3,7 @@
  * a real database, so a caller that mutates what it read never changes the store behind apply's back.
  * Queries scan and sort: fine for tests and simulations, not meant for millions of jobs.
  */
+import { matchesSearch } from './search.js';
 import type { JobPageQuery, SchedulerStore } from './store.js';
 import { jobStates, type CalendarRecord, type ExecutionRecord, type JobRecord, type JobState, type TaskRecord } from './types.js';
 
@@ -86,6 +87,7 @@ export class MemoryStore implements SchedulerStore {
       if (query.state !== null && j.state !== query.state) continue;
       if (query.task !== null && j.task !== query.task) continue;
       if (query.afterId !== null && !(j.id > query.afterId)) continue;
+      if (query.search !== undefined && !matchesSearch(j, query.search)) continue;
       out.push(j);
     }
     return out

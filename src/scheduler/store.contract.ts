@@ -3,7 +3,8 @@
  * memory-store.test.ts, SqliteShardStore in src/store). Call runSchedulerStoreContract from a *.test.ts file.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import type { SchedulerStore } from './store.js';
+import type { JobPageQuery, SchedulerStore } from './store.js';
+import { noSearch, type JobSearch } from './search.js';
 import type { ExecutionRecord, JobRecord, JobState, TaskRecord } from './types.js';
 
 export function contractTask(name: string, overrides: Partial<TaskRecord> = {}): TaskRecord {
@@ -177,6 +178,35 @@ export function runSchedulerStoreContract(
       expect(ids(s.listJobs({ ...all, task: 'email' }))).toEqual(['a', 'c']);
       expect(ids(s.listJobs({ ...all, state: 'PENDING', task: 'email' }))).toEqual(['a']);
       expect(ids(s.listJobs({ ...all, state: 'CANCELLED' }))).toEqual([]);
+    });
+
+    it('listJobs with a search: metadata pairs (AND, scalars only), next fire range [after, before), with state, task, paging', () => {
+      const s = open();
+      s.putJob(contractJob('a', { metadata: { team: 'growth', tier: 1 }, nextFireAtMs: 100 }));
+      s.putJob(contractJob('b', { metadata: { team: 'growth', tier: 2, vip: true }, nextFireAtMs: 200, task: 'other' }));
+      s.putJob(contractJob('c', { metadata: { team: 'core' }, nextFireAtMs: 300, state: 'PAUSED' }));
+      s.putJob(contractJob('d', { metadata: { team: { nested: 'growth' }, tier: null }, nextFireAtMs: null }));
+      s.putJob(contractJob('e', { metadata: null, nextFireAtMs: 150 }));
+      const q = (search: Partial<JobSearch>, extra: Partial<JobPageQuery> = {}) =>
+        ids(s.listJobs({ state: null, task: null, limit: 100, afterId: null, ...extra, search: { ...noSearch, ...search } }));
+      expect(q({ metadata: [['team', 'growth']] })).toEqual(['a', 'b']);
+      expect(q({ metadata: [['team', 'growth'], ['tier', '2']] })).toEqual(['b']);
+      expect(q({ metadata: [['vip', 'true']] })).toEqual(['b']);
+      expect(q({ metadata: [['tier', 'null']] })).toEqual([]);
+      expect(q({ metadata: [['team', 'growth']] }, { task: 'email' })).toEqual(['a']);
+      expect(q({ metadata: [['team', 'growth']] }, { afterId: 'a' })).toEqual(['b']);
+      expect(q({ metadata: [['team', 'growth']] }, { limit: 1 })).toEqual(['a']);
+      expect(q({ nextFireAfterMs: 150 })).toEqual(['b', 'c', 'e']);
+      expect(q({ nextFireBeforeMs: 200 })).toEqual(['a', 'e']);
+      expect(q({ nextFireAfterMs: 150, nextFireBeforeMs: 300 })).toEqual(['b', 'e']);
+      expect(q({ nextFireAfterMs: 0 }, { state: 'PAUSED' })).toEqual(['c']);
+      expect(q({ metadata: [['team', 'core']], nextFireBeforeMs: 300 })).toEqual([]);
+      // A job's pairs follow its metadata: changed, then cleared.
+      s.putJob(contractJob('a', { metadata: { team: 'core' }, nextFireAtMs: 100 }));
+      expect(q({ metadata: [['team', 'growth']] })).toEqual(['b']);
+      expect(q({ metadata: [['team', 'core']] })).toEqual(['a', 'c']);
+      s.putJob(contractJob('c', { metadata: null, nextFireAtMs: 300, state: 'PAUSED' }));
+      expect(q({ metadata: [['team', 'core']] })).toEqual(['a']);
     });
 
     it('dueJobs: PENDING only, nextFireAtMs <= until, ordered by (next, id), paged strictly after', () => {

@@ -4,6 +4,7 @@
  * tests) and SqliteShardStore (src/store, the node). Synchronous on purpose: apply is synchronous, and the
  * node wraps the apply of a whole batch in one SQLite transaction.
  */
+import type { JobSearch } from './search.js';
 import type { CalendarRecord, ExecutionRecord, JobRecord, JobState, TaskRecord } from './types.js';
 
 export interface JobPageQuery {
@@ -12,6 +13,8 @@ export interface JobPageQuery {
   limit: number;
   /** Return jobs with id > afterId, ordered by id. */
   afterId: string | null;
+  /** Only jobs matching it (search.ts matchesSearch); absent = every job. */
+  search?: JobSearch;
 }
 
 export interface SchedulerStore {

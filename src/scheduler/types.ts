@@ -2,6 +2,7 @@
  * The domain model, in internal (camelCase, epoch-ms) form. The HTTP layer maps it to and from the
  * snake_case JSON of docs/api.md in one place (src/http/views.ts). Pure: no IO, no clock.
  */
+import type { JobSearch } from './search.js';
 
 export type JobState = 'PENDING' | 'QUEUED' | 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'PAUSED' | 'CANCELLED';
 export const jobStates: readonly JobState[] = [
@@ -114,6 +115,11 @@ export interface JobSpec {
   payload: Uint8Array;
   /** How the payload was given, so GET can echo it: JSON text, or raw bytes (payload_base64). */
   payloadEncoding: 'json' | 'base64';
+  /**
+   * The callback body by reference, fetched when each attempt starts (src/dispatch/payload-ref.ts); the inline
+   * payload is then empty. Absent (records written before it existed) or null = the inline payload.
+   */
+  payloadRef?: PayloadRef | null;
   schedule: ScheduleSpec;
   endAtMs: number | null;
   /** 0 = unlimited. */
@@ -133,6 +139,16 @@ export interface JobSpec {
   requestDigest: string;
   /** The Idempotency-Key header, when given. */
   idempotencyKey: string | null;
+}
+
+/** `payload_ref`: where the callback body is fetched from, and what it must be. */
+export interface PayloadRef {
+  /** http or https; fetched under the callbacks' target policy (SSRF guard). */
+  url: string;
+  /** Lower-case hex SHA-256 the fetched body must have (a mismatch fails the attempt for good), or null. */
+  sha256: string | null;
+  /** The body's content type; null = the fetched response's, else application/octet-stream. */
+  contentType: string | null;
 }
 
 export interface ExecutionRecord {
@@ -180,6 +196,8 @@ export interface JobPatch {
   misfireThresholdMs?: number;
   payload?: Uint8Array;
   payloadEncoding?: 'json' | 'base64';
+  /** A new reference (the inline payload becomes empty), or null to drop it; a new inline payload drops it too. */
+  payloadRef?: PayloadRef | null;
   metadata?: Record<string, unknown> | null;
 }
 
@@ -188,4 +206,6 @@ export interface JobListQuery {
   task: string | null;
   limit: number;
   cursor: string | null;
+  /** metadata and next fire time filters (search.ts); absent = none. */
+  search?: JobSearch;
 }

@@ -10,6 +10,7 @@
 import type { Statement } from 'better-sqlite3';
 import { assert } from '../core/assert.js';
 import type { Db } from './db.js';
+import { rebuildMetadataIndex } from './metadata-index.js';
 import { pack, unpack } from './rows.js';
 
 /** The scheduler's tables that carry a shard's state (each has a `shard` column). */
@@ -67,6 +68,7 @@ export function restoreShardImage(db: Db, shard: number, data: Uint8Array): void
     );
     for (const row of img.rows) insert.run(shard, ...keep.map(([, i]) => row[i]));
   }
+  rebuildMetadataIndex(db, shard);
 }
 
 /** shard_meta.applied_index of each shard: the last log index whose command is in the state-machine rows. */

@@ -8,6 +8,8 @@ import { jobStates } from '../scheduler/types.js';
 import type { CalendarRecord, ExecutionRecord, JobRecord, JobState, TaskRecord } from '../scheduler/types.js';
 import type { JobPageQuery, SchedulerStore } from '../scheduler/store.js';
 import type { Db } from './db.js';
+import { MetadataIndex, searchParams, searchSql } from './metadata-index.js';
+import { isNoSearch } from '../scheduler/search.js';
 import {
   decodeCalendar,
   decodeExecution,
@@ -112,12 +114,16 @@ const taskCacheEntriesMax = 1_024;
 export class SqliteShardStore implements SchedulerStore {
   private readonly s: ReturnType<typeof statements>;
   private readonly tasks = new TaskCache();
+  private readonly metadataIndex: MetadataIndex;
+  /** Prepared search statements by their SQL (a handful of shapes: which filters are given). */
+  private readonly searches = new Map<string, Statement>();
 
   constructor(
     private readonly db: Db,
     readonly shard: number,
   ) {
     this.s = statements(db);
+    this.metadataIndex = new MetadataIndex(db);
   }
 
   getTask(name: string): TaskRecord | null {
@@ -167,10 +173,12 @@ export class SqliteShardStore implements SchedulerStore {
 
   putJob(job: JobRecord): void {
     this.s.putJob.run(this.shard, job.id, job.state, job.task, job.nextFireAtMs, encodeJob(job));
+    this.metadataIndex.sync(this.shard, job);
   }
 
   listJobs(query: JobPageQuery): JobRecord[] {
     const after = query.afterId ?? '';
+    if (query.search !== undefined && !isNoSearch(query.search)) return this.searchJobs(query, after);
     let rows: unknown[];
     if (query.state !== null && query.task !== null) {
       rows = this.s.listJobsByStateTask.all(this.shard, query.state, query.task, after, query.limit);
@@ -181,6 +189,18 @@ export class SqliteShardStore implements SchedulerStore {
     } else {
       rows = this.s.listJobs.all(this.shard, after, query.limit);
     }
+    return (rows as JobRow[]).map(decodeJob);
+  }
+
+  private searchJobs(query: JobPageQuery, after: string): JobRecord[] {
+    const search = query.search!;
+    const sql = searchSql(jobCols, search, query.state !== null, query.task !== null);
+    let statement = this.searches.get(sql);
+    if (statement === undefined) {
+      statement = this.db.prepare(sql);
+      this.searches.set(sql, statement);
+    }
+    const rows = statement.all(...searchParams(this.shard, after, search, query.state, query.task, query.limit));
     return (rows as JobRow[]).map(decodeJob);
   }
 

@@ -44,7 +44,7 @@ export async function call(
   const lower: Record<string, string> = {};
   for (const [k, v] of Object.entries(headers)) lower[k.toLowerCase()] = v;
   const res = await app.handle({ method, path, headers: lower, body: bytes });
-  const text = typeof res.body === 'string' ? res.body : new TextDecoder().decode(res.body);
+  const text = typeof res.body === 'string' ? res.body : res.body instanceof Uint8Array ? new TextDecoder().decode(res.body) : '(a stream)';
   let json: unknown = null;
   if (text !== '') {
     try {
