@@ -436,3 +436,12 @@ export const clockLimits = {
   /** Real time one advance may take: past it, it stops the same way after the instant it is on. */
   advanceRealMsMax: 30_000,
 } as const;
+
+// --- the dashboard's overview (GET /v1/overview, src/metrics/history.ts)
+export const overviewLimits = {
+  /** Callback counts are kept per interval of this length... */
+  historyIntervalMs: 10_000,
+  /** ... for this many intervals (one hour): the ring buffer never grows past it. */
+  historyIntervalsMax: 360,
+} as const;
+assert(overviewLimits.historyIntervalMs * overviewLimits.historyIntervalsMax === 60 * 60 * 1000, 'the overview history must cover one hour');

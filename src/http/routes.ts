@@ -6,7 +6,8 @@
 import { PunctualError, invalid, toProblem, type Problem } from '../core/errors.js';
 import { nodeIdPattern } from '../core/ids.js';
 import type { CreateJobResult } from './scheduler-api.js';
-import type { Scope } from './tokens.js';
+import type { Principal, Scope } from './tokens.js';
+import { uiRoutes } from './ui.js';
 import type { ApiRequest, ApiResponse, AppDeps } from './app.js';
 import { jsonResponse } from './app.js';
 import { parseCalendarBody, parseClockAdvance, parseJobId, parseTaskBody, parseTaskName } from './parse.js';
@@ -44,6 +45,8 @@ export interface RouteContext {
   params: Record<string, string>;
   query: URLSearchParams;
   deps: AppDeps;
+  /** The token that made the request (null without a valid one, on a route that needs none). */
+  principal: Principal | null;
 }
 
 export interface Route {
@@ -311,4 +314,5 @@ export const routes: readonly Route[] = [
   route('GET', '/healthz', async ({ deps }) => jsonResponse(200, { status: 'ok', node_id: deps.api.nodeId })),
   route('GET', '/readyz', readyz),
   route('GET', '/metrics', metrics),
+  ...uiRoutes, // the dashboard and its read-only routes (ui.ts)
 ];

@@ -27,7 +27,7 @@ import type {
   Schedule,
   TaskRecord,
 } from '../scheduler/types.js';
-import type { CalendarBody, ClockAdvanceResult, ClockView, ClusterView, CreateJobResult, SchedulerApi } from '../http/scheduler-api.js';
+import type { CalendarBody, ClockAdvanceResult, ClockView, ClusterView, CreateJobResult, OverviewData, SchedulerApi } from '../http/scheduler-api.js';
 import type { NodeConfig } from './api.js';
 import type { ClockDriver } from './clock-driver.js';
 import type { ClusterOps } from './cluster-ops.js';
@@ -388,6 +388,11 @@ export class NodeService implements SchedulerApi {
   readiness(): { ready: boolean; reason: string | null } {
     if (!this.ready) return { ready: false, reason: 'node is starting' };
     return this.o.cluster.readiness();
+  }
+
+  /** GET /v1/overview: this node's own figures (its replicas' jobs, the callbacks it sent), never forwarded. */
+  overview(): Promise<OverviewData> {
+    return this.o.metrics.overview();
   }
 
   // --- the clock (docs/api.md "The clock") ---------------------------------------------------------------
