@@ -15,14 +15,15 @@ export function relative(iso: string | null | undefined, nowMs: number = Date.no
 
 export function duration(ms: number | null | undefined): string {
   if (ms === null || ms === undefined) return '—';
+  if (ms === 0) return '0 ms';
   if (ms < 1) return `${ms.toFixed(2)} ms`;
   if (ms < 1000) return `${Math.round(ms)} ms`;
   const s = ms / 1000;
   if (s < 60) return `${s < 10 ? s.toFixed(1) : Math.round(s)} s`;
   const m = s / 60;
-  if (m < 60) return `${Math.floor(m)} min ${Math.round(s % 60)} s`;
+  if (m < 60) return Math.floor(s % 60) === 0 ? `${Math.floor(m)} min` : `${Math.floor(m)} min ${Math.floor(s % 60)} s`;
   const h = m / 60;
-  if (h < 48) return `${Math.floor(h)} h ${Math.round(m % 60)} min`;
+  if (h < 48) return Math.floor(m % 60) === 0 ? `${Math.floor(h)} h` : `${Math.floor(h)} h ${Math.floor(m % 60)} min`;
   return `${Math.round(h / 24)} d`;
 }
 
