@@ -15,6 +15,12 @@ export function axis(extra: Partial<uPlot.Axis> = {}): uPlot.Axis {
   return { stroke: text, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 }, font: '11px system-ui, sans-serif', ...extra };
 }
 
+/** Time axes in UTC, 24-hour: the same clock as every time the dashboard prints. */
+export function utcAxis(withSeconds: boolean): uPlot.Axis {
+  const cut = withSeconds ? 19 : 16;
+  return axis({ values: (_u, splits) => splits.map((s) => new Date(s * 1000).toISOString().slice(11, cut)) });
+}
+
 export const bars = (): uPlot.Series.PathBuilder => uPlot.paths.bars!({ size: [0.8, 40], align: 0 });
 
 export interface ChartProps {

@@ -16,7 +16,7 @@ export async function seed(bed: UiBed): Promise<void> {
   const jobs: unknown[] = [
     { id: 'nightly-report', task: 'reports', schedule: { cron: '0 30 2 * * *', timezone: 'Europe/Berlin' }, metadata: { team: 'billing' } },
     { id: 'heartbeat', task: 'hello', schedule: { every_ms: 2000 }, payload: { ping: true } },
-    { id: 'welcome-ada', task: 'hello', schedule: { delay_ms: 300_000 }, payload: { to: 'ada' } },
+    { id: 'welcome-ada', task: 'hello', schedule: { delay_ms: 1_800_000 }, payload: { to: 'ada' } },
     { id: 'invoice-42', task: 'reports', schedule: { at: inMs(3_600_000) }, metadata: { team: 'billing', customer: '42' } },
     { id: 'sync-crm', task: 'hello', schedule: { cron: '*/5 * * * *' } },
     { id: 'broken-hook', task: 'flaky', payload: { order: 7 } },

@@ -6,7 +6,7 @@ import { html } from 'htm/preact';
 import type { VNode } from 'preact';
 import type uPlot from 'uplot';
 import { get, type DueProfile, type Overview } from '../api.js';
-import { Chart, axis, bars, cssVar } from '../chart.js';
+import { Chart, axis, bars, cssVar, utcAxis } from '../chart.js';
 import { ErrorBox, Loading, Section, Unavailable, useLoad } from '../components.js';
 import { count, duration, utc } from '../format.js';
 import { href } from '../router.js';
@@ -82,11 +82,11 @@ function CallbacksChart({ o }: { o: Overview }): VNode {
   const options = (): Omit<uPlot.Options, 'width' | 'height'> => ({
     scales: { x: { time: true, range: () => [nowS - 3600, nowS] }, y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.1)] } },
     series: [
-      { value: (_u, v) => (v == null ? '—' : utc(new Date(v * 1000).toISOString())) },
+      { label: 'interval from', value: (_u, v) => (v == null ? '—' : utc(new Date(v * 1000).toISOString())) },
       { label: 'sent/s', stroke: cssVar('--accent'), fill: cssVar('--accent-fill'), width: 1.5, value: (_u, v) => (v == null ? '—' : v.toFixed(2)) },
       { label: 'failed/s', stroke: cssVar('--bad'), width: 1.5, value: (_u, v) => (v == null ? '—' : v.toFixed(2)) },
     ],
-    axes: [axis(), axis({ size: 50 })],
+    axes: [utcAxis(false), axis({ size: 50 })],
     legend: { live: true },
   });
   return html`<${Chart} options=${options} shape="callbacks" data=${[xs, sent, failed]} height=${200} label="callbacks per second over the last hour" />`;
@@ -123,7 +123,7 @@ function LatenessChart({ o }: { o: Overview }): VNode {
   const options = (): Omit<uPlot.Options, 'width' | 'height'> => ({
     scales: { x: { time: false, range: [-0.5, b.length - 0.5] }, y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.1)] } },
     series: [
-      { value: (_u, v) => (v == null ? '—' : `${labels[v] ?? ''} ms`) },
+      { label: 'lateness', value: (_u, v) => (v == null ? '—' : `${labels[v] ?? ''} ms`) },
       { label: 'first attempts', stroke: cssVar('--accent'), fill: cssVar('--accent-fill'), paths: bars(), points: { show: false } },
     ],
     axes: [axis({ values: (_u, splits) => splits.map((i) => labels[i] ?? ''), splits: () => xs, gap: 4 }), axis({ size: 50 })],
@@ -144,7 +144,7 @@ function DueChart({ p }: { p: DueProfile }): VNode {
   const fromS = Date.parse(p.from) / 1000;
   const xs = p.per_second.map((_n, i) => fromS + i);
   const series: uPlot.Series[] = [
-    { value: (_u, v) => (v == null ? '—' : utc(new Date(v * 1000).toISOString())) },
+    { label: 'second', value: (_u, v) => (v == null ? '—' : utc(new Date(v * 1000).toISOString())) },
     { label: 'due/s', stroke: cssVar('--warn'), fill: cssVar('--warn-fill'), paths: bars(), points: { show: false } },
   ];
   const data: uPlot.AlignedData = [xs, p.per_second];
@@ -155,7 +155,7 @@ function DueChart({ p }: { p: DueProfile }): VNode {
   const options = (): Omit<uPlot.Options, 'width' | 'height'> => ({
     scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.1)] } },
     series,
-    axes: [axis(), axis({ size: 50 })],
+    axes: [utcAxis(true), axis({ size: 50 })],
     legend: { live: true },
   });
   return html`<${Chart} options=${options} shape=${`due-${series.length}`} data=${data} height=${180} label="occurrences due per second" />
