@@ -22,7 +22,7 @@ export function ClusterPage({ scope }: { scope: Scope | null }): VNode {
       <${Section} title="Nodes" right=${html`<span class="muted">${c.nodes.filter((n) => n.reachable).length} of ${c.nodes.length} reachable</span>`}>
         <table class="table" data-testid="nodes-table">
           <thead><tr><th>node</th><th>peer address</th><th>API address</th><th>reachable</th><th class="num">shards led</th></tr></thead>
-          <tbody>${c.nodes.map((n) => html`<tr>
+          <tbody>${[...c.nodes].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)).map((n) => html`<tr>
             <td class="id">${n.id}${n.id === c.node_id ? html` <span class="muted">(this node)</span>` : ''}</td>
             <td class="mono">${n.peer_addr}</td>
             <td class="mono">${n.api_addr ?? html`<span class="muted">not reached yet</span>`}</td>
@@ -32,7 +32,7 @@ export function ClusterPage({ scope }: { scope: Scope | null }): VNode {
         </table>
       <//>
       <${Section} title="Shards">
-        <table class="table" data-testid="shards-table">
+        <table class="table middle" data-testid="shards-table">
           <thead><tr><th class="num">shard</th><th>leader</th><th class="num">term</th><th class="num">commit</th><th class="num">applied</th><th class="num">lag</th><th>members</th><th>learners</th>${isAdmin(scope) && html`<th>transfer leadership</th>`}</tr></thead>
           <tbody>${c.shards.map((s) => html`<tr>
             <td class="num">${s.id}</td>
@@ -52,8 +52,10 @@ export function ClusterPage({ scope }: { scope: Scope | null }): VNode {
 
 function Transfer({ shard, done }: { shard: ClusterInfo['shards'][number]; done: () => void }): VNode {
   const others = shard.members.filter((m) => m !== shard.leader && !shard.learners.includes(m));
-  const [to, setTo] = useState(others[0] ?? '');
+  const [picked, setTo] = useState(others[0] ?? '');
   if (others.length === 0) return html`<span class="muted">no other voter</span>`;
+  // the leader may change under the page: a choice that became the leader falls back to another voter
+  const to = others.includes(picked) ? picked : others[0]!;
   return html`<span class="transfer">
     <select value=${to} onChange=${(e: Event) => setTo((e.target as HTMLSelectElement).value)} aria-label=${`new leader of shard ${shard.id}`}>
       ${others.map((m) => html`<option value=${m}>${m}</option>`)}
