@@ -84,6 +84,24 @@ export function query(params: Record<string, string | number | null | undefined>
   return s === '' ? '' : `?${s}`;
 }
 
+const probes = new Map<string, Promise<boolean>>();
+
+/**
+ * Whether this node has a route (asked once per page load with a GET that reads one item): actions that need an
+ * API an older node lacks are not offered there.
+ */
+export function hasRoute(path: string): Promise<boolean> {
+  let p = probes.get(path);
+  if (p === undefined) {
+    p = get(path).then(
+      () => true,
+      (err: unknown) => !(err instanceof ApiError && err.missing),
+    );
+    probes.set(path, p);
+  }
+  return p;
+}
+
 export function canWrite(scope: Scope | null): boolean {
   return scope === 'write' || scope === 'admin';
 }

@@ -5,7 +5,7 @@
  */
 import { html } from 'htm/preact';
 import type { VNode } from 'preact';
-import { canWrite, get, jobPath, post, query, type Execution, type Job, type Scope } from '../api.js';
+import { canWrite, get, hasRoute, jobPath, post, query, type Execution, type Job, type Scope } from '../api.js';
 import { ActionButton, ErrorBox, Fields, Loading, Rel, Section, StateBadge, Time, useLoad } from '../components.js';
 import { duration, scheduleText, utc } from '../format.js';
 import { href, type Route } from '../router.js';
@@ -77,7 +77,8 @@ function NextOccurrences({ j, scope }: { j: Job; scope: Scope | null }): VNode {
     () => (live && canWrite(scope) ? post<{ occurrences: string[] }>('/v1/schedules:preview', { schedule: j.schedule, count: previewCount, id: j.id }) : Promise.resolve({ occurrences: [] })),
     key,
   );
-  if (!live) return html`<span class="muted">The job is ${j.state.toLowerCase()}: nothing more will run.</span>`;
+  const ended: Record<string, string> = { SUCCEEDED: 'succeeded', FAILED: 'failed', CANCELLED: 'been cancelled' };
+  if (!live) return html`<span class="muted">This job has ${ended[j.state] ?? 'ended'}: its schedule runs nothing more.</span>`;
   if (!canWrite(scope)) return html`<span class="muted">The preview needs a token with the write scope. Next fire: ${utc(j.next_fire_at)}</span>`;
   if (preview.error !== null) return html`<${ErrorBox} error=${preview.error} what="Preview" />`;
   if (preview.data === null) return html`<${Loading} />`;
@@ -88,7 +89,9 @@ function NextOccurrences({ j, scope }: { j: Job; scope: Scope | null }): VNode {
 
 function JobActions({ j, done }: { j: Job; done: () => void }): VNode {
   const path = (action: string): string => jobPath(j.id, `/${action}`);
-  const dead = j.state === 'FAILED' || j.last_execution?.state === 'FAILED';
+  const failed = j.state === 'FAILED' || j.last_execution?.state === 'FAILED';
+  const replayable = useLoad(() => (failed ? hasRoute('/v1/dead-letters?limit=1') : Promise.resolve(false)), `replay:${failed}`);
+  const dead = failed && replayable.data === true;
   return html`<div class="actions" data-testid="job-actions">
     ${j.state !== 'CANCELLED' && html`<${ActionButton} label="Run now" testId="run-now" run=${() => post<Job>(path('run'))} done=${done} />`}
     ${j.state === 'PAUSED'
