@@ -71,6 +71,24 @@ describe('serving /ui', () => {
     const who = await bed.api('GET', '/v1/whoami', undefined, 'read');
     expect(who.json).toEqual({ name: 'read-ops', scope: 'read', auth_required: true });
   });
+
+  test('/v1/overview counts the callbacks the receiver got, the failed attempts, and their lateness', async () => {
+    const received = bed.rx.received.length;
+    const failed = bed.rx.received.filter((r) => r.path.startsWith('/fail')).length;
+    expect(failed).toBe(2); // broken-hook: two attempts, both 503
+    const sum = async (k: 'sent' | 'failed'): Promise<number> =>
+      ((await bed.api('GET', '/v1/overview', undefined, 'read')).json.callbacks.samples as Array<Record<string, number>>).reduce((n, x) => n + x[k]!, 0);
+    await expect.poll(() => sum('sent')).toBeGreaterThanOrEqual(received);
+    expect(await sum('failed')).toBe(failed);
+    const o = (await bed.api('GET', '/v1/overview', undefined, 'read')).json;
+    expect(o.node_id).toBe('n1');
+    expect(o.callbacks.interval_ms).toBe(10_000);
+    for (const s of o.callbacks.samples) expect(Date.parse(s.start) % 10_000).toBe(0);
+    const buckets = o.fire_lateness_ms.buckets as Array<{ le: number | null; count: number }>;
+    expect(buckets[buckets.length - 1]!.le).toBeNull();
+    expect(buckets.reduce((n, b) => n + b.count, 0)).toBe(o.fire_lateness_ms.count);
+    expect(o.fire_lateness_ms.count).toBeGreaterThanOrEqual(2); // first attempts only: not the retry
+  });
 });
 
 describe('token form', () => {
