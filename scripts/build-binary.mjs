@@ -198,11 +198,15 @@ function run(cmd, args, what) {
   return r.stdout;
 }
 
-/** dist/ui's manifest and every file it lists, as SEA assets named `ui/PATH` (src/http/ui.ts reads them back). */
+/**
+ * Builds the dashboard afresh (scripts/build-ui.mjs: a build from sources alone, the Dockerfile's, has no dist/ui),
+ * then returns its manifest and every file it lists as SEA assets named `ui/PATH` (src/http/ui.ts reads them back).
+ */
 function uiAssets() {
   const dir = join(root, 'dist', 'ui');
+  run(process.execPath, [join(root, 'scripts', 'build-ui.mjs'), '--out-dir', dir], 'building the dashboard');
   const manifest = join(dir, 'manifest.json');
-  if (!existsSync(manifest)) fail(`no dashboard at ${dir}: npm run build makes it (scripts/build-ui.mjs)`);
+  if (!existsSync(manifest)) fail(`no dashboard at ${dir} after scripts/build-ui.mjs`);
   const out = { [`${assets.uiPrefix}manifest.json`]: manifest };
   for (const path of Object.keys(JSON.parse(readFileSync(manifest, 'utf8')).files)) {
     if (!existsSync(join(dir, path))) fail(`the dashboard manifest names ${path}, missing from ${dir}`);
