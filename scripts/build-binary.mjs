@@ -23,7 +23,7 @@ import * as esbuild from 'esbuild';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const seaFuse = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 // The same names as src/platform/sea.ts assetNames.
-const assets = { buildInfo: 'build-info.json', sqliteAddon: 'better_sqlite3.node', sqliteModule: 'better-sqlite3.cjs' };
+const assets = { buildInfo: 'build-info.json', sqliteAddon: 'better_sqlite3.node', sqliteModule: 'better-sqlite3.cjs', uiPrefix: 'ui/' };
 const binaryName = 'punctual-linux-x64';
 
 // Built-ins of later Node versions that a dependency only probes for, lazily and inside try (undici's
@@ -198,6 +198,23 @@ function run(cmd, args, what) {
   return r.stdout;
 }
 
+/**
+ * Builds the dashboard afresh (scripts/build-ui.mjs: a build from sources alone, the Dockerfile's, has no dist/ui),
+ * then returns its manifest and every file it lists as SEA assets named `ui/PATH` (src/http/ui.ts reads them back).
+ */
+function uiAssets() {
+  const dir = join(root, 'dist', 'ui');
+  run(process.execPath, [join(root, 'scripts', 'build-ui.mjs'), '--out-dir', dir], 'building the dashboard');
+  const manifest = join(dir, 'manifest.json');
+  if (!existsSync(manifest)) fail(`no dashboard at ${dir} after scripts/build-ui.mjs`);
+  const out = { [`${assets.uiPrefix}manifest.json`]: manifest };
+  for (const path of Object.keys(JSON.parse(readFileSync(manifest, 'utf8')).files)) {
+    if (!existsSync(join(dir, path))) fail(`the dashboard manifest names ${path}, missing from ${dir}`);
+    out[`${assets.uiPrefix}${path}`] = join(dir, path);
+  }
+  return out;
+}
+
 /** Runs the new executable the way a user would, in a clean environment: doctor must pass, --version match. */
 function smoke(binary, expectedVersion, work) {
   const home = mkdtempSync(join(work, 'home-'));
@@ -277,6 +294,7 @@ async function build(args, outDir, work) {
   const infoFile = join(work, assets.buildInfo);
   writeFileSync(infoFile, JSON.stringify(info, null, 2));
 
+  const ui = uiAssets(); // the dashboard built by `npm run build` (scripts/build-ui.mjs), served at /ui
   const blob = join(work, 'sea.blob');
   const seaConfig = join(work, 'sea-config.json');
   writeFileSync(seaConfig, JSON.stringify({
@@ -284,7 +302,7 @@ async function build(args, outDir, work) {
     output: blob,
     disableExperimentalSEAWarning: true,
     useCodeCache: true,
-    assets: { [assets.buildInfo]: infoFile, [assets.sqliteAddon]: addon.file, [assets.sqliteModule]: sqliteJs },
+    assets: { [assets.buildInfo]: infoFile, [assets.sqliteAddon]: addon.file, [assets.sqliteModule]: sqliteJs, ...ui },
   }));
   run(process.execPath, ['--experimental-sea-config', seaConfig], 'making the SEA blob');
   run(process.execPath, [join(root, 'node_modules', 'postject', 'dist', 'cli.js'), binaryTmp, 'NODE_SEA_BLOB', blob,

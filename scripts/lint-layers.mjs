@@ -19,7 +19,7 @@ const layers = [
   { name: 'services', folders: ['src/store', 'src/dispatch', 'src/metrics', 'src/http/peer', 'src/http', 'src/client'] },
   { name: 'node', folders: ['src/node'] },
   { name: 'bench', folders: ['bench'] },
-  { name: 'program', folders: ['cmd'] },
+  { name: 'program', folders: ['cmd', 'src/ui'] },
 ];
 const roots = ['src', 'cmd', 'bench'];
 const sourceFile = /\.(ts|mts|cts|js|mjs|cjs)$/;

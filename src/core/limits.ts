@@ -504,3 +504,11 @@ export const backupLimits = {
   concurrentMax: 1,
 } as const;
 assert(backupLimits.pagesPerStep >= 1, 'a backup step must copy at least one page');
+// --- the dashboard's overview (GET /v1/overview, src/metrics/history.ts)
+export const overviewLimits = {
+  /** Callback counts are kept per interval of this length... */
+  historyIntervalMs: 10_000,
+  /** ... for this many intervals (one hour): the ring buffer never grows past it. */
+  historyIntervalsMax: 360,
+} as const;
+assert(overviewLimits.historyIntervalMs * overviewLimits.historyIntervalsMax === 60 * 60 * 1000, 'the overview history must cover one hour');

@@ -11,6 +11,7 @@ import type { CallbackUrlCheck } from './parse.js';
 import type { SchedulerApi } from './scheduler-api.js';
 import { routes, type Route } from './routes.js';
 import { TokenSet, scopeAllows, type Principal } from './tokens.js';
+import type { UiAssets } from './ui.js';
 
 export interface ApiRequest {
   method: string;
@@ -44,6 +45,8 @@ export interface AppDeps {
   logger: Logger;
   /** The SSRF guard at submit: a callback URL with a refused literal address is a 400 on its url field. */
   callbackUrlCheck?: CallbackUrlCheck;
+  /** The built dashboard served at /ui (src/http/ui.ts loadUiAssets); absent or null: /ui answers 404. */
+  ui?: UiAssets | null;
 }
 
 export interface App {
@@ -107,7 +110,7 @@ export function createApp(deps: AppDeps): App {
       response =
         admission.kind === 'refused'
           ? admission.response
-          : await admission.route.handler({ req, params: admission.params, query: admission.query, deps });
+          : await admission.route.handler({ req, params: admission.params, query: admission.query, deps, principal });
     } catch (err) {
       response = answer(err, req);
     }

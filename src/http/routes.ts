@@ -5,7 +5,8 @@
  */
 import { PunctualError, invalid, toProblem, type Problem } from '../core/errors.js';
 import type { CreateJobResult } from './scheduler-api.js';
-import type { Scope } from './tokens.js';
+import type { Principal, Scope } from './tokens.js';
+import { uiRoutes } from './ui.js';
 import type { ApiRequest, ApiResponse, AppDeps } from './app.js';
 import { jsonResponse } from './app.js';
 import {
@@ -89,6 +90,8 @@ export interface RouteContext {
   params: Record<string, string>;
   query: URLSearchParams;
   deps: AppDeps;
+  /** The token that made the request (null without a valid one, on a route that needs none). */
+  principal: Principal | null;
 }
 
 export interface Route {
@@ -586,4 +589,5 @@ export const routes: readonly Route[] = [
   op('GET', '/readyz', { tag: 'Operations', summary: 'Every shard has a leader and this node caught up', answers: { 200: json('Ready.', readyAnswer) }, errors: [503] }, readyz),
   op('GET', '/metrics', { tag: 'Operations', summary: 'Prometheus metrics', answers: { 200: { description: 'Prometheus text format.', contentType: 'text/plain' } } }, metrics),
   ...referenceRoutes(),
+  ...uiRoutes(op), // the dashboard and its read-only routes (ui.ts)
 ];

@@ -51,6 +51,16 @@ export interface ClockAdvanceResult {
   complete: boolean;
 }
 
+/** GET /v1/overview (the dashboard): this node's figures; see src/metrics NodeMetrics.overview. */
+export interface OverviewData {
+  jobs: Record<string, number>;
+  /** Callback attempts per interval over the last hour, oldest first; the last one is the current, partial. */
+  callbacks: Array<{ startMs: number; sent: number; failed: number }>;
+  callbackIntervalMs: number;
+  /** Fire lateness since start, per bucket (`leMs` null: the bucket above the largest bound). */
+  lateness: { buckets: Array<{ leMs: number | null; count: number }>; count: number; sumMs: number };
+}
+
 export interface SchedulerApi {
   /** Epoch ms now, from the node's clock (the proposer computes every time-dependent value with it). */
   nowMs(): number;
@@ -90,6 +100,9 @@ export interface SchedulerApi {
   cluster(): Promise<ClusterView>;
   /** /readyz: every shard has a known leader and this node has caught up. */
   readiness(): { ready: boolean; reason: string | null };
+
+  /** GET /v1/overview; absent: 503 (a node without metrics). */
+  overview?(): Promise<OverviewData>;
 
   /** GET /v1/clock; absent: the system clock at nowMs(). */
   clockView?(): ClockView;

@@ -6,6 +6,8 @@
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { JobState } from '../scheduler/types.js';
+import { overviewLimits } from '../core/limits.js';
+import { CallbackHistory, type CallbackTotals, type HistorySample } from './history.js';
 
 export interface MetricsSources {
   /** Jobs per stored state, summed over the node's shards. */
@@ -21,6 +23,14 @@ export interface MetricsSources {
 }
 
 const roles = ['follower', 'pre_candidate', 'candidate', 'leader'] as const;
+
+/** NodeMetrics.overview(): the figures of GET /v1/overview (rendered by src/http/ui.ts). */
+export interface NodeOverview {
+  jobs: Record<JobState, number>;
+  callbacks: HistorySample[];
+  callbackIntervalMs: number;
+  lateness: { buckets: Array<{ leMs: number | null; count: number }>; count: number; sumMs: number };
+}
 
 export interface MetricsText {
   contentType: string;
@@ -54,8 +64,11 @@ export class NodeMetrics {
   private readonly loopDelay: IntervalHistogram;
   private readonly loopTimer: NodeJS.Timeout;
   private loopStallMaxMs = 0;
+  /** The last hour of callback attempts (the dashboard's overview); sampled from `callbacks` by historyTimer. */
+  private readonly history = new CallbackHistory();
+  private readonly historyTimer: NodeJS.Timeout;
 
-  constructor(sources: MetricsSources) {
+  constructor(private readonly sources: MetricsSources) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
     new Gauge({
@@ -144,6 +157,52 @@ export class NodeMetrics {
     this.loopDelay.enable();
     this.loopTimer = setInterval(() => this.sampleLoop(), loopWindowMs);
     this.loopTimer.unref();
+    // Several observations per interval, so a late timer never pushes one interval's attempts into the next.
+    this.historyTimer = setInterval(() => void this.observeHistory(), overviewLimits.historyIntervalMs / 5);
+    this.historyTimer.unref();
+    void this.observeHistory();
+  }
+
+  private async callbackTotals(): Promise<CallbackTotals> {
+    const totals = { sent: 0, failed: 0 };
+    for (const v of (await this.callbacks.get()).values) {
+      totals.sent += v.value;
+      if (v.labels.outcome !== 'succeeded') totals.failed += v.value;
+    }
+    return totals;
+  }
+
+  private async observeHistory(): Promise<void> {
+    this.history.observe(await this.callbackTotals(), Date.now());
+  }
+
+  /**
+   * What GET /v1/overview shows of this node: jobs per stored state, the last hour of callback attempts, and the
+   * fire-lateness histogram since start (per bucket, not cumulative; the last bucket has no upper bound).
+   */
+  async overview(): Promise<NodeOverview> {
+    const callbacks = this.history.snapshot(await this.callbackTotals(), Date.now());
+    const cumulative = new Map<number, number>();
+    let count = 0;
+    let sumMs = 0;
+    for (const v of (await this.fireLatenessMs.get()).values) {
+      if (v.metricName?.endsWith('_bucket') === true) cumulative.set(v.labels.le === '+Inf' ? Infinity : Number(v.labels.le), v.value);
+      else if (v.metricName?.endsWith('_count') === true) count = v.value;
+      else if (v.metricName?.endsWith('_sum') === true) sumMs = v.value;
+    }
+    let below = 0;
+    const lateness = [...latenessBucketsMs, Infinity].map((le) => {
+      const upTo = cumulative.get(le) ?? below;
+      const bucket = { leMs: Number.isFinite(le) ? le : null, count: upTo - below };
+      below = upTo;
+      return bucket;
+    });
+    return {
+      jobs: this.sources.jobCounts(),
+      callbacks,
+      callbackIntervalMs: overviewLimits.historyIntervalMs,
+      lateness: { buckets: lateness, count, sumMs },
+    };
   }
 
   /** One window: its worst delay beyond the sampling resolution goes to the histogram. */
@@ -223,6 +282,7 @@ export class NodeMetrics {
 
   close(): void {
     clearInterval(this.loopTimer);
+    clearInterval(this.historyTimer);
     this.loopDelay.disable();
     this.registry.clear();
   }

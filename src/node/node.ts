@@ -10,6 +10,7 @@ import type { Logger } from '../core/log.js';
 import { createApp } from '../http/app.js';
 import { startApiServer, type ApiServer, type TlsCredentials } from '../http/server.js';
 import { TokenSet, readTokensFile } from '../http/tokens.js';
+import { loadUiAssets } from '../http/ui.js';
 import type { MetricsText } from '../metrics/metrics.js';
 import type { SchedulerApi } from '../http/scheduler-api.js';
 import type { NodeConfig } from './api.js';
@@ -47,6 +48,7 @@ export async function startNode(config: NodeConfig, options: StartNodeOptions = 
       metrics,
       logger: httpLogger,
       callbackUrlCheck: (url) => core.targetPolicy.refusalForUrl(url),
+      ui: loadUiAssets(),
     });
     server = await startApiServer(app, config.listenHost, config.listenPort, {
       logger: httpLogger,

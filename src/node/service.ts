@@ -29,7 +29,7 @@ import type {
 } from '../scheduler/types.js';
 import type { BackupDownload } from '../http/admin-routes.js';
 import type { BackupTaker } from '../store/backup.js';
-import type { CalendarBody, ClockAdvanceResult, ClockView, ClusterView, CreateJobResult, SchedulerApi } from '../http/scheduler-api.js';
+import type { CalendarBody, ClockAdvanceResult, ClockView, ClusterView, CreateJobResult, OverviewData, SchedulerApi } from '../http/scheduler-api.js';
 import type { NodeConfig } from './api.js';
 import type { ClockDriver } from './clock-driver.js';
 import type { ClusterOps } from './cluster-ops.js';
@@ -407,6 +407,11 @@ export class NodeService implements SchedulerApi {
     if (!this.ready) throw new PunctualError('unavailable', 'node is starting');
     await Promise.all(this.o.host.groups.map((g) => this.o.host.appliedBarrier(g.shard)));
     return taker.take();
+  }
+
+  /** GET /v1/overview: this node's own figures (its replicas' jobs, the callbacks it sent), never forwarded. */
+  overview(): Promise<OverviewData> {
+    return this.o.metrics.overview();
   }
 
   // --- the clock (docs/api.md "The clock") ---------------------------------------------------------------

@@ -23,4 +23,6 @@ export const assetNames = {
   buildInfo: 'build-info.json',
   sqliteAddon: 'better_sqlite3.node',
   sqliteModule: 'better-sqlite3.cjs',
+  /** The dashboard: `ui/manifest.json` and every file it lists, as `ui/PATH` (scripts/build-ui.mjs). */
+  uiPrefix: 'ui/',
 } as const;

@@ -17,6 +17,13 @@ export function assertBuilt(): void {
   const stale = (dir: string): string | null => {
     for (const name of readdirSync(join(root, dir))) {
       const rel = join(dir, name);
+      if (rel === join('src', 'ui')) {
+        // the dashboard is bundled into dist/ui (scripts/build-ui.mjs), not compiled file by file
+        const manifest = join(root, 'dist', 'ui', 'manifest.json');
+        const newest = Math.max(...readdirSync(join(root, rel), { recursive: true }).map((f) => statSync(join(root, rel, String(f))).mtimeMs));
+        if (!existsSync(manifest) || newest > statSync(manifest).mtimeMs + 1) return rel;
+        continue;
+      }
       if (statSync(join(root, rel)).isDirectory()) {
         const found = stale(rel);
         if (found !== null) return found;
