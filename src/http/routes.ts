@@ -344,6 +344,9 @@ async function metrics({ deps }: RouteContext): Promise<ApiResponse> {
 const json = (description: string, schema: JsonSchema, headers?: Record<string, string>): Answer => ({ description, schema, ...(headers === undefined ? {} : { headers }) });
 const taskName = { name: taskNameSchema };
 const jobId = { id: jobIdSchema };
+const theJob = { 200: json('The job.', jobAnswer) };
+/** What a write to a job may answer besides 400 (docs/api.md, Error codes). */
+const writeErrors = [409, 429, 503, 504, 507];
 const idempotencyKey = {
   'Idempotency-Key': { schema: idempotencyKeySchema, description: 'Names the request: a repeat with the same key lands on the same job (or run).' },
 };
@@ -424,12 +427,9 @@ function taskRoutes(): Route[] {
   ];
 }
 
+/** Creating and listing jobs, and previews. */
 function jobRoutes(): Route[] {
   const tag = 'Jobs';
-  const theJob = { 200: json('The job.', jobAnswer) };
-  const action = (path: string, summary: string, handler: Route['handler'], errors: number[], extra: Partial<Operation> = {}): Route =>
-    op('POST', path, { tag, summary, params: jobId, answers: theJob, errors, ...extra }, handler);
-  const writeErrors = [409, 429, 503, 504, 507];
   return [
     op(
       'POST',
@@ -467,25 +467,6 @@ function jobRoutes(): Route[] {
       },
       createBatch,
     ),
-    op('GET', '/v1/jobs/:id', { tag, summary: 'Read a job', params: jobId, answers: theJob, errors: [404] }, async ({ params, deps }) =>
-      jsonResponse(200, jobView(await deps.api.getJob(parseJobId(params.id!))))),
-    op(
-      'PATCH',
-      '/v1/jobs/:id',
-      { tag, summary: 'Change a job', description: 'Rescheduled atomically.', params: jobId, body: { schema: patchFields.json, required: true }, answers: theJob, errors: [404, ...writeErrors] },
-      patchJob,
-    ),
-    op('DELETE', '/v1/jobs/:id', { tag, summary: 'Cancel a job (as POST .../cancel)', params: jobId, answers: theJob, errors: [404, ...writeErrors] }, jobAction('cancelJob')),
-    action('/v1/jobs/:id/cancel', 'Cancel a job', jobAction('cancelJob'), [404, ...writeErrors]),
-    action('/v1/jobs/:id/pause', 'Pause a job', jobAction('pauseJob'), [404, ...writeErrors]),
-    action('/v1/jobs/:id/resume', 'Resume a job', jobAction('resumeJob'), [404, ...writeErrors]),
-    action('/v1/jobs/:id/run', 'Run a job now, besides its schedule', runJob, [404, ...writeErrors], { headers: idempotencyKey }),
-    op(
-      'GET',
-      '/v1/jobs/:id/executions',
-      { tag, summary: 'List a job\'s executions, newest first', params: jobId, query: pageQuery, answers: { 200: json('A page of executions.', executionListAnswer) }, errors: [404] },
-      listExecutions,
-    ),
     op(
       'POST',
       '/v1/schedules:preview',
@@ -496,6 +477,34 @@ function jobRoutes(): Route[] {
         answers: { 200: json('The next occurrences at or after from.', previewAnswer) },
       },
       preview,
+    ),
+  ];
+}
+
+/** A job's routes: read, change, the actions, its executions. */
+function oneJobRoutes(): Route[] {
+  const tag = 'Jobs';
+  const action = (path: string, summary: string, handler: Route['handler'], extra: Partial<Operation> = {}): Route =>
+    op('POST', path, { tag, summary, params: jobId, answers: theJob, errors: [404, ...writeErrors], ...extra }, handler);
+  return [
+    op('GET', '/v1/jobs/:id', { tag, summary: 'Read a job', params: jobId, answers: theJob, errors: [404] }, async ({ params, deps }) =>
+      jsonResponse(200, jobView(await deps.api.getJob(parseJobId(params.id!))))),
+    op(
+      'PATCH',
+      '/v1/jobs/:id',
+      { tag, summary: 'Change a job', description: 'Rescheduled atomically.', params: jobId, body: { schema: patchFields.json, required: true }, answers: theJob, errors: [404, ...writeErrors] },
+      patchJob,
+    ),
+    op('DELETE', '/v1/jobs/:id', { tag, summary: 'Cancel a job (as POST .../cancel)', params: jobId, answers: theJob, errors: [404, ...writeErrors] }, jobAction('cancelJob')),
+    action('/v1/jobs/:id/cancel', 'Cancel a job', jobAction('cancelJob')),
+    action('/v1/jobs/:id/pause', 'Pause a job', jobAction('pauseJob')),
+    action('/v1/jobs/:id/resume', 'Resume a job', jobAction('resumeJob')),
+    action('/v1/jobs/:id/run', 'Run a job now, besides its schedule', runJob, { headers: idempotencyKey }),
+    op(
+      'GET',
+      '/v1/jobs/:id/executions',
+      { tag, summary: 'List a job\'s executions, newest first', params: jobId, query: pageQuery, answers: { 200: json('A page of executions.', executionListAnswer) }, errors: [404] },
+      listExecutions,
     ),
   ];
 }
@@ -581,6 +590,7 @@ export const routes: readonly Route[] = [
   ...taskRoutes(),
   ...calendarRoutes(),
   ...jobRoutes(),
+  ...oneJobRoutes(),
   ...clusterRoutes(),
   ...clockRoutes(),
   ...adminRoutes(op),

@@ -234,8 +234,9 @@ export function object<F extends FieldMap>(fields: F, description?: string): Obj
 function fieldJson(f: Field<unknown>): JsonSchema {
   const base = f.description === undefined ? f.schema.json : withDescription(f.schema.json, f.description);
   const withDefault = f.defaultJson !== undefined ? { ...base, default: f.defaultJson } : f.default !== undefined ? { ...base, default: f.default } : base;
-  // Optional fields accept null as "absent" (docs/api.md, Conventions); a field whose null is a value says so.
-  if (f.required === true || f.nullIsValue === true) return withDefault;
+  // Optional fields accept null: as "absent" (docs/api.md, Conventions), or as a value of its own (nullIsValue:
+  // a JSON payload null, metadata null clearing it in a patch). Required fields refuse it.
+  if (f.required === true) return withDefault;
   return orNullKeeping(withDefault);
 }
 
