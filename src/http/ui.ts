@@ -10,7 +10,9 @@ import { PunctualError } from '../core/errors.js';
 import { assetNames, embeddedAsset, runningAsSea } from '../platform/sea.js';
 import type { ApiResponse } from './app.js';
 import type { Operation, Route, RouteContext } from './routes.js';
+import { pattern } from './schema.js';
 import { renderTime } from './time.js';
+import { Issues } from './validate.js';
 
 /** One built file: its Content-Type and bytes. */
 export interface UiAsset {
@@ -108,6 +110,16 @@ async function whoami({ principal, deps }: RouteContext): Promise<ApiResponse> {
   return jsonResponse(200, { name: principal?.name ?? null, scope: principal?.scope ?? null, auth_required: authRequired });
 }
 
+/** The dashboard's file names: hashed by the build, never a path. */
+const assetFileSchema = pattern(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, '[A-Za-z0-9][A-Za-z0-9._-]{0,127}', 'A hashed file name the page names.');
+
+function readAssetFile(name: string): string {
+  const issues = new Issues();
+  assetFileSchema.read(name, 'file', issues);
+  issues.throwIfAny();
+  return name;
+}
+
 type Op = (method: string, path: string, doc: Operation, handler: Route['handler'], scope?: Route['scope']) => Route;
 
 const overviewAnswer = {
@@ -151,11 +163,11 @@ export function uiRoutes(op: Op): Route[] {
       serveUi(file ?? `assets/${ctx.params.file!}`, ctx)),
     open: true,
   });
-  const fileParam = { file: { json: { type: 'string', description: 'A hashed file name the page names.' }, read: (v: unknown) => (typeof v === 'string' ? v : undefined) } } as unknown as Operation['params'];
+  const fileParam = { file: assetFileSchema };
   return [
     page('/ui', 'index.html', 'The dashboard'),
     page('/ui/', 'index.html', 'The dashboard'),
-    { ...page('/ui/assets/:file', null, 'A file of the dashboard (cached for a year)'), doc: { tag, summary: 'A file of the dashboard (cached for a year)', params: fileParam, answers: { 200: { description: 'Script, style or image.', contentType: 'application/octet-stream' } }, errors: [404] } },
+    { ...page('/ui/assets/:file', null, 'A file of the dashboard (cached for a year)'), handler: (ctx) => serveUi(`assets/${readAssetFile(ctx.params.file!)}`, ctx), doc: { tag, summary: 'A file of the dashboard (cached for a year)', params: fileParam, answers: { 200: { description: 'Script, style or image.', contentType: 'application/octet-stream' } }, errors: [404] } },
     op('GET', '/v1/overview', { tag, summary: 'This node\'s figures: jobs by state, the last hour of callbacks, fire lateness', answers: { 200: { description: 'Never forwarded: each node answers for itself.', schema: overviewAnswer } }, errors: [503] }, overview),
     op('GET', '/v1/whoami', { tag, summary: 'The token\'s name and scope', answers: { 200: { description: 'A node without tokens answers anonymous, admin.', schema: whoamiAnswer } } }, whoami),
   ];

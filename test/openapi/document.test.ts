@@ -69,7 +69,8 @@ describe('every route of the router is in the document', () => {
       const documented = (op.parameters ?? []).filter((p: Doc) => p.in === 'path').map((p: Doc) => p.name);
       expect(documented, `${route.method} ${path}`).toEqual(pathParams);
       const query = (op.parameters ?? []).filter((p: Doc) => p.in === 'query').map((p: Doc) => p.name);
-      expect(query, `${route.method} ${path}`).toEqual(Object.keys(route.doc?.query?.params ?? {}));
+      const families = (route.doc?.query?.prefixed ?? []).map((f) => `${f.prefix}KEY`);
+      expect(query, `${route.method} ${path}`).toEqual([...Object.keys(route.doc?.query?.params ?? {}), ...families]);
     }
     // and nothing else: every operation of the document is a route
     for (const [path, ops] of Object.entries(document.paths as Doc)) {
