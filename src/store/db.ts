@@ -16,6 +16,7 @@ import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { sqliteOpenOptions } from '../platform/sqlite.js';
 import { privateFile, secureDataDir } from './files.js';
+import { migrateLifecycle } from './lifecycle-schema.js';
 
 export type FsyncMode = 'always' | 'batch' | 'off';
 export type Db = Database.Database;
@@ -84,6 +85,7 @@ export function openDbFile(path: string, fsync: FsyncMode): Db {
     db.pragma('temp_store = MEMORY');
     db.exec(schema);
     checkSchemaVersion(db);
+    migrateLifecycle(db);
   } catch (err) {
     db.close();
     throw err;
