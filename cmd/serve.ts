@@ -12,7 +12,8 @@ import { startNode } from '../src/node/node.js';
 import { manualClockRefusal, peerSecurityRefusal } from '../src/node/host.js';
 import { parseRfc3339, timeMsMax } from '../src/http/time.js';
 import { lockDataDir, type DataLock } from './data-lock.js';
-import { cliLimits } from '../src/core/limits.js';
+import { cliLimits, retentionLimits } from '../src/core/limits.js';
+import { taskRetentionMsMax } from '../src/scheduler/check.js';
 import { parseCidrList } from '../src/dispatch/target-policy.js';
 import { createLogger, type LogLevel, type Logger } from '../src/core/log.js';
 import { CliError, exitCodes, usageError, type CliIo } from './io.js';
@@ -59,6 +60,8 @@ export interface ServeOptions {
   tlsKeyFile?: string;
   authTokensFile?: string;
   httpRequestTimeoutMs?: string;
+  retention?: string;
+  retentionExecutions?: string;
 }
 
 type Env = Record<string, string | undefined>;
@@ -186,7 +189,30 @@ export function resolveServeConfig(opts: ServeOptions, env: Env): NodeConfig {
     join,
     ...callbackPolicy,
     ...peerSecurity,
+    ...resolveRetention(opts, env),
   };
+}
+
+const durationUnitsMs: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** A duration: an integer and a unit, `500ms`, `90s`, `15m`, `12h`, `7d` (`off`: none, when allowed). */
+export function parseDurationMs(what: string, text: string, minMs: number, maxMs: number): number {
+  const m = /^(\d{1,12})(ms|s|m|h|d)$/.exec(text.trim());
+  const ms = m === null ? NaN : Number(m[1]) * durationUnitsMs[m[2]!]!;
+  if (!(ms >= minMs && ms <= maxMs)) {
+    throw usageError(`${what}: must be a duration like 90s, 15m, 12h or 7d, from ${minMs} ms to ${maxMs / 86_400_000} days (got ${JSON.stringify(text)})`);
+  }
+  return ms;
+}
+
+/** `--retention DURATION|off` (default 7d) and `--retention-executions N` (default 100): docs/api.md "Retention". */
+function resolveRetention(opts: ServeOptions, env: Env): Pick<NodeConfig, 'retentionMs' | 'retentionExecutions'> {
+  const retentionP = pick('--retention', opts.retention, env);
+  const keepP = pick('--retention-executions', opts.retentionExecutions, env);
+  const retentionMs =
+    retentionP === null ? retentionLimits.retentionMsDefault : retentionP.value === 'off' ? null : parseDurationMs(retentionP.source, retentionP.value, 1000, taskRetentionMsMax);
+  const keep = keepP === null ? retentionLimits.executionsKeepDefault : parseIntIn(keepP.source, keepP.value, 1, retentionLimits.executionsKeepMax);
+  return { retentionMs, retentionExecutions: keep };
 }
 
 /**
@@ -354,6 +380,8 @@ export function registerServeCommand(program: Command, io: CliIo): void {
     .option('--tls-cert-file <file>', 'serve the client API over HTTPS with this PEM certificate (chain); needs --tls-key-file; re-read on SIGHUP')
     .option('--tls-key-file <file>', 'the PEM private key of --tls-cert-file; re-read on SIGHUP')
     .option('--auth-tokens-file <file>', 'named tokens with scopes, one "NAME SCOPE TOKEN" per line (scope read|write|admin); re-read on SIGHUP')
+    .option('--retention <duration>', 'finished jobs and their executions are deleted this long after they finish, e.g. 12h, 7d; off: kept (default 7d)')
+    .option('--retention-executions <n>', 'each job keeps its newest N executions (default 100)')
     .addOption(new Option('--http-request-timeout-ms <ms>', 'test only: client API request deadline').hideHelp());
   cmd.action(async (opts: ServeOptions) => {
     const config = resolveServeConfig(opts, io.env);

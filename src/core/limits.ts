@@ -178,7 +178,7 @@ export const schedulerLimits = {
   /** Attempts one execution's history keeps (its latest; the execution's started_at stays the first's). */
   attemptsPerExecutionMax: 100,
   /** Executions one `retention` command deletes at most (jobs' and trimmed ones together): one apply stays short. */
-  retentionExecutionsMax: 2_000,
+  retentionExecutionsMax: 1_000,
 } as const;
 assert(schedulerLimits.cronCacheEntriesMax >= 1, 'cron cache must hold at least one entry');
 assert(schedulerLimits.runKeysPerJobMax >= 1, 'a job must remember at least its latest run key');
@@ -450,7 +450,7 @@ export const retentionLimits = {
   /** Dead-letter groups (task, error class) GET /v1/dead-letters:groups lists at most. */
   groupsMax: 1_000,
 } as const;
-assert(retentionLimits.jobsPerCommandMax * 1 <= schedulerLimits.retentionExecutionsMax, 'a retention command must fit its jobs');
+assert(retentionLimits.jobsPerCommandMax <= schedulerLimits.retentionExecutionsMax, 'a retention command must fit an execution of each of its jobs');
 assert(retentionLimits.trimJobsPerCommandMax <= retentionLimits.trimScanJobsMax, 'trims come from one scan');
 
 // --- the manual clock (`punctual serve --clock manual`, POST /v1/clock:advance; docs/api.md "The clock")

@@ -301,11 +301,15 @@ function parseSecret(value: unknown, field: string, issues: Issues): string | nu
 }
 
 /** PUT /v1/tasks/{name}: the callback fields only (name comes from the path; created_at/updated_at are read-only). */
+import { splitTaskRetention, withTaskRetention } from './parse-retention.js';
+
 export function parseTaskBody(body: unknown, urlCheck?: CallbackUrlCheck): CallbackSpec {
   const issues = new Issues();
-  const spec = parseCallback(body, '', issues, urlCheck);
+  // retention_ms belongs to the task, not to a callback (parse-retention.ts): read apart, added after the checks.
+  const { callback, retentionMs } = splitTaskRetention(body, issues);
+  const spec = parseCallback(callback, '', issues, urlCheck);
   if (spec === undefined || !issues.ok) throw issues.toError();
-  return endsInModel(spec, () => checkCallbackSpec(spec, '', true));
+  return withTaskRetention(endsInModel(spec, () => checkCallbackSpec(spec, '', true)), retentionMs);
 }
 
 /**

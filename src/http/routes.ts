@@ -25,6 +25,7 @@ import {
 import { renderTime, timeMsMax } from './time.js';
 import { Issues, jsonDepthMax, jsonDepthOver, onlyKeys, readObject, readPattern, readString } from './validate.js';
 import { calendarView, clusterView, executionView, jobView, taskView } from './views.js';
+import { deadLetterRoutes } from './dead-letter-routes.js';
 
 /** What add-node / remove-node answer (src/node/membership.ts MembershipResult). */
 export interface MembershipOutcome {
@@ -301,6 +302,7 @@ export const routes: readonly Route[] = [
   route('POST', '/v1/jobs/:id/resume', jobAction('resumeJob')),
   route('POST', '/v1/jobs/:id/run', runJob),
   route('GET', '/v1/jobs/:id/executions', listExecutions),
+  ...deadLetterRoutes,
   route('POST', '/v1/schedules:preview', preview),
   route('GET', '/v1/cluster', cluster),
   route('POST', '/v1/cluster/nodes', addNode, 'admin'),
