@@ -17,6 +17,7 @@ import { realpathSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import Database from 'better-sqlite3';
 import { ServerSet, submitOpenLoop, sleepMs, type JobPlan } from './load.js';
 import { spawnLocalNodes } from './node-process.js';
 import { environmentInfo } from './results.js';
@@ -39,6 +40,13 @@ export interface SoakSample {
   walBytes: number;
   accepted: number;
   delivered: number;
+  /** Pages of the scheduler's state (jobs, executions and their indexes): what retention bounds. */
+  stateBytes: number;
+  /** Pages of the Raft log (raft_entries): bounded by its compaction (nodeLimits.logKeepEntries per shard). */
+  raftLogBytes: number;
+  /** Free pages in the file (reused by new rows). */
+  freeBytes: number;
+  jobs: number;
 }
 
 export interface SoakResult {
@@ -46,9 +54,10 @@ export interface SoakResult {
   startedAt: string;
   parameters: SoakOptions;
   samples: SoakSample[];
-  /** Largest data directory size seen, and its growth from the middle of the run to its end. */
+  /** Largest data directory size seen, and its growth (and the state's) from the middle of the run to its end. */
   maxDataBytes: number;
   growthSecondHalfBytes: number;
+  stateGrowthSecondHalfBytes: number;
   failed: number;
   environment: ReturnType<typeof environmentInfo>;
 }
@@ -72,6 +81,23 @@ async function dirBytes(dir: string): Promise<{ total: number; db: number; wal: 
     if (entry.name === 'punctual.db-wal') wal += size;
   }
   return { total, db, wal };
+}
+
+/** Where the database's pages go, read through a read-only connection of its own (WAL: it never blocks the node). */
+function census(db: Database.Database): { stateBytes: number; raftLogBytes: number; freeBytes: number; jobs: number } {
+  const rows = db.prepare('SELECT name, sum(pgsize) AS bytes FROM dbstat GROUP BY name').all() as Array<{ name: string; bytes: number }>;
+  const tableOf = db.prepare("SELECT tbl_name FROM sqlite_schema WHERE name = ?").pluck();
+  let stateBytes = 0;
+  let raftLogBytes = 0;
+  for (const r of rows) {
+    const table = (tableOf.get(r.name) as string | undefined) ?? r.name;
+    if (table === 'jobs' || table === 'executions') stateBytes += r.bytes;
+    if (table === 'raft_entries') raftLogBytes += r.bytes;
+  }
+  const pageSize = db.pragma('page_size', { simple: true }) as number;
+  const freeBytes = (db.pragma('freelist_count', { simple: true }) as number) * pageSize;
+  const jobs = db.prepare('SELECT count(*) FROM jobs').pluck().get() as number;
+  return { stateBytes, raftLogBytes, freeBytes, jobs };
 }
 
 /** Answers 200 at once and counts: nothing kept per delivery. */
@@ -105,15 +131,19 @@ export async function runRetentionSoak(o: SoakOptions, log: (line: string) => vo
   const samples: SoakSample[] = [];
   let accepted = 0;
   const startedMs = Date.now();
+  let db: Database.Database | null = null;
   try {
+    db = new Database(join(nodes.dataDir, 'n1', 'punctual.db'), { readonly: true, fileMustExist: true });
     const task = await servers.send('PUT', '/v1/tasks/soak', JSON.stringify({ url: rx.url, retry: { max_attempts: 1 } }));
     if (task.status >= 300) throw new Error(`PUT /v1/tasks/soak answered ${task.status}`);
     const plan: JobPlan = { idPrefix: `s${startedMs.toString(36)}-`, taskName: 'soak', dueAtMs: () => Date.now() + o.delayMs };
     const sample = async (): Promise<void> => {
       const size = await dirBytes(nodes.dataDir);
-      const s: SoakSample = { atS: Math.round((Date.now() - startedMs) / 1000), dataBytes: size.total, dbBytes: size.db, walBytes: size.wal, accepted, delivered: rx.delivered() };
+      const c = census(db!);
+      const s: SoakSample = { atS: Math.round((Date.now() - startedMs) / 1000), dataBytes: size.total, dbBytes: size.db, walBytes: size.wal, accepted, delivered: rx.delivered(), ...c };
       samples.push(s);
-      log(`${String(s.atS).padStart(6)} s  data ${(s.dataBytes / 1e6).toFixed(1).padStart(8)} MB  db ${(s.dbBytes / 1e6).toFixed(1).padStart(8)} MB  wal ${(s.walBytes / 1e6).toFixed(1).padStart(7)} MB  delivered ${s.delivered}`);
+      const mb = (n: number, w: number): string => (n / 1e6).toFixed(1).padStart(w);
+      log(`${String(s.atS).padStart(6)} s  data ${mb(s.dataBytes, 7)} MB  db ${mb(s.dbBytes, 7)}  wal ${mb(s.walBytes, 5)}  state ${mb(s.stateBytes, 6)}  raft log ${mb(s.raftLogBytes, 6)}  free ${mb(s.freeBytes, 5)}  jobs ${s.jobs}  delivered ${s.delivered}`);
     };
     const timer = setInterval(() => void sample(), o.sampleS * 1000);
     let outcome;
@@ -143,6 +173,7 @@ export async function runRetentionSoak(o: SoakOptions, log: (line: string) => vo
       samples,
       maxDataBytes: Math.max(...samples.map((s) => s.dataBytes)),
       growthSecondHalfBytes: last.dataBytes - mid.dataBytes,
+      stateGrowthSecondHalfBytes: last.stateBytes - mid.stateBytes,
       failed: outcome.failed,
       environment: environmentInfo(),
     };
@@ -151,6 +182,7 @@ export async function runRetentionSoak(o: SoakOptions, log: (line: string) => vo
     await writeFile(path, JSON.stringify(result, null, 2) + '\n');
     return { result, path };
   } finally {
+    db?.close();
     await servers.close();
     await nodes.stop();
     await rx.close();
@@ -178,7 +210,10 @@ function main(): void {
   };
   runRetentionSoak(o, (line) => process.stdout.write(line + '\n')).then(
     ({ result, path }) => {
-      process.stdout.write(`max data ${(result.maxDataBytes / 1e6).toFixed(1)} MB, growth over the second half ${(result.growthSecondHalfBytes / 1e6).toFixed(1)} MB, failed submits ${result.failed}\n${path}\n`);
+      const mb = (n: number): string => (n / 1e6).toFixed(1);
+      process.stdout.write(
+        `max data ${mb(result.maxDataBytes)} MB; growth over the second half: data ${mb(result.growthSecondHalfBytes)} MB, state ${mb(result.stateGrowthSecondHalfBytes)} MB; failed submits ${result.failed}\n${path}\n`,
+      );
     },
     (err: unknown) => {
       process.stderr.write(`soak failed: ${(err as Error).message}\n`);
