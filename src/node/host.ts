@@ -348,7 +348,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     membership.close();
     cluster.stopRebalancer();
     firing.stop();
-    await retention.stop();
+    retention.stop();
     await dispatcher.close(options.closeGraceMs ?? nodeLimits.closeGraceMs);
     await firing.drain();
     await proposer.close(clusterLimits.leaderWaitMs);

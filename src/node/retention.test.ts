@@ -113,12 +113,12 @@ describe('dead letters', () => {
     const id = 'cluster-dead';
     const shard = shardOf(id, 2);
     await cores[0].service.createJobs([jobSpec(id, { kind: 'once', atMs: cores[0].service.nowMs() + 30 })]);
-    await waitFor('failed', () => cores.every((c) => c.host.groups[shard]!.store.getJob(id)?.state === 'FAILED'), 10_000);
+    await waitFor('failed', () => cores.every((c) => c.host.groups[shard]!.store.getJob(id)?.state === 'FAILED'), 30_000);
     const follower = cores.find((c) => !c.host.isLeader(shard))!;
     expect(await follower.service.replayDeadLetters({ ids: [id, 'not-a-dead-letter'], dryRun: true })).toEqual({ matched: 1, replayed: 0 });
     failing = false;
     expect(await follower.service.replayDeadLetters({ ids: [id], dryRun: false })).toEqual({ matched: 1, replayed: 1 });
-    await waitFor('succeeded everywhere', () => cores.every((c) => c.host.groups[shard]!.store.getJob(id)?.state === 'SUCCEEDED'), 10_000);
+    await waitFor('succeeded everywhere', () => cores.every((c) => c.host.groups[shard]!.store.getJob(id)?.state === 'SUCCEEDED'), 30_000);
     for (const c of cores) {
       expect((await c.service.listDeadLetters(noFilter, { limit: 10, cursor: null })).deadLetters).toEqual([]);
     }
@@ -166,20 +166,20 @@ describe('retention', () => {
     expect((await core.service.getJob('long')).state).toBe('SUCCEEDED');
   });
 
-  it('across a failover: the new leader deletes, and every replica holds the same rows', async () => {
+  it('across a failover: the new leader deletes, and every replica holds the same rows', { timeout: 120_000 }, async () => {
     const cores = await startCluster({ retentionMs: 2_000 });
     await cores[0].service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
     const ids = Array.from({ length: 8 }, (_, i) => `fo-${i}`);
     const atMs = cores[0].service.nowMs() + 30;
     await cores[0].service.createJobs(ids.map((id) => jobSpec(id, { kind: 'once', atMs })));
     const stores = (c: NodeCore) => c.host.groups.map((g) => g.store);
-    await waitFor('finished everywhere', () => cores.every((c) => ids.every((id) => stores(c)[shardOf(id, 2)]!.getJob(id)?.state === 'SUCCEEDED')), 10_000);
+    await waitFor('finished everywhere', () => cores.every((c) => ids.every((id) => stores(c)[shardOf(id, 2)]!.getJob(id)?.state === 'SUCCEEDED')), 30_000);
     // The leader of shard 0 goes away before the retention ends.
     const old = leaderOf(cores, 0);
     await bed.stop(old);
     const left = cores.filter((c) => c !== old);
-    await waitFor('new leader', () => left.some((c) => c.host.isLeader(0) && c.host.groups[0]!.firing), 10_000);
-    await waitFor('deleted on every replica', () => left.every((c) => ids.every((id) => stores(c)[shardOf(id, 2)]!.getJob(id) === null)), 15_000);
+    await waitFor('new leader', () => left.some((c) => c.host.isLeader(0) && c.host.groups[0]!.firing), 30_000);
+    await waitFor('deleted on every replica', () => left.every((c) => ids.every((id) => stores(c)[shardOf(id, 2)]!.getJob(id) === null)), 30_000);
     for (const c of left) for (const id of ids) expect(stores(c)[shardOf(id, 2)]!.listExecutions(id, 10, null)).toEqual([]);
   });
 });

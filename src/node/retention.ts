@@ -43,7 +43,6 @@ export class RetentionDriver {
   /** Rows deleted since start (a figure for tests and the soak). */
   jobsDeletedTotal = 0;
   executionsDeletedTotal = 0;
-  private running: Promise<void> | null = null;
 
   constructor(private readonly o: RetentionOptions) {}
 
@@ -51,11 +50,14 @@ export class RetentionDriver {
     this.schedule(retentionLimits.intervalMs);
   }
 
-  async stop(): Promise<void> {
+  /**
+   * No pass starts after this. A proposal in flight is not waited for (without a quorum it would hold the shutdown
+   * until it times out): it applies or fails on its own, and the pass ends at its next shard.
+   */
+  stop(): void {
     this.stopped = true;
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
-    await this.running;
   }
 
   /** One pass over the shards this node leads now (tests call it directly); true when a backlog remains. */
@@ -78,7 +80,7 @@ export class RetentionDriver {
     if (this.stopped) return;
     this.timer = setTimeout(() => {
       this.timer = null;
-      this.running = this.pass().then(
+      void this.pass().then(
         (backlog) => this.schedule(backlog ? retentionLimits.batchPauseMs : retentionLimits.intervalMs),
         () => this.schedule(retentionLimits.intervalMs),
       );
