@@ -3,7 +3,7 @@
  * SQLite in a temp dir, real HTTP) and a real callback receiver; the executions' attempts and a task's
  * retention_ms over HTTP.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -125,5 +125,28 @@ describe('dead letters over HTTP and the CLI', () => {
     const bad = await http('PUT', '/v1/tasks/kept', { url: rx.url('/kept'), retention_ms: 10 });
     expect(bad.status).toBe(400);
     expect(bad.json.errors[0].field).toBe('retention_ms');
+  });
+});
+
+describe('dead-letter scopes', () => {
+  it('a read token lists and groups but may not replay (403); a write token replays', async () => {
+    const reader = 'reader-token-0123456789abcdef';
+    const writer = 'writer-token-0123456789abcdef';
+    const file = join(dir, 'tokens');
+    writeFileSync(file, `ro read ${reader}\nrw write ${writer}\n`);
+    const scoped = await startNode(nodeConfig(join(dir, 'scoped'), { authTokensFile: file }), { logger: silentLogger });
+    try {
+      const base = `http://127.0.0.1:${scoped.apiPort}`;
+      const as = (token: string, method: string, path: string, body?: unknown) =>
+        fetch(base + path, { method, headers: { authorization: `Bearer ${token}` }, body: body === undefined ? undefined : JSON.stringify(body) });
+      expect((await as(reader, 'GET', '/v1/dead-letters')).status).toBe(200);
+      expect((await as(reader, 'GET', '/v1/dead-letters:groups')).status).toBe(200);
+      expect((await as(reader, 'POST', '/v1/dead-letters:replay', { filter: {}, dry_run: true })).status).toBe(403);
+      const ok = await as(writer, 'POST', '/v1/dead-letters:replay', { filter: {}, dry_run: true });
+      expect(ok.status).toBe(200);
+      expect(await ok.json()).toEqual({ matched: 0, replayed: 0 });
+    } finally {
+      await scoped.close();
+    }
   });
 });

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { contractExecution, contractJob, contractTask } from '../scheduler/store.contract.js';
+import type { DeadLetterFilter } from '../scheduler/types.js';
 import { openNodeDb, type Db } from './db.js';
 import { encodeShardImage, restoreShardImage } from './shard-snapshot.js';
 import { SqliteShardStore } from './shard-store.js';
@@ -18,7 +19,7 @@ beforeEach(() => {
 });
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-const noFilter = { task: null, errorClass: null, sinceMs: null, untilMs: null };
+const noFilter: DeadLetterFilter = { task: null, errorClass: null, sinceMs: null, untilMs: null };
 
 /** Rows of a failed job, a succeeded one of a task with its own retention, and a live one. */
 function writeRows(store: SqliteShardStore): void {
@@ -87,7 +88,7 @@ describe('lifecycle columns', () => {
       fail('b', 2_000, 404, 'HTTP 404');
       fail('c', 3_000, null, 'ECONNREFUSED');
       fail('d', 3_000, 500, 'HTTP 500');
-      const ids = (f: Partial<typeof noFilter>, limit = 10, after: { failedAtMs: number; jobId: string } | null = null) =>
+      const ids = (f: Partial<DeadLetterFilter>, limit = 10, after: { failedAtMs: number; jobId: string } | null = null) =>
         store.deadLetters({ ...noFilter, ...f }, limit, after).map((d) => d.jobId);
       expect(ids({})).toEqual(['d', 'c', 'b', 'a']);
       expect(ids({}, 2)).toEqual(['d', 'c']);
