@@ -70,8 +70,9 @@ export function deadLetterGroups(shards: readonly ShardStorage[]): DeadLetterGro
       else merged.set(key, { ...have, count: have.count + g.count, lastFailedAtMs: Math.max(have.lastFailedAtMs, g.lastFailedAtMs) });
     }
   }
-  const order = (a: DeadLetterGroup, b: DeadLetterGroup): number =>
-    (a.task ?? '').localeCompare(b.task ?? '') || (a.errorClass < b.errorClass ? -1 : a.errorClass > b.errorClass ? 1 : 0);
+  // Byte order, as SQLite orders each shard's groups (a task-less group, task null, first).
+  const byteOrder = (x: string, y: string): number => (x < y ? -1 : x > y ? 1 : 0);
+  const order = (a: DeadLetterGroup, b: DeadLetterGroup): number => byteOrder(a.task ?? '', b.task ?? '') || byteOrder(a.errorClass, b.errorClass);
   return [...merged.values()].sort(order).slice(0, retentionLimits.groupsMax);
 }
 
