@@ -441,8 +441,11 @@ export const retentionLimits = {
   batchPauseMs: 20,
   /** Finished jobs one `retention` command deletes at most. */
   jobsPerCommandMax: 256,
-  /** Jobs one driver pass checks for executions beyond the kept count (a sweep over every job, in id order). */
-  trimScanJobsMax: 500,
+  /**
+   * Jobs one driver pass checks, per shard, for executions beyond the kept count (a sweep over every job, in id
+   * order): one synchronous slice of index probes, kept to about a millisecond so a due fire is hardly delayed.
+   */
+  trimScanJobsMax: 200,
   /** Jobs one `retention` command trims at most. */
   trimJobsPerCommandMax: 64,
   /** Dead letters one POST /v1/dead-letters:replay replays at most (matched ones beyond it stay listed). */
