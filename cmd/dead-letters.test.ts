@@ -118,6 +118,13 @@ describe('dead letters over HTTP and the CLI', () => {
     expect((await cli(['dead-letters', 'replay', 'd1', '--task', 'hook'])).code).toBe(2);
   });
 
+  it('task put --retention-ms sends retention_ms', async () => {
+    const r = await cli(['task', 'put', 'by-cli', '--url', rx.url('/cli'), '--retention-ms', '60000', '--json']);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout).retention_ms).toBe(60_000);
+    expect((await cli(['task', 'put', 'by-cli', '--url', rx.url('/cli'), '--retention-ms', '10'])).code).toBe(2);
+  });
+
   it('a task carries retention_ms (1 s at least), shown on GET', async () => {
     expect((await http('PUT', '/v1/tasks/kept', { url: rx.url('/kept'), retention_ms: 86_400_000 })).status).toBe(201);
     expect((await http('GET', '/v1/tasks/kept')).json.retention_ms).toBe(86_400_000);
