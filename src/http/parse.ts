@@ -40,6 +40,7 @@ import {
   utf8Length,
   type JsonObject,
 } from './validate.js';
+import { splitTaskRetention, withTaskRetention } from './parse-retention.js';
 
 // The model's own vocabulary (src/scheduler/check.ts), shared with the checks every parsed value ends in.
 export { callbackMethods, misfirePolicies, overlapPolicies, redactedSecret } from '../scheduler/check.js';
@@ -301,8 +302,6 @@ function parseSecret(value: unknown, field: string, issues: Issues): string | nu
 }
 
 /** PUT /v1/tasks/{name}: the callback fields only (name comes from the path; created_at/updated_at are read-only). */
-import { splitTaskRetention, withTaskRetention } from './parse-retention.js';
-
 export function parseTaskBody(body: unknown, urlCheck?: CallbackUrlCheck): CallbackSpec {
   const issues = new Issues();
   // retention_ms belongs to the task, not to a callback (parse-retention.ts): read apart, added after the checks.
