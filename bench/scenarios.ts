@@ -273,3 +273,4 @@ export async function runScenario(options: RunOptions): Promise<BenchResult> {
     await receiver.close();
   }
 }
+export { runRetentionSoak } from './soak.js';

@@ -55,6 +55,8 @@ describe('serve: flags and env', () => {
       tlsCertFile: null,
       tlsKeyFile: null,
       authTokensFile: null,
+      retentionMs: 7 * 24 * 60 * 60 * 1000,
+      retentionExecutions: 100,
     });
   });
 
@@ -63,7 +65,7 @@ describe('serve: flags and env', () => {
       '--listen', '0.0.0.0:8001', '--data', join(tmp, 'd1'), '--node-id', 'node-1', '--peer-listen', '[::1]:9001',
       '--peers', 'n2=127.0.0.1:9002,n3=localhost:9003', '--shards', '1024', '--auth-token', 'tok-0123456789abcdef',
       '--cluster-secret', 'sec-0123456789abcdef', '--fsync', 'always', '--log-level', 'debug', '--log-format', 'pretty',
-      '--metrics-auth', '--join',
+      '--metrics-auth', '--join', '--retention', '36h', '--retention-executions', '7',
     ]); // prettier-ignore
     expect(c).toEqual({
       listenHost: '0.0.0.0',
@@ -88,7 +90,24 @@ describe('serve: flags and env', () => {
       tlsCertFile: null,
       tlsKeyFile: null,
       authTokensFile: null,
+      retentionMs: 36 * 60 * 60 * 1000,
+      retentionExecutions: 7,
     });
+  });
+
+  it('--retention takes a duration with a unit, or off; anything else is a usage error', async () => {
+    expect((await config(['--retention', '90s'])).retentionMs).toBe(90_000);
+    expect(await config(['--retention', '1000ms', '--retention-executions', '1'])).toMatchObject({ retentionMs: 1000, retentionExecutions: 1 });
+    expect((await config(['--retention', 'off'])).retentionMs).toBeNull();
+    expect((await config([], { PUNCTUAL_RETENTION: '2d' })).retentionMs).toBe(2 * 86_400_000);
+    for (const bad of ['7', '7w', '-1d', '1.5h', '0s']) {
+      const r = await cli(['serve', '--check-config', '--retention', bad]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/--retention: must be a duration/);
+    }
+    const r = await cli(['serve', '--check-config', '--retention-executions', '0']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--retention-executions/);
   });
 
   it('reads PUNCTUAL_<FLAG_IN_CAPS> env vars, and a flag wins over its env var', async () => {

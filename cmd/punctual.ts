@@ -13,6 +13,7 @@ import { registerCalendarCommands } from './calendars.js';
 import { registerClockCommands } from './clock.js';
 import { registerClusterCommands } from './cluster.js';
 import { registerDoctorCommand } from './doctor.js';
+import { registerDeadLetterCommands } from './dead-letters.js';
 import { CliError, exitCodes, type CliIo } from './io.js';
 import { registerJobCommands } from './jobs.js';
 import { registerRestoreCommand } from './restore.js';
@@ -47,6 +48,7 @@ export function buildProgram(io: CliIo): Command {
   registerCalendarCommands(program, io);
   registerClusterCommands(program, io);
   registerClockCommands(program, io);
+  registerDeadLetterCommands(program, io);
   registerBenchCommand(program);
   registerDoctorCommand(program, io);
   registerTopCommand(program, io);

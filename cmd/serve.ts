@@ -12,7 +12,8 @@ import { startNode } from '../src/node/node.js';
 import { manualClockRefusal, peerSecurityRefusal } from '../src/node/host.js';
 import { parseRfc3339, timeMsMax } from '../src/http/time.js';
 import { lockDataDir, type DataLock } from './data-lock.js';
-import { cliLimits, payloadRefLimits } from '../src/core/limits.js';
+import { cliLimits, payloadRefLimits, retentionLimits } from '../src/core/limits.js';
+import { taskRetentionMsMax } from '../src/scheduler/check.js';
 import { parseCidrList } from '../src/dispatch/target-policy.js';
 import { createLogger, type LogLevel, type Logger } from '../src/core/log.js';
 import { CliError, exitCodes, usageError, type CliIo } from './io.js';
@@ -60,6 +61,8 @@ export interface ServeOptions {
   tlsKeyFile?: string;
   authTokensFile?: string;
   httpRequestTimeoutMs?: string;
+  retention?: string;
+  retentionExecutions?: string;
 }
 
 type Env = Record<string, string | undefined>;
@@ -188,6 +191,7 @@ export function resolveServeConfig(opts: ServeOptions, env: Env): NodeConfig {
     ...callbackPolicy,
     ...peerSecurity,
     ...resolvePayloadRefBytes(opts, env),
+    ...resolveRetention(opts, env),
   };
 }
 
@@ -196,6 +200,28 @@ function resolvePayloadRefBytes(opts: ServeOptions, env: Env): Pick<NodeConfig, 
   const picked = pick('--payload-ref-max-bytes', opts.payloadRefMaxBytes, env);
   if (picked === null) return {};
   return { payloadRefBytesMax: parseIntIn(picked.source, picked.value, 1, payloadRefLimits.bytesMaxCeiling) };
+}
+
+const durationUnitsMs: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** A duration: an integer and a unit, `500ms`, `90s`, `15m`, `12h`, `7d` (`off`: none, when allowed). */
+export function parseDurationMs(what: string, text: string, minMs: number, maxMs: number): number {
+  const m = /^(\d{1,12})(ms|s|m|h|d)$/.exec(text.trim());
+  const ms = m === null ? NaN : Number(m[1]) * durationUnitsMs[m[2]!]!;
+  if (!(ms >= minMs && ms <= maxMs)) {
+    throw usageError(`${what}: must be a duration like 90s, 15m, 12h or 7d, from ${minMs} ms to ${maxMs / 86_400_000} days (got ${JSON.stringify(text)})`);
+  }
+  return ms;
+}
+
+/** `--retention DURATION|off` (default 7d) and `--retention-executions N` (default 100): docs/api.md "Retention". */
+function resolveRetention(opts: ServeOptions, env: Env): Pick<NodeConfig, 'retentionMs' | 'retentionExecutions'> {
+  const retentionP = pick('--retention', opts.retention, env);
+  const keepP = pick('--retention-executions', opts.retentionExecutions, env);
+  const retentionMs =
+    retentionP === null ? retentionLimits.retentionMsDefault : retentionP.value === 'off' ? null : parseDurationMs(retentionP.source, retentionP.value, 1000, taskRetentionMsMax);
+  const keep = keepP === null ? retentionLimits.executionsKeepDefault : parseIntIn(keepP.source, keepP.value, 1, retentionLimits.executionsKeepMax);
+  return { retentionMs, retentionExecutions: keep };
 }
 
 /**
@@ -364,6 +390,8 @@ export function registerServeCommand(program: Command, io: CliIo): void {
     .option('--tls-cert-file <file>', 'serve the client API over HTTPS with this PEM certificate (chain); needs --tls-key-file; re-read on SIGHUP')
     .option('--tls-key-file <file>', 'the PEM private key of --tls-cert-file; re-read on SIGHUP')
     .option('--auth-tokens-file <file>', 'named tokens with scopes, one "NAME SCOPE TOKEN" per line (scope read|write|admin); re-read on SIGHUP')
+    .option('--retention <duration>', 'finished jobs and their executions are deleted this long after they finish, e.g. 12h, 7d; off: kept (default 7d)')
+    .option('--retention-executions <n>', 'each job keeps its newest N executions (default 100)')
     .addOption(new Option('--http-request-timeout-ms <ms>', 'test only: client API request deadline').hideHelp());
   cmd.action(async (opts: ServeOptions) => {
     const config = resolveServeConfig(opts, io.env);

@@ -2,6 +2,7 @@
 import type { Command } from 'commander';
 import { taskNamePattern } from '../src/core/ids.js';
 import { limits } from '../src/core/limits.js';
+import { taskRetentionMsMax } from '../src/scheduler/check.js';
 import { seg, withClient, type ClientOptions } from './client.js';
 import { collect, printJson, printOne, withClientOptions } from './common.js';
 import { isPlainObject, tasksTable } from './format.js';
@@ -24,6 +25,7 @@ export interface TaskPutOptions extends ClientOptions {
   signingSecret?: string;
   signingSecretNext?: string;
   maxConcurrency?: string;
+  retentionMs?: string;
 }
 
 function taskName(name: string): string {
@@ -53,6 +55,7 @@ export function buildTaskBody(opts: TaskPutOptions): Record<string, unknown> {
     '--max-backoff-ms': opts.maxBackoffMs, '--multiplier': opts.multiplier,
     '--no-jitter': opts.jitter === false ? true : undefined, '--signing-secret': opts.signingSecret,
     '--signing-secret-next': opts.signingSecretNext, '--max-concurrency': opts.maxConcurrency,
+    '--retention-ms': opts.retentionMs,
   }).filter(([, v]) => v !== undefined).map(([k]) => k); // prettier-ignore
   if (opts.file !== undefined) {
     if (flagNames.length > 0) throw usageError(`--file and ${flagNames.join(', ')} are mutually exclusive`);
@@ -76,6 +79,7 @@ export function buildTaskBody(opts: TaskPutOptions): Record<string, unknown> {
   if (opts.maxConcurrency !== undefined) {
     body.max_concurrency = parseIntIn('--max-concurrency', opts.maxConcurrency, 1, limits.maxConcurrencyMax);
   }
+  if (opts.retentionMs !== undefined) body.retention_ms = parseIntIn('--retention-ms', opts.retentionMs, 1000, taskRetentionMsMax);
   return body;
 }
 
@@ -94,6 +98,7 @@ function addTaskPut(task: Command, io: CliIo): void {
     .option('--signing-secret <secret>', 'sign every callback (webhook-signature and X-Punctual-Signature)')
     .option('--signing-secret-next <secret>', 'a second secret, signed beside the first while receivers rotate')
     .option('--max-concurrency <n>', `callbacks of this task in flight at once (default ${limits.maxConcurrencyDefault})`)
+    .option('--retention-ms <ms>', "keep this task's finished jobs this long instead of the node's --retention")
     .action(async (name: string, opts: TaskPutOptions) => {
       const body = buildTaskBody(opts);
       await withClient(opts, io, async (client) => {

@@ -207,6 +207,10 @@ export const schedulerLimits = {
    * occurrences.
    */
   calendarJumpsMax: 1_000,
+  /** Attempts one execution's history keeps (its latest; the execution's started_at stays the first's). */
+  attemptsPerExecutionMax: 100,
+  /** Executions one `retention` command deletes at most (jobs' and trimmed ones together): one apply stays short. */
+  retentionExecutionsMax: 1_000,
 } as const;
 assert(schedulerLimits.cronCacheEntriesMax >= 1, 'cron cache must hold at least one entry');
 assert(schedulerLimits.runKeysPerJobMax >= 1, 'a job must remember at least its latest run key');
@@ -455,6 +459,34 @@ export const quarantineLimits = {
   /** Writes are answered 507 with this Retry-After (seconds) while the disk is full. */
   diskFullRetryAfterS: 5,
 } as const;
+
+// --- data retention and dead letters (src/node/retention.ts, src/node/service.ts; docs/api.md "Retention")
+export const retentionLimits = {
+  /** `serve --retention` default: finished jobs and their executions are kept this long. */
+  retentionMsDefault: 7 * 24 * 60 * 60 * 1000,
+  /** `serve --retention-executions` default: a job keeps its newest this many executions. */
+  executionsKeepDefault: 100,
+  executionsKeepMax: 1_000_000,
+  /** How often the leader's driver looks for expired rows in each shard it leads, when the last pass found none. */
+  intervalMs: 1_000,
+  /** The pause between two batches while a backlog is being deleted (firing and proposals run in between). */
+  batchPauseMs: 20,
+  /** Finished jobs one `retention` command deletes at most. */
+  jobsPerCommandMax: 256,
+  /**
+   * Jobs one driver pass checks, per shard, for executions beyond the kept count (a sweep over every job, in id
+   * order): one synchronous slice of index probes, kept to about a millisecond so a due fire is hardly delayed.
+   */
+  trimScanJobsMax: 200,
+  /** Jobs one `retention` command trims at most. */
+  trimJobsPerCommandMax: 64,
+  /** Dead letters one POST /v1/dead-letters:replay replays at most (matched ones beyond it stay listed). */
+  replayJobsMax: 1_000,
+  /** Dead-letter groups (task, error class) GET /v1/dead-letters:groups lists at most. */
+  groupsMax: 1_000,
+} as const;
+assert(retentionLimits.jobsPerCommandMax <= schedulerLimits.retentionExecutionsMax, 'a retention command must fit an execution of each of its jobs');
+assert(retentionLimits.trimJobsPerCommandMax <= retentionLimits.trimScanJobsMax, 'trims come from one scan');
 
 // --- the manual clock (`punctual serve --clock manual`, POST /v1/clock:advance; docs/api.md "The clock")
 export const clockLimits = {

@@ -42,6 +42,8 @@ import {
   type Schema,
 } from './schema.js';
 import { Issues, fieldAt, readObject, readString, readTime, utf8Length, type JsonObject } from './validate.js';
+import { splitTaskRetention, withTaskRetention } from './parse-retention.js';
+import { taskRetentionMsMax } from '../scheduler/check.js';
 
 // The model's own vocabulary (src/scheduler/check.ts), shared with the checks every parsed value ends in.
 export { callbackMethods, misfirePolicies, overlapPolicies, redactedSecret } from '../scheduler/check.js';
@@ -284,6 +286,19 @@ export const callbackFields = object(
   },
   'Where and how to call: a task (PUT /v1/tasks/{name}) or a job\'s inline callback. name, created_at and updated_at are read-only.',
 );
+/** PUT /v1/tasks/{name}: the callback's fields and the task's own retention_ms (read apart: parse-retention.ts). */
+export const taskBodySchema = named('TaskInput', custom({
+  ...callbackFields.json,
+  properties: {
+    ...(callbackFields.json.properties as Record<string, unknown>),
+    retention_ms: {
+      type: ['integer', 'null'],
+      minimum: 1000,
+      maximum: taskRetentionMsMax,
+      description: 'How long this task\'s finished jobs are kept (overrides the node\'s --retention); null or absent: the node\'s.',
+    },
+  },
+}, () => undefined));
 export const callbackSchema = named('CallbackInput', custom(callbackFields.json, (value, field, issues, ctx) => parseCallback(value, field, issues, ctx?.urlCheck)));
 
 export function parseCallback(value: unknown, prefix: string, issues: Issues, urlCheck?: CallbackUrlCheck): CallbackSpec | undefined {
@@ -389,9 +404,11 @@ function readSecret(value: unknown, field: string, issues: Issues): string | und
 /** PUT /v1/tasks/{name}: the callback fields only (name comes from the path; created_at/updated_at are read-only). */
 export function parseTaskBody(body: unknown, urlCheck?: CallbackUrlCheck): CallbackSpec {
   const issues = new Issues();
-  const spec = parseCallback(body, '', issues, urlCheck);
+  // retention_ms belongs to the task, not to a callback (parse-retention.ts): read apart, added after the checks.
+  const { callback, retentionMs } = splitTaskRetention(body, issues);
+  const spec = parseCallback(callback, '', issues, urlCheck);
   if (spec === undefined || !issues.ok) throw issues.toError();
-  return endsInModel(spec, () => checkCallbackSpec(spec, '', true));
+  return withTaskRetention(endsInModel(spec, () => checkCallbackSpec(spec, '', true)), retentionMs);
 }
 
 /**

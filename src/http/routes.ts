@@ -11,7 +11,7 @@ import type { ApiRequest, ApiResponse, AppDeps } from './app.js';
 import { jsonResponse } from './app.js';
 import {
   calendarFields,
-  callbackSchema,
+  taskBodySchema,
   clockAdvanceFields,
   jobIdSchema,
   parseCalendarBody,
@@ -71,6 +71,7 @@ import { renderTime, timeMsMax } from './time.js';
 import { jsonDepthMax, jsonDepthOver } from './validate.js';
 import { calendarView, clusterView, executionView, jobView, taskView } from './views.js';
 import { adminRoutes } from './admin-routes.js';
+import { deadLetterRoutes } from './dead-letter-routes.js';
 
 /** What add-node / remove-node answer (src/node/membership.ts MembershipResult). */
 export interface MembershipOutcome {
@@ -406,7 +407,7 @@ function taskRoutes(): Route[] {
         summary: 'Create or replace a task',
         description: 'PUT replaces the whole task: give the signing secrets again or they are dropped.',
         params: taskName,
-        body: { schema: callbackSchema.json, required: true },
+        body: { schema: taskBodySchema.json, required: true },
         answers: { 200: json('Replaced.', taskAnswer), 201: json('Created.', taskAnswer) },
       },
       putTask,
@@ -591,6 +592,7 @@ export const routes: readonly Route[] = [
   ...calendarRoutes(),
   ...jobRoutes(),
   ...oneJobRoutes(),
+  ...deadLetterRoutes(op),
   ...clusterRoutes(),
   ...clockRoutes(),
   ...adminRoutes(op),

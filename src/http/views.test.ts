@@ -95,8 +95,24 @@ describe('job view round-trips', () => {
       statusCode: null, error: null, latenessMs: null, nodeId: null, retryAtMs: nowMs + 1000,
     })).toEqual({
       id: `j:1:${nowMs}`, scheduled_at: '2026-12-01T09:00:00.000Z', attempt: 2, state: 'QUEUED', started_at: null,
-      finished_at: null, status_code: null, error: null, lateness_ms: null, node_id: null,
+      finished_at: null, status_code: null, error: null, lateness_ms: null, node_id: null, attempts: [],
     });
+  });
+
+  it('an execution lists its attempts oldest first, with duration_ms when start and end are known', () => {
+    const view = executionView({
+      jobId: 'j', scheduledAtMs: nowMs, attempt: 2, state: 'SUCCEEDED', startedAtMs: nowMs + 5, finishedAtMs: nowMs + 1300,
+      statusCode: 200, error: null, latenessMs: 5, nodeId: 'n2', retryAtMs: null,
+      attempts: [
+        { attempt: 1, startedAtMs: nowMs + 5, finishedAtMs: nowMs + 30, statusCode: 503, error: 'HTTP 503', nodeId: 'n1', fencingToken: '0.3' },
+        { attempt: 2, startedAtMs: null, finishedAtMs: nowMs + 1300, statusCode: 200, error: null, nodeId: 'n2', fencingToken: '0.4' },
+      ],
+    }); // prettier-ignore
+    expect(view.started_at).toBe('2026-12-01T09:00:00.005Z');
+    expect(view.attempts).toEqual([
+      { attempt: 1, started_at: '2026-12-01T09:00:00.005Z', finished_at: '2026-12-01T09:00:00.030Z', duration_ms: 25, status_code: 503, error: 'HTTP 503', node_id: 'n1', fencing_token: '0.3' },
+      { attempt: 2, started_at: null, finished_at: '2026-12-01T09:00:01.300Z', duration_ms: null, status_code: 200, error: null, node_id: 'n2', fencing_token: '0.4' },
+    ]); // prettier-ignore
   });
 
   it('scheduleView renders a cron without start_at as {cron, timezone}', () => {

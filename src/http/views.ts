@@ -3,7 +3,7 @@
  * (snake_case, RFC 3339 UTC with milliseconds). A signing secret is never echoed: it shows as "***".
  */
 import type { ClusterView } from './scheduler-api.js';
-import type { CalendarRecord, CallbackSpec, ExecutionRecord, JobView, Schedule, TaskRecord } from '../scheduler/types.js';
+import type { AttemptRecord, CalendarRecord, CallbackSpec, ExecutionRecord, JobView, Schedule, TaskRecord } from '../scheduler/types.js';
 import { unreachable } from '../core/assert.js';
 import { misfireThresholdOf } from '../scheduler/policy.js';
 import { redactedSecret } from './parse.js';
@@ -70,7 +70,7 @@ export function calendarView(c: CalendarRecord): Record<string, unknown> {
 }
 
 export function taskView(t: TaskRecord): Record<string, unknown> {
-  return { name: t.name, ...callbackView(t), created_at: renderTime(t.createdAtMs), updated_at: renderTime(t.updatedAtMs) };
+  return { name: t.name, ...callbackView(t), retention_ms: t.retentionMs ?? null, created_at: renderTime(t.createdAtMs), updated_at: renderTime(t.updatedAtMs) };
 }
 
 export function executionView(e: ExecutionRecord): Record<string, unknown> {
@@ -85,6 +85,21 @@ export function executionView(e: ExecutionRecord): Record<string, unknown> {
     error: e.error,
     lateness_ms: e.latenessMs,
     node_id: e.nodeId,
+    attempts: (e.attempts ?? []).map(attemptView),
+  };
+}
+
+/** One attempt of an execution (docs/api.md): `duration_ms` when both its start and its end are known. */
+function attemptView(a: AttemptRecord): Record<string, unknown> {
+  return {
+    attempt: a.attempt,
+    started_at: renderTimeOrNull(a.startedAtMs),
+    finished_at: renderTimeOrNull(a.finishedAtMs),
+    duration_ms: a.startedAtMs !== null && a.finishedAtMs !== null ? a.finishedAtMs - a.startedAtMs : null,
+    status_code: a.statusCode,
+    error: a.error,
+    node_id: a.nodeId,
+    fencing_token: a.fencingToken,
   };
 }
 

@@ -56,4 +56,11 @@ export interface NodeConfig {
   authTokensFile?: string | null;
   /** Test only: the client API's whole-request deadline (default httpLimits.requestTimeoutMs). */
   httpRequestTimeoutMs?: number;
+  /**
+   * `--retention`: finished jobs and their executions are deleted this long after they finish (a task's
+   * retention_ms overrides it); null: kept (only tasks with their own retention expire). Default 7 days.
+   */
+  retentionMs?: number | null;
+  /** `--retention-executions`: a job keeps its newest this many executions (default 100). */
+  retentionExecutions?: number;
 }

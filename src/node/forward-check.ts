@@ -11,8 +11,8 @@ import { ShapeError, checkCalendarRecord, checkCommand, checkJobPatch, checkJobS
 import type { ForwardOp } from './router.js';
 
 const jobActions = ['cancel', 'pause', 'resume', 'run', 'patch'];
-/** What a node forwards as a raw command: task writes (proposeToAll); everything else has its own op. */
-const forwardedCommandTypes = ['put_task', 'delete_task', 'put_calendar', 'delete_calendar'];
+/** What a node forwards as a raw command: task writes (proposeToAll), dead-letter replays; the rest has its own op. */
+const forwardedCommandTypes = ['put_task', 'delete_task', 'put_calendar', 'delete_calendar', 'replay_jobs'];
 
 function fail(field: string, message: string): never {
   throw new ShapeError(field, message);
@@ -56,7 +56,7 @@ function checkOp(op: Record<string, unknown>, shards: number): void {
     case 'propose': {
       shardIn(op.shard, shards);
       const command = (typeof op.command === 'object' && op.command !== null ? op.command : {}) as { type?: unknown; task?: unknown };
-      if (typeof command.type !== 'string' || !forwardedCommandTypes.includes(command.type)) fail('type', 'only task and calendar writes are forwarded as commands');
+      if (typeof command.type !== 'string' || !forwardedCommandTypes.includes(command.type)) fail('type', 'only task and calendar writes and replays are forwarded as commands');
       // The task first, so its fields are named as PUT /v1/tasks/{name} names them (`url`, not `task.url`).
       if (command.type === 'put_task') checkTaskRecord(command.task, '', true);
       if (command.type === 'put_calendar') checkCalendarRecord((command as { calendar?: unknown }).calendar, '', true);

@@ -29,6 +29,8 @@ import { Proposer } from './proposer.js';
 import { RaftHost } from './raft-host.js';
 import { answerForward, apiKind, ShardRouter } from './router.js';
 import { NodeService, type ServiceOptions } from './service.js';
+import { RetentionDriver } from './retention.js';
+import { retentionLimits } from '../core/limits.js';
 
 export interface NodeOptions {
   logger?: Logger;
@@ -78,6 +80,8 @@ export interface NodeCore {
   readonly engine: FiringEngine;
   /** Group commit of every proposal and of the engine's items (foldedTotal: fired items folded into outcomes). */
   readonly proposer: Proposer;
+  /** Data retention (retention.ts). */
+  readonly retention: RetentionDriver;
   readonly host: RaftHost;
   readonly cluster: ClusterOps;
   readonly logger: Logger;
@@ -286,6 +290,16 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     manualClock: p.manualClock !== null,
   });
   const firing = engine;
+  // Data retention (retention.ts): the leader of each shard proposes the deletions.
+  const retention = new RetentionDriver({
+    shards: host.groups,
+    leading: () => firing.firingShards().keys(),
+    propose: (shard, command) => proposer.propose(shard, command),
+    clock,
+    logger: logger.child({ component: 'retention' }),
+    retentionMs: config.retentionMs === undefined ? retentionLimits.retentionMsDefault : config.retentionMs,
+    executionsKeep: config.retentionExecutions ?? retentionLimits.executionsKeepDefault,
+  });
   const router = new ShardRouter(config.nodeId, host, logger);
   const cluster = new ClusterOps(config, host, logger.child({ component: 'cluster' }));
   cluster.setMembers(() => membership.peers());
@@ -338,6 +352,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     membership.close();
     cluster.stopRebalancer();
     firing.stop();
+    retention.stop();
     await dispatcher.close(options.closeGraceMs ?? nodeLimits.closeGraceMs);
     await firing.drain();
     await proposer.close(clusterLimits.leaderWaitMs);
@@ -358,6 +373,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     metrics,
     engine,
     proposer,
+    retention,
     host,
     cluster,
     logger,
@@ -377,6 +393,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
       // A single node leads every shard after its first rounds: answer only once it fires them all.
       if (peers === null) await waitUntil(() => host.groups.every((g) => g.firing), 5_000);
       cluster.startRebalancer(options.rebalanceIntervalMs ?? clusterLimits.rebalanceIntervalMs);
+      retention.start();
       service.ready = true;
       if (p.manualClock !== null) {
         logger.warn('manual clock: time moves only with POST /v1/clock:advance; not for production', { now: new Date(p.manualClock.nowMs()).toISOString() });

@@ -663,7 +663,7 @@ export class RaftHost {
     let applied: Applied | null = null;
     try {
       this.o.db.transaction(() => {
-        applied = apply(g.store, command);
+        applied = apply(g.store, command, e.term);
       })();
     } catch (err) {
       if (isStorageError(err)) throw err;

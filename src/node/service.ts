@@ -17,6 +17,9 @@ import { calendarRule, previewExcluding } from '../scheduler/calendar.js';
 import type {
   CalendarRecord,
   CallbackSpec,
+  DeadLetter,
+  DeadLetterFilter,
+  DeadLetterGroup,
   ExecutionRecord,
   JobListQuery,
   JobPatch,
@@ -40,6 +43,7 @@ import { queueFull, type Proposer } from './proposer.js';
 import { notLeader, type RaftHost } from './raft-host.js';
 import { createItemsOf, deleteCalendarOutcome, deleteTaskOutcome, jobOf, putCalendarOf, putTaskOf } from './results.js';
 import { checkForwardOp } from './forward-check.js';
+import { deadLetterGroups, deadLetterPage, replayDeadLetters, type ReplayRequest, type ReplayResult } from './dead-letters.js';
 import { fromWireError, toWireError, type ForwardOp, type ShardRouter, type WireError } from './router.js';
 
 export interface ServiceOptions {
@@ -369,6 +373,20 @@ export class NodeService implements SchedulerApi {
       return calendarRule(calendar);
     });
     return previewExcluding(schedule, fromMs, count, rules);
+  }
+
+  // --- dead letters (dead-letters.ts; docs/api.md "Dead letters") ------------------------------------------
+
+  listDeadLetters(filter: DeadLetterFilter, page: { limit: number; cursor: string | null }): Promise<{ deadLetters: DeadLetter[]; nextCursor: string | null }> {
+    return Promise.resolve(deadLetterPage(this.o.shards, filter, page.limit, page.cursor));
+  }
+
+  deadLetterGroups(): Promise<DeadLetterGroup[]> {
+    return Promise.resolve(deadLetterGroups(this.o.shards));
+  }
+
+  replayDeadLetters(req: ReplayRequest): Promise<ReplayResult> {
+    return replayDeadLetters(this.o.shards, req, this.nowMs(), (shard, command) => this.proposeVia(shard, command));
   }
 
   // --- cluster ---------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@
  * `callback.retry.max_attempts`), so a forwarded operation is refused with the same 400 and field as the API.
  * Pure: no IO, no clock.
  */
-import { httpLimits, limits, schedulerLimits, stallLimits } from '../core/limits.js';
+import { httpLimits, limits, retentionLimits, schedulerLimits, stallLimits } from '../core/limits.js';
 import { jobIdPattern, nodeIdPattern, taskNamePattern } from '../core/ids.js';
 import type { FieldError } from '../core/errors.js';
 import { validateCron, isValidTimezone } from './schedule.js';
@@ -145,7 +145,9 @@ function known(o: Record<string, unknown>, keys: readonly string[], prefix: stri
 }
 
 const callbackKeys = ['url', 'method', 'headers', 'timeoutMs', 'retry', 'signingSecret', 'signingSecretNext', 'maxConcurrency'];
-const taskKeys = [...callbackKeys, 'name', 'createdAtMs', 'updatedAtMs'];
+const taskKeys = [...callbackKeys, 'name', 'createdAtMs', 'updatedAtMs', 'retentionMs'];
+/** A task's `retention_ms`: 1 s .. 100 years. */
+export const taskRetentionMsMax = 100 * 366 * 24 * 60 * 60 * 1000;
 const retryKeys = ['maxAttempts', 'initialBackoffMs', 'maxBackoffMs', 'multiplier', 'jitter'];
 const jobKeys = [
   'id', 'task', 'callback', 'payload', 'payloadEncoding', 'schedule', 'endAtMs', 'maxRuns', 'misfire', 'overlap', 'metadata',
@@ -435,6 +437,7 @@ export function checkTaskRecord(v: unknown, prefix: string, strict = false): voi
   checkCallbackFields(o, prefix, strict);
   time(o.createdAtMs, at(prefix, 'created_at'));
   time(o.updatedAtMs, at(prefix, 'updated_at'));
+  if (o.retentionMs !== undefined) nullable(o.retentionMs, (r) => int(r, at(prefix, 'retention_ms'), 1000, taskRetentionMsMax));
 }
 
 // --- commands --------------------------------------------------------------------------------------------
@@ -479,7 +482,7 @@ function checkItems(v: unknown, field: string, item: (v: unknown, f: string) => 
 
 const commandTypes = new Set<string>([
   'put_task', 'delete_task', 'put_calendar', 'delete_calendar', 'create_jobs', 'cancel_job', 'pause_job', 'resume_job', 'run_job', 'patch_job', 'fired',
-  'outcomes', 'skipped', 'noop',
+  'outcomes', 'skipped', 'retention', 'replay_jobs', 'noop',
 ]);
 
 /**
@@ -528,6 +531,18 @@ export function checkCommand(v: unknown): void {
       return checkItems(o.items, 'items', checkOutcomeItem);
     case 'skipped':
       return checkItems(o.items, 'items', checkSkippedItem);
+    case 'retention':
+      nullable(o.retentionMs, (r) => int(r, 'retentionMs', 0, Number.MAX_SAFE_INTEGER));
+      int(o.jobsMax, 'jobsMax', 0, retentionLimits.jobsPerCommandMax);
+      list(o.trim, 'trim', retentionLimits.trimJobsPerCommandMax).forEach((t, i) => {
+        const item = obj(t, `trim[${i}]`);
+        pattern(item.jobId, `trim[${i}].jobId`, jobIdPattern);
+        int(item.keep, `trim[${i}].keep`, 1, retentionLimits.executionsKeepMax);
+      });
+      return;
+    case 'replay_jobs':
+      list(o.ids, 'ids', retentionLimits.replayJobsMax).forEach((id, i) => pattern(id, `ids[${i}]`, jobIdPattern));
+      return;
   }
 }
 

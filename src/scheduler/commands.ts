@@ -36,6 +36,18 @@ export type Command =
   | { type: 'outcomes'; nowMs: number; nodeId?: string; items: OutcomeItem[] }
   /** Occurrences the leader decided not to fire (misfire=skip after downtime, overlap=skip). */
   | { type: 'skipped'; nowMs: number; items: SkippedItem[] }
+  /**
+   * Data retention, proposed by the leader's driver (src/node/retention.ts) with the leader's time: deletes at
+   * most `jobsMax` finished jobs whose retention ended at nowMs (the task's `retentionMs` when it had one at the
+   * job's finish, else `retentionMs`; null = kept forever) with their executions, and trims each job of `trim` to
+   * its newest `keep` executions. Apply picks the rows from the state, so every replica deletes the same ones.
+   */
+  | { type: 'retention'; nowMs: number; retentionMs: number | null; jobsMax: number; trim: TrimItem[] }
+  /**
+   * Replays dead letters: each job of `ids` that is FAILED gets one new run at nowMs (as run_job) and is RUNNING
+   * until it ends; the others are left alone.
+   */
+  | { type: 'replay_jobs'; nowMs: number; ids: string[] }
   /** Appended by a new leader (and at start) so it can commit; changes nothing. */
   | { type: 'noop' };
 
@@ -58,6 +70,12 @@ export interface OutcomeItem {
   retryAtMs: number | null;
   /** Present when the attempt's `fired` item was folded into this outcome (see the `outcomes` command). */
   startedAtMs?: number;
+}
+
+export interface TrimItem {
+  jobId: string;
+  /** Finished executions older than the newest `keep` are deleted (open ones never). */
+  keep: number;
 }
 
 export interface SkippedItem {

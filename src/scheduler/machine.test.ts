@@ -233,7 +233,8 @@ describe('a once job: fire, retry, outcome', () => {
 
     fired('a', at, at + 1105, 2);
     // The running attempt has no answer yet: attempt 1's status and error are not shown as its own.
-    expect(store.getExecution('a', at)).toMatchObject({ state: 'RUNNING', attempt: 2, latenessMs: 7, startedAtMs: at + 1105, statusCode: null, error: null });
+    // started_at stays the first attempt's (docs/api.md); the retry's start is in its attempt record.
+    expect(store.getExecution('a', at)).toMatchObject({ state: 'RUNNING', attempt: 2, latenessMs: 7, startedAtMs: at + 7, statusCode: null, error: null });
     expect(job('a').runs).toBe(1);
     const done = outcome('a', at, 'succeeded', at + 1200, 2);
     expect(done.effects).toEqual([{ type: 'finished', jobId: 'a', scheduledAtMs: at }]);
@@ -809,5 +810,143 @@ describe('determinism and invariants', () => {
     const before = dump(store);
     expect(apply(store, { type: 'noop' })).toEqual({ result: { type: 'noop' }, effects: [] });
     expect(dump(store)).toEqual(before);
+  });
+});
+
+describe('attempts, replay and retention (issue 12)', () => {
+  const attemptOf = (attempt: number, startedAtMs: number | null, finishedAtMs: number | null, statusCode: number | null, error: string | null) => ({
+    attempt,
+    startedAtMs,
+    finishedAtMs,
+    statusCode,
+    error,
+    nodeId: 'n1',
+    fencingToken: '2.7',
+  });
+
+  it('every attempt is recorded with its node and fencing token (the entry term), oldest first', () => {
+    const store = new MemoryStore();
+    apply(store, { type: 'put_task', nowMs: T0 - 1000, task: task() });
+    apply(store, { type: 'create_jobs', nowMs: T0, shard: 2, jobs: [spec('a')] });
+    const at = T0 + MIN;
+    const fired = (attempt: number, startedAtMs: number) =>
+      apply(store, { type: 'fired', nowMs: startedAtMs, nodeId: 'n1', items: [{ jobId: 'a', scheduledAtMs: at, attempt, startedAtMs }] }, 7);
+    const outcome = (attempt: number, result: 'retry' | 'succeeded', finishedAtMs: number, startedAtMs?: number) =>
+      apply(
+        store,
+        {
+          type: 'outcomes',
+          nowMs: finishedAtMs,
+          nodeId: 'n1',
+          items: [
+            {
+              jobId: 'a',
+              scheduledAtMs: at,
+              attempt,
+              result,
+              statusCode: result === 'retry' ? 503 : 200,
+              error: result === 'retry' ? 'HTTP 503' : null,
+              finishedAtMs,
+              retryAtMs: result === 'retry' ? finishedAtMs + 1000 : null,
+              ...(startedAtMs === undefined ? {} : { startedAtMs }),
+            },
+          ],
+        },
+        7,
+      );
+    fired(1, at + 3);
+    outcome(1, 'retry', at + 50);
+    // Attempt 2 folded (fired item inside its outcome), attempt 3 as a pair.
+    outcome(2, 'retry', at + 1100, at + 1060);
+    fired(3, at + 2200);
+    outcome(3, 'succeeded', at + 2230);
+    const e = store.getExecution('a', at)!;
+    expect(e).toMatchObject({ state: 'SUCCEEDED', attempt: 3, startedAtMs: at + 3, finishedAtMs: at + 2230, statusCode: 200 });
+    expect(e.attempts).toEqual([
+      attemptOf(1, at + 3, at + 50, 503, 'HTTP 503'),
+      attemptOf(2, at + 1060, at + 1100, 503, 'HTTP 503'),
+      attemptOf(3, at + 2200, at + 2230, 200, null),
+    ]);
+  });
+
+  it('a failed job replays: RUNNING with a new execution, then SUCCEEDED; both executions stay', () => {
+    const { create, fired, outcome, job, store, run } = setup();
+    const at = T0 + MIN;
+    create(spec('a'));
+    fired('a', at, at + 2);
+    outcome('a', at, 'failed', at + 10);
+    expect(job('a').state).toBe('FAILED');
+    const r = run({ type: 'replay_jobs', nowMs: at + 5000, ids: ['a', 'missing'] });
+    expect(r.result).toEqual({ type: 'replay_jobs', replayed: ['a'] });
+    expect(r.effects).toEqual([arm('a', at + 5000)]);
+    expect(job('a').state).toBe('RUNNING');
+    // A job that is not FAILED (now RUNNING) is not replayed twice.
+    expect(run({ type: 'replay_jobs', nowMs: at + 5001, ids: ['a'] }).result).toEqual({ type: 'replay_jobs', replayed: [] });
+    fired('a', at + 5000, at + 5003);
+    outcome('a', at + 5000, 'succeeded', at + 5020);
+    expect(job('a').state).toBe('SUCCEEDED');
+    expect(store.listExecutions('a', 10, null).map((e) => [e.scheduledAtMs, e.state])).toEqual([
+      [at + 5000, 'SUCCEEDED'],
+      [at, 'FAILED'],
+    ]);
+  });
+
+  it('a replay that fails again leaves the job FAILED', () => {
+    const { create, fired, outcome, job, run } = setup();
+    const at = T0 + MIN;
+    create(spec('a'));
+    fired('a', at, at + 2);
+    outcome('a', at, 'failed', at + 10);
+    run({ type: 'replay_jobs', nowMs: at + 100, ids: ['a'] });
+    fired('a', at + 100, at + 101);
+    outcome('a', at + 100, 'failed', at + 120);
+    expect(job('a')).toMatchObject({ state: 'FAILED', updatedAtMs: at + 120 });
+  });
+
+  it('retention deletes finished jobs past the period at the command time, keeps live and recent ones', () => {
+    const { create, fired, outcome, job, store, run } = setup();
+    const at = T0 + MIN;
+    create(spec('done'));
+    create(spec('live', { schedule: { kind: 'once', atMs: T0 + 10 * MIN } }));
+    fired('done', at, at + 2);
+    outcome('done', at, 'succeeded', at + 10);
+    const retention = (nowMs: number, retentionMs: number | null) => run({ type: 'retention', nowMs, retentionMs, jobsMax: 10, trim: [] }).result;
+    expect(retention(at + 10 + 999, 1000)).toEqual({ type: 'retention', jobsDeleted: 0, executionsDeleted: 0 });
+    expect(retention(at + 10 + 5000, null)).toEqual({ type: 'retention', jobsDeleted: 0, executionsDeleted: 0 });
+    expect(retention(at + 10 + 1000, 1000)).toEqual({ type: 'retention', jobsDeleted: 1, executionsDeleted: 1 });
+    expect(store.getJob('done')).toBeNull();
+    expect(store.listExecutions('done', 10, null)).toEqual([]);
+    expect(job('live').state).toBe('PENDING');
+  });
+
+  it("a task's retentionMs (as it was when the job finished) overrides the command's", () => {
+    const { create, fired, outcome, store, run } = setup();
+    run({ type: 'put_task', nowMs: T0, task: { ...task('short'), retentionMs: 2000 } });
+    const at = T0 + MIN;
+    create(spec('a', { task: 'short' }));
+    create(spec('b'));
+    for (const id of ['a', 'b']) {
+      fired(id, at, at + 2);
+      outcome(id, at, 'succeeded', at + 10);
+    }
+    run({ type: 'put_task', nowMs: at + 20, task: { ...task('short'), retentionMs: 999_000 } });
+    const r = run({ type: 'retention', nowMs: at + 10 + 2000, retentionMs: 60_000, jobsMax: 10, trim: [] });
+    expect(r.result).toMatchObject({ jobsDeleted: 1 });
+    expect(store.getJob('a')).toBeNull();
+    expect(store.getJob('b')).not.toBeNull();
+  });
+
+  it('trim keeps the newest executions of a job, never an open one', () => {
+    const { create, fired, outcome, store, run } = setup();
+    create(spec('r', { schedule: everyMin() }));
+    const times = [1, 2, 3, 4].map((k) => T0 + k * MIN);
+    for (const at of times) {
+      fired('r', at, at + 2);
+      if (at !== times[0]) outcome('r', at, 'succeeded', at + 10);
+    }
+    // The first execution is still RUNNING (open): kept whatever its age.
+    const r = run({ type: 'retention', nowMs: T0 + 10 * MIN, retentionMs: null, jobsMax: 0, trim: [{ jobId: 'r', keep: 1 }] });
+    expect(r.result).toEqual({ type: 'retention', jobsDeleted: 0, executionsDeleted: 2 });
+    expect(store.listExecutions('r', 10, null).map((e) => e.scheduledAtMs)).toEqual([times[3], times[0]]);
   });
 });

@@ -7,13 +7,13 @@
 import { unreachable } from '../core/assert.js';
 import type { ErrorCode } from '../core/errors.js';
 import { schedulerLimits } from '../core/limits.js';
-import type { Command, FiredItem, OutcomeItem, SkippedItem } from './commands.js';
+import type { Command, FiredItem, OutcomeItem, SkippedItem, TrimItem } from './commands.js';
 import type { Effect } from './commands.js';
 import { calendarRule, skipExcluded, type CalendarRule } from './calendar.js';
 import { nextAfter, resolveSchedule, resumedNext } from './policy.js';
 import { firstOccurrence } from './schedule.js';
 import type { SchedulerStore } from './store.js';
-import type { CalendarRecord, ExecutionRecord, JobPatch, JobRecord, JobSpec, JobState, Schedule, TaskRecord } from './types.js';
+import type { AttemptRecord, CalendarRecord, ExecutionRecord, JobPatch, JobRecord, JobSpec, JobState, Schedule, TaskRecord } from './types.js';
 
 export interface Failure {
   ok: false;
@@ -37,6 +37,9 @@ export type CommandResult =
   | { type: 'cancel_job' | 'pause_job' | 'resume_job' | 'run_job' | 'patch_job'; result: JobCommandResult }
   /** Items applied, and items ignored (unknown or cancelled job, stale or duplicate report). */
   | { type: 'fired' | 'outcomes' | 'skipped'; applied: number; ignored: number }
+  | { type: 'retention'; jobsDeleted: number; executionsDeleted: number }
+  /** The ids that were FAILED and now run again, in the command's order. */
+  | { type: 'replay_jobs'; replayed: string[] }
   | { type: 'noop' };
 
 export interface ApplyResult {
@@ -44,15 +47,25 @@ export interface ApplyResult {
   effects: Effect[];
 }
 
-export function apply(store: SchedulerStore, command: Command): ApplyResult {
+/**
+ * `term`: the Raft term of the log entry that carries the command (every replica reads the same): attempts
+ * recorded by fired / outcomes items carry the fencing token `{shard}.{term}` of the leader that sent them.
+ * Absent (the simulator, unit tests): attempts carry none.
+ */
+export function apply(store: SchedulerStore, command: Command, term?: number): ApplyResult {
   const effects: Effect[] = [];
   rulesInApply.clear();
+  entryTerm = term ?? null;
   try {
     return { result: dispatch(store, command, effects), effects };
   } finally {
     rulesInApply.clear();
+    entryTerm = null;
   }
 }
+
+/** The term of the entry being applied (set around each apply, like rulesInApply). */
+let entryTerm: number | null = null;
 
 function dispatch(store: SchedulerStore, c: Command, effects: Effect[]): CommandResult {
   switch (c.type) {
@@ -84,6 +97,10 @@ function dispatch(store: SchedulerStore, c: Command, effects: Effect[]): Command
       return count(c.type, c.items, (item) => applyOutcome(store, item, c.nodeId ?? '', c.nowMs, effects));
     case 'skipped':
       return count(c.type, c.items, (item) => applySkipped(store, item, c.nowMs, effects));
+    case 'retention':
+      return applyRetention(store, c.nowMs, c.retentionMs, c.jobsMax, c.trim);
+    case 'replay_jobs':
+      return { type: c.type, replayed: c.ids.filter((id) => replayJob(store, id, c.nowMs, effects)) };
     case 'noop':
       return { type: 'noop' };
     default:
@@ -348,6 +365,17 @@ function runJob(store: SchedulerStore, job: JobRecord, nowMs: number, runKey: st
   const earlier = runKey === null ? undefined : job.runKeys?.find((r) => r.key === runKey);
   if (earlier !== undefined) return { ok: true, job, runAtMs: earlier.runAtMs };
   if (job.state === 'CANCELLED') return fail('conflict', `job ${JSON.stringify(job.id)} is CANCELLED`);
+  const at = queueRun(store, job, nowMs, effects);
+  if (runKey !== null) rememberRun(job, runKey, at);
+  store.putJob(job);
+  return { ok: true, job, runAtMs: at };
+}
+
+/**
+ * One extra run of the job at nowMs (a fresh occurrence); the caller writes the job. A FAILED job runs again as a
+ * replay: RUNNING (off the dead letters) until the run ends, when its outcome settles it SUCCEEDED or FAILED.
+ */
+function queueRun(store: SchedulerStore, job: JobRecord, nowMs: number, effects: Effect[]): number {
   // A fresh key: never an existing execution's, never the pending regular occurrence's.
   let at = nowMs;
   while (at === job.nextFireAtMs || store.getExecution(job.id, at) !== null) at++;
@@ -365,11 +393,19 @@ function runJob(store: SchedulerStore, job: JobRecord, nowMs: number, runKey: st
     nodeId: null,
     retryAtMs: at,
   });
-  if (runKey !== null) rememberRun(job, runKey, at);
+  if (job.state === 'FAILED') job.state = 'RUNNING';
   job.updatedAtMs = nowMs;
-  store.putJob(job);
   effects.push({ type: 'arm', jobId: job.id, scheduledAtMs: at, attempt: 1, dueAtMs: at });
-  return { ok: true, job, runAtMs: at };
+  return at;
+}
+
+/** replay_jobs: a FAILED job runs again (queueRun); any other is left alone. */
+function replayJob(store: SchedulerStore, id: string, nowMs: number, effects: Effect[]): boolean {
+  const job = store.getJob(id);
+  if (job === null || job.state !== 'FAILED') return false;
+  queueRun(store, job, nowMs, effects);
+  store.putJob(job);
+  return true;
 }
 
 /** Keeps the latest schedulerLimits.runKeysPerJobMax run keys of the job (a repeat comes within seconds). */
@@ -445,7 +481,8 @@ function startAttempt(store: SchedulerStore, item: FiredItem, nodeId: string, no
     scheduledAtMs: item.scheduledAtMs,
     attempt: item.attempt,
     state: 'RUNNING',
-    startedAtMs: item.startedAtMs,
+    // The execution started with its first attempt (a retry's start is in its attempt record).
+    startedAtMs: existing?.startedAtMs ?? item.startedAtMs,
     finishedAtMs: null,
     // The attempt just started has no answer yet: the previous attempt's status and error (shown while the
     // execution was QUEUED for its retry) would read as this attempt's.
@@ -454,6 +491,15 @@ function startAttempt(store: SchedulerStore, item: FiredItem, nodeId: string, no
     latenessMs: existing?.latenessMs ?? item.startedAtMs - item.scheduledAtMs,
     nodeId,
     retryAtMs: null,
+    attempts: withAttempt(existing?.attempts, {
+      attempt: item.attempt,
+      startedAtMs: item.startedAtMs,
+      finishedAtMs: null,
+      statusCode: null,
+      error: null,
+      nodeId,
+      fencingToken: fencingToken(job),
+    }),
   };
   if (job.state !== 'PAUSED' && item.scheduledAtMs === job.nextFireAtMs) {
     job.runs += 1;
@@ -480,14 +526,14 @@ function applyOutcome(store: SchedulerStore, item: OutcomeItem, nodeId: string, 
     // A folded fired item: exactly its apply, then the outcome's, with one read and one write of each row.
     const fired = { jobId: item.jobId, scheduledAtMs: item.scheduledAtMs, attempt: item.attempt, startedAtMs: item.startedAtMs };
     const started = startAttempt(store, fired, nodeId, nowMs, effects);
-    if (started !== null) return finishAttempt(store, started.job, started.execution, item, nowMs, effects, true);
+    if (started !== null) return finishAttempt(store, started.job, started.execution, item, nodeId, nowMs, effects, true);
     // The fired item would have changed nothing: the outcome applies to what is stored, as it would after it.
   }
   const job = store.getJob(item.jobId);
   const e = store.getExecution(item.jobId, item.scheduledAtMs);
   if (job === null || e === null || item.attempt < e.attempt) return false;
-  if (job.state === 'CANCELLED') return finishCancelled(store, e, item);
-  return finishAttempt(store, job, e, item, nowMs, effects, false);
+  if (job.state === 'CANCELLED') return finishCancelled(store, job, e, item, nodeId);
+  return finishAttempt(store, job, e, item, nodeId, nowMs, effects, false);
 }
 
 /**
@@ -499,13 +545,15 @@ function finishAttempt(
   job: JobRecord,
   e: ExecutionRecord,
   item: OutcomeItem,
+  nodeId: string,
   nowMs: number,
   effects: Effect[],
   jobChanged: boolean,
 ): boolean {
   const open = e.state === 'QUEUED' || e.state === 'RUNNING';
   if (!open) return false; // a duplicate report of a finished execution
-  const done = { ...e, attempt: item.attempt, statusCode: item.statusCode, error: item.error };
+  const attempts = endedAttempt(job, e, item, nodeId);
+  const done = { ...e, attempt: item.attempt, statusCode: item.statusCode, error: item.error, attempts };
   if (item.result === 'retry') {
     // A missing retryAtMs is the leader's bug, but a committed entry must apply: retry at once.
     const retryAtMs = Math.max(item.retryAtMs ?? item.finishedAtMs, item.scheduledAtMs);
@@ -531,11 +579,12 @@ function finishAttempt(
 }
 
 /** A cancelled job's in-flight callback still ends: record a final result, never a retry. */
-function finishCancelled(store: SchedulerStore, e: ExecutionRecord, item: OutcomeItem): boolean {
+function finishCancelled(store: SchedulerStore, job: JobRecord, e: ExecutionRecord, item: OutcomeItem, nodeId: string): boolean {
   if (e.state === 'SUCCEEDED' || e.state === 'FAILED') return false;
+  const attempts = endedAttempt(job, e, item, nodeId);
   if (item.result === 'retry') {
     if (e.state === 'CANCELLED') return false;
-    store.putExecution({ ...e, state: 'CANCELLED', finishedAtMs: item.finishedAtMs, retryAtMs: null });
+    store.putExecution({ ...e, state: 'CANCELLED', finishedAtMs: item.finishedAtMs, retryAtMs: null, attempts });
     return true;
   }
   const state = item.result === 'succeeded' ? 'SUCCEEDED' : 'FAILED';
@@ -547,6 +596,7 @@ function finishCancelled(store: SchedulerStore, e: ExecutionRecord, item: Outcom
     error: item.error,
     finishedAtMs: item.finishedAtMs,
     retryAtMs: null,
+    attempts,
   });
   return true;
 }
@@ -561,4 +611,57 @@ function applySkipped(store: SchedulerStore, item: SkippedItem, nowMs: number, e
   job.updatedAtMs = nowMs;
   store.putJob(job);
   return true;
+}
+
+// ---------------------------------------------------------------- attempts
+
+function fencingToken(job: JobRecord): string | null {
+  return entryTerm === null ? null : `${job.shard}.${entryTerm}`;
+}
+
+/** The attempts with `a` in place of the record of the same attempt number (else appended), the latest kept. */
+function withAttempt(attempts: AttemptRecord[] | undefined, a: AttemptRecord): AttemptRecord[] {
+  const out = (attempts ?? []).filter((x) => x.attempt !== a.attempt);
+  out.push(a);
+  out.sort((x, y) => x.attempt - y.attempt);
+  const max = schedulerLimits.attemptsPerExecutionMax;
+  return out.length > max ? out.slice(out.length - max) : out;
+}
+
+/** The attempts once the outcome `item` ended its attempt (a record without its start when none was written). */
+function endedAttempt(job: JobRecord, e: ExecutionRecord, item: OutcomeItem, nodeId: string): AttemptRecord[] {
+  const started = e.attempts?.find((x) => x.attempt === item.attempt);
+  return withAttempt(e.attempts, {
+    attempt: item.attempt,
+    startedAtMs: started?.startedAtMs ?? item.startedAtMs ?? null,
+    finishedAtMs: item.finishedAtMs,
+    statusCode: item.statusCode,
+    error: item.error,
+    nodeId: nodeId === '' ? (started?.nodeId ?? null) : nodeId,
+    fencingToken: started?.fencingToken ?? fencingToken(job),
+  });
+}
+
+// ---------------------------------------------------------------- retention
+
+/**
+ * Deletes what the store says expired at the leader's nowMs, bounded: at most jobsMax jobs and
+ * schedulerLimits.retentionExecutionsMax executions per command (a job whose executions do not all fit is
+ * finished by the next command). A finished job with a run still open (an extra run) is kept until it ends.
+ */
+function applyRetention(store: SchedulerStore, nowMs: number, retentionMs: number | null, jobsMax: number, trim: TrimItem[]): CommandResult {
+  let budget = schedulerLimits.retentionExecutionsMax;
+  let jobsDeleted = 0;
+  for (const id of store.expiredJobs(nowMs, retentionMs, jobsMax)) {
+    if (budget <= 0) break;
+    if (store.openExecutions(id).length > 0) continue;
+    const d = store.deleteJob(id, budget);
+    budget -= d.executions;
+    if (d.deleted) jobsDeleted++;
+  }
+  for (const t of trim) {
+    if (budget <= 0) break;
+    budget -= store.trimExecutions(t.jobId, t.keep, budget);
+  }
+  return { type: 'retention', jobsDeleted, executionsDeleted: schedulerLimits.retentionExecutionsMax - budget };
 }

@@ -27,6 +27,8 @@ export class MemoryStore implements SchedulerStore {
   private readonly jobs = new Map<string, JobRecord>();
   /** jobId -> scheduledAtMs -> execution. */
   private readonly executions = new Map<string, Map<number, ExecutionRecord>>();
+  /** Finished jobs: when they finished and the retention their task fixed then (null: the node's). */
+  private readonly finished = new Map<string, { atMs: number; retainMs: number | null }>();
 
   getTask(name: string): TaskRecord | null {
     const t = this.tasks.get(name);
@@ -79,6 +81,12 @@ export class MemoryStore implements SchedulerStore {
 
   putJob(job: JobRecord): void {
     this.jobs.set(job.id, structuredClone(job));
+    if (!finalJobStates.has(job.state)) {
+      this.finished.delete(job.id);
+      return;
+    }
+    const retainMs = job.task === null ? null : (this.tasks.get(job.task)?.retentionMs ?? null);
+    this.finished.set(job.id, { atMs: job.updatedAtMs, retainMs });
   }
 
   listJobs(query: JobPageQuery): JobRecord[] {
@@ -165,5 +173,38 @@ export class MemoryStore implements SchedulerStore {
     }
     out.sort((a, b) => compareStrings(a.jobId, b.jobId) || a.scheduledAtMs - b.scheduledAtMs);
     return out.slice(0, Math.max(0, limit)).map((e) => structuredClone(e));
+  }
+
+  expiredJobs(nowMs: number, retentionMs: number | null, limit: number): string[] {
+    const own: Array<{ id: string; atMs: number }> = [];
+    const rest: Array<{ id: string; atMs: number }> = [];
+    for (const [id, f] of this.finished) {
+      if (f.retainMs !== null) {
+        if (f.atMs + f.retainMs <= nowMs) own.push({ id, atMs: f.atMs + f.retainMs });
+      } else if (retentionMs !== null && f.atMs + retentionMs <= nowMs) {
+        rest.push({ id, atMs: f.atMs });
+      }
+    }
+    const order = (a: { id: string; atMs: number }, b: { id: string; atMs: number }): number => a.atMs - b.atMs || byId(a, b);
+    return [...own.sort(order), ...rest.sort(order)].slice(0, Math.max(0, limit)).map((x) => x.id);
+  }
+
+  deleteJob(id: string, executionsMax: number): { executions: number; deleted: boolean } {
+    const perJob = this.executions.get(id);
+    const keys = [...(perJob?.keys() ?? [])].sort((a, b) => a - b).slice(0, Math.max(0, executionsMax));
+    for (const k of keys) perJob!.delete(k);
+    if (perJob !== undefined && perJob.size > 0) return { executions: keys.length, deleted: false };
+    this.executions.delete(id);
+    this.finished.delete(id);
+    return { executions: keys.length, deleted: this.jobs.delete(id) };
+  }
+
+  trimExecutions(jobId: string, keep: number, max: number): number {
+    const perJob = this.executions.get(jobId);
+    if (perJob === undefined) return 0;
+    const newestFirst = [...perJob.values()].sort((a, b) => b.scheduledAtMs - a.scheduledAtMs);
+    const old = newestFirst.slice(keep).filter((e) => !isOpen(e)).reverse().slice(0, Math.max(0, max));
+    for (const e of old) perJob.delete(e.scheduledAtMs);
+    return old.length;
   }
 }

@@ -287,5 +287,63 @@ export function runSchedulerStoreContract(
       s.putExecution(contractExecution('b', 10, { state: 'SUCCEEDED' }));
       expect(keys(s.allOpenExecutions(10, null))).toEqual(['a@99', 'b@20']);
     });
+
+    it('executions keep their attempts, oldest first', () => {
+      const s = open();
+      const attempts = [
+        { attempt: 1, startedAtMs: 13, finishedAtMs: 20, statusCode: 503, error: 'HTTP 503', nodeId: 'n1', fencingToken: '3.2' },
+        { attempt: 2, startedAtMs: null, finishedAtMs: null, statusCode: null, error: null, nodeId: null, fencingToken: null },
+      ];
+      s.putExecution(contractExecution('a', 10, { attempt: 2, attempts }));
+      expect(s.getExecution('a', 10)!.attempts).toEqual(attempts);
+      s.putExecution(contractExecution('a', 11));
+      expect(s.getExecution('a', 11)!.attempts).toBeUndefined();
+    });
+
+    it('retention: finished jobs expire by the retention their task had at their finish, then by the given one', () => {
+      const s = open();
+      s.putTask(contractTask('email'));
+      s.putTask(contractTask('short', { retentionMs: 5_000 }));
+      const done = (id: string, task: string, atMs: number, state: JobState = 'SUCCEEDED') =>
+        s.putJob(contractJob(id, { task, state, nextFireAtMs: null, updatedAtMs: atMs }));
+      done('x1', 'email', 1_000);
+      done('x2', 'email', 2_000, 'FAILED');
+      done('y1', 'short', 1_500, 'CANCELLED');
+      s.putJob(contractJob('live', { updatedAtMs: 0 }));
+      // The task's retention changing later does not move the expiry of a job already finished.
+      s.putTask(contractTask('short', { retentionMs: 999_999 }));
+      expect(s.expiredJobs(6_499, 10_000, 10)).toEqual([]);
+      expect(s.expiredJobs(6_500, 10_000, 10)).toEqual(['y1']);
+      expect(s.expiredJobs(12_000, 10_000, 10)).toEqual(['y1', 'x1', 'x2']);
+      expect(s.expiredJobs(12_000, 10_000, 2)).toEqual(['y1', 'x1']);
+      expect(s.expiredJobs(12_000, null, 10)).toEqual(['y1']);
+      // A job that runs again (replay) is live: it leaves the list.
+      s.putJob(contractJob('x1', { state: 'RUNNING', nextFireAtMs: null, updatedAtMs: 1_000 }));
+      expect(s.expiredJobs(12_000, 10_000, 10)).toEqual(['y1', 'x2']);
+    });
+
+    it('retention: deleteJob takes executions oldest first within its bound, then the job', () => {
+      const s = open();
+      s.putJob(contractJob('a', { state: 'SUCCEEDED', nextFireAtMs: null }));
+      for (const at of [1, 2, 3]) s.putExecution(contractExecution('a', at, { state: 'SUCCEEDED' }));
+      s.putExecution(contractExecution('b', 1, { state: 'SUCCEEDED' }));
+      expect(s.deleteJob('a', 2)).toEqual({ executions: 2, deleted: false });
+      expect(keys(s.listExecutions('a', 10, null))).toEqual(['a@3']);
+      expect(s.getJob('a')).not.toBeNull();
+      expect(s.deleteJob('a', 2)).toEqual({ executions: 1, deleted: true });
+      expect(s.getJob('a')).toBeNull();
+      expect(s.expiredJobs(Number.MAX_SAFE_INTEGER, 0, 10)).toEqual([]);
+      expect(keys(s.listExecutions('b', 10, null))).toEqual(['b@1']);
+    });
+
+    it('retention: trimExecutions keeps the newest, never an open one, within its bound', () => {
+      const s = open();
+      for (const at of [1, 2, 3, 4, 5]) s.putExecution(contractExecution('a', at, { state: at === 2 ? 'QUEUED' : 'SUCCEEDED' }));
+      expect(s.trimExecutions('a', 5, 10)).toBe(0);
+      expect(s.trimExecutions('a', 2, 1)).toBe(1);
+      expect(keys(s.listExecutions('a', 10, null))).toEqual(['a@5', 'a@4', 'a@3', 'a@2']);
+      expect(s.trimExecutions('a', 2, 10)).toBe(1);
+      expect(keys(s.listExecutions('a', 10, null))).toEqual(['a@5', 'a@4', 'a@2']);
+    });
   });
 }

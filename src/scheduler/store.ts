@@ -57,4 +57,17 @@ export interface SchedulerStore {
    * re-fires RUNNING ones and re-arms QUEUED ones at retryAtMs.
    */
   allOpenExecutions(limit: number, after: { jobId: string; scheduledAtMs: number } | null): ExecutionRecord[];
+
+  // --- retention (the `retention` command; docs/api.md "Retention")
+  /**
+   * Ids of finished jobs (SUCCEEDED, FAILED, CANCELLED) whose retention ended at nowMs, at most `limit`, in a fixed
+   * order: first those whose task had a `retentionMs` when they finished (finish + that <= nowMs, by expiry), then
+   * the others (finish + retentionMs <= nowMs, by finish; none when retentionMs is null). A job's finish is its
+   * updatedAtMs as written in a final state.
+   */
+  expiredJobs(nowMs: number, retentionMs: number | null, limit: number): string[];
+  /** Deletes up to executionsMax of the job's executions (oldest first), and the job once none is left. */
+  deleteJob(id: string, executionsMax: number): { executions: number; deleted: boolean };
+  /** Deletes up to `max` of the job's finished executions older than its newest `keep` executions (oldest first). */
+  trimExecutions(jobId: string, keep: number, max: number): number;
 }

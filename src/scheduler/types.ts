@@ -3,6 +3,7 @@
  * snake_case JSON of docs/api.md in one place (src/http/views.ts). Pure: no IO, no clock.
  */
 import type { JobSearch } from './search.js';
+import type { ErrorClass } from './failure.js';
 
 export type JobState = 'PENDING' | 'QUEUED' | 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'PAUSED' | 'CANCELLED';
 export const jobStates: readonly JobState[] = [
@@ -51,6 +52,11 @@ export interface CallbackSpec {
 
 export interface TaskRecord extends CallbackSpec {
   name: string;
+  /**
+   * How long this task's finished jobs are kept, overriding the node's `--retention`. Absent or null: the node's.
+   * Fixed for a job when it finishes (a later change applies to jobs that finish after it).
+   */
+  retentionMs?: number | null;
   createdAtMs: number;
   updatedAtMs: number;
 }
@@ -151,6 +157,21 @@ export interface PayloadRef {
   contentType: string | null;
 }
 
+/** One attempt of an execution, as the history lists it (docs/api.md, executions). */
+export interface AttemptRecord {
+  attempt: number;
+  /** null when the attempt's start was never recorded (its outcome came alone). */
+  startedAtMs: number | null;
+  /** null while in flight, or when its outcome was lost (a crash or a leader change: a later attempt follows). */
+  finishedAtMs: number | null;
+  statusCode: number | null;
+  error: string | null;
+  /** The node that sent it. */
+  nodeId: string | null;
+  /** `{shard}.{term}` of the leader that recorded it (the callback's X-Punctual-Fencing-Token); null when unknown. */
+  fencingToken: string | null;
+}
+
 export interface ExecutionRecord {
   jobId: string;
   /** The occurrence's fire time: with the job id it is the X-Deduplication-Key. */
@@ -166,6 +187,11 @@ export interface ExecutionRecord {
   nodeId: string | null;
   /** When the next attempt is due, while state is QUEUED after a failed attempt. */
   retryAtMs: number | null;
+  /**
+   * Every attempt, oldest first (at most schedulerLimits.attemptsPerExecutionMax, the latest kept). Absent on
+   * executions written before attempts were recorded.
+   */
+  attempts?: AttemptRecord[];
 }
 
 export interface JobRecord extends JobSpec {
@@ -199,6 +225,36 @@ export interface JobPatch {
   /** A new reference (the inline payload becomes empty), or null to drop it; a new inline payload drops it too. */
   payloadRef?: PayloadRef | null;
   metadata?: Record<string, unknown> | null;
+}
+
+/** A dead letter: a FAILED job (its retries exhausted), as GET /v1/dead-letters lists it. */
+export interface DeadLetter {
+  jobId: string;
+  task: string | null;
+  errorClass: ErrorClass;
+  /** The failed execution's last attempt: its error, status and attempt count. */
+  error: string | null;
+  statusCode: number | null;
+  attempts: number;
+  /** The failed occurrence (null when its execution is gone). */
+  scheduledAtMs: number | null;
+  /** When the job failed (its finish). */
+  failedAtMs: number;
+}
+
+/** Which dead letters a list, a count or a replay by filter takes: failed in [sinceMs, untilMs). */
+export interface DeadLetterFilter {
+  task: string | null;
+  errorClass: ErrorClass | null;
+  sinceMs: number | null;
+  untilMs: number | null;
+}
+
+export interface DeadLetterGroup {
+  task: string | null;
+  errorClass: ErrorClass;
+  count: number;
+  lastFailedAtMs: number;
 }
 
 export interface JobListQuery {

@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { sqliteOpenOptions } from '../platform/sqlite.js';
 import { privateFile, secureDataDir } from './files.js';
 import { ensureMetadataIndex } from './metadata-index.js';
+import { migrateLifecycle } from './lifecycle-schema.js';
 
 export type FsyncMode = 'always' | 'batch' | 'off';
 export type Db = Database.Database;
@@ -86,6 +87,7 @@ export function openDbFile(path: string, fsync: FsyncMode): Db {
     db.exec(schema);
     checkSchemaVersion(db);
     ensureMetadataIndex(db);
+    migrateLifecycle(db);
   } catch (err) {
     db.close();
     throw err;

@@ -4,7 +4,7 @@
  * read from SQLite looks exactly like the one written.
  */
 import { Packr } from 'msgpackr';
-import type { CalendarRecord, ExecutionRecord, ExecutionState, JobRecord, JobState, TaskRecord } from '../scheduler/types.js';
+import type { AttemptRecord, CalendarRecord, ExecutionRecord, ExecutionState, JobRecord, JobState, TaskRecord } from '../scheduler/types.js';
 
 const packr = new Packr({ useRecords: false, mapsAsObjects: true });
 
@@ -77,9 +77,14 @@ export interface ExecutionRow {
   data: Uint8Array;
 }
 
+/** An attempt packed as a tuple (no key names: an execution row carries one per attempt). */
+type PackedAttempt = [number, number | null, number | null, number | null, string | null, string | null, string | null];
+
 export function encodeExecution(e: ExecutionRecord): Uint8Array {
-  const { jobId: _j, scheduledAtMs: _s, state: _st, ...rest } = e;
-  return pack(rest);
+  const { jobId: _j, scheduledAtMs: _s, state: _st, attempts, ...rest } = e;
+  if (attempts === undefined) return pack(rest);
+  const packed = attempts.map((a): PackedAttempt => [a.attempt, a.startedAtMs, a.finishedAtMs, a.statusCode, a.error, a.nodeId, a.fencingToken]);
+  return pack({ ...rest, attempts: packed });
 }
 
 export function decodeExecution(row: ExecutionRow): ExecutionRecord {
@@ -87,5 +92,11 @@ export function decodeExecution(row: ExecutionRow): ExecutionRecord {
   e.jobId = row.job_id;
   e.scheduledAtMs = row.scheduled_at;
   e.state = row.state as ExecutionState;
+  if (e.attempts !== undefined) e.attempts = (e.attempts as unknown as PackedAttempt[]).map(unpackAttempt);
   return e;
+}
+
+function unpackAttempt(a: PackedAttempt): AttemptRecord {
+  const [attempt, startedAtMs, finishedAtMs, statusCode, error, nodeId, fencingToken] = a;
+  return { attempt, startedAtMs, finishedAtMs, statusCode, error, nodeId, fencingToken };
 }

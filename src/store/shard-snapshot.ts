@@ -12,6 +12,7 @@ import { assert } from '../core/assert.js';
 import type { Db } from './db.js';
 import { rebuildMetadataIndex } from './metadata-index.js';
 import { pack, unpack } from './rows.js';
+import { fillLifecycleColumns } from './lifecycle-schema.js';
 
 /** The scheduler's tables that carry a shard's state (each has a `shard` column). */
 const stateTables = ['tasks', 'calendars', 'jobs', 'executions'] as const;
@@ -69,6 +70,8 @@ export function restoreShardImage(db: Db, shard: number, data: Uint8Array): void
     for (const row of img.rows) insert.run(shard, ...keep.map(([, i]) => row[i]));
   }
   rebuildMetadataIndex(db, shard);
+  // An image from a node without the retention columns: derive them here, as that node's putJob would have.
+  if (image.tables.jobs !== undefined && !image.tables.jobs.columns.includes('finished_at')) fillLifecycleColumns(db, shard);
 }
 
 /** shard_meta.applied_index of each shard: the last log index whose command is in the state-machine rows. */

@@ -5,7 +5,17 @@
  */
 import type { Statement } from 'better-sqlite3';
 import { jobStates } from '../scheduler/types.js';
-import type { CalendarRecord, ExecutionRecord, JobRecord, JobState, TaskRecord } from '../scheduler/types.js';
+import type {
+  CalendarRecord,
+  DeadLetter,
+  DeadLetterFilter,
+  DeadLetterGroup,
+  ExecutionRecord,
+  JobRecord,
+  JobState,
+  TaskRecord,
+} from '../scheduler/types.js';
+import { errorClassOf, type ErrorClass } from '../scheduler/failure.js';
 import type { JobPageQuery, SchedulerStore } from '../scheduler/store.js';
 import type { Db } from './db.js';
 import { MetadataIndex, searchParams, searchSql } from './metadata-index.js';
@@ -27,6 +37,7 @@ const jobCols = 'id, state, task, next_fire_at, data';
 const execCols = 'job_id, scheduled_at, state, data';
 const live = `state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')`;
 const open = `state IN ('QUEUED', 'RUNNING')`;
+const closed = `state NOT IN ('QUEUED', 'RUNNING')`;
 
 function statements(db: Db) {
   const p = (sql: string): Statement => db.prepare(sql);
@@ -43,10 +54,13 @@ function statements(db: Db) {
     getJob: p(`SELECT ${jobCols} FROM jobs WHERE shard = ? AND id = ?`),
     // An upsert, not INSERT OR REPLACE: REPLACE deletes and re-inserts the row and every index entry, the
     // upsert rewrites the row and only the index entries whose columns changed.
+    // finished_at, retain_ms, error_class: lifecycle-schema.ts (retention and dead letters).
     putJob: p(
-      `INSERT INTO jobs (shard, id, state, task, next_fire_at, data) VALUES (?, ?, ?, ?, ?, ?)
+      `INSERT INTO jobs (shard, id, state, task, next_fire_at, data, finished_at, retain_ms, error_class)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (shard, id) DO UPDATE SET state = excluded.state, task = excluded.task,
-       next_fire_at = excluded.next_fire_at, data = excluded.data`,
+       next_fire_at = excluded.next_fire_at, data = excluded.data, finished_at = excluded.finished_at,
+       retain_ms = excluded.retain_ms, error_class = excluded.error_class`,
     ),
     listJobs: p(`SELECT ${jobCols} FROM jobs WHERE shard = ? AND id > ? ORDER BY id LIMIT ?`),
     listJobsByState: p(`SELECT ${jobCols} FROM jobs WHERE shard = ? AND state = ? AND id > ? ORDER BY id LIMIT ?`),
@@ -113,6 +127,7 @@ const taskCacheEntriesMax = 1_024;
 
 export class SqliteShardStore implements SchedulerStore {
   private readonly s: ReturnType<typeof statements>;
+  private readonly l: ReturnType<typeof lifecycleStatements>;
   private readonly tasks = new TaskCache();
   private readonly metadataIndex: MetadataIndex;
   /** Prepared search statements by their SQL (a handful of shapes: which filters are given). */
@@ -124,6 +139,7 @@ export class SqliteShardStore implements SchedulerStore {
   ) {
     this.s = statements(db);
     this.metadataIndex = new MetadataIndex(db);
+    this.l = lifecycleStatements(db);
   }
 
   getTask(name: string): TaskRecord | null {
@@ -172,7 +188,16 @@ export class SqliteShardStore implements SchedulerStore {
   }
 
   putJob(job: JobRecord): void {
-    this.s.putJob.run(this.shard, job.id, job.state, job.task, job.nextFireAtMs, encodeJob(job));
+    const finished = job.state === 'SUCCEEDED' || job.state === 'FAILED' || job.state === 'CANCELLED';
+    // Derived from replicated state only (the task as it is now, the last execution), so equal on every replica.
+    const retainMs = finished && job.task !== null ? (this.getTask(job.task)?.retentionMs ?? null) : null;
+    let errorClass: ErrorClass | null = null;
+    if (job.state === 'FAILED') {
+      const last = this.lastExecution(job.id);
+      errorClass = errorClassOf(last?.statusCode ?? null, last?.error ?? null);
+    }
+    const finishedAt = finished ? job.updatedAtMs : null;
+    this.s.putJob.run(this.shard, job.id, job.state, job.task, job.nextFireAtMs, encodeJob(job), finishedAt, retainMs, errorClass);
     this.metadataIndex.sync(this.shard, job);
   }
 
@@ -258,4 +283,138 @@ export class SqliteShardStore implements SchedulerStore {
   transaction<T>(fn: () => T): T {
     return this.db.transaction(fn)();
   }
+
+  // --- retention (lifecycle-schema.ts) -------------------------------------------------------------------
+
+  expiredJobs(nowMs: number, retentionMs: number | null, limit: number): string[] {
+    const own = this.l.expiredOwn.all(this.shard, nowMs, limit) as string[];
+    if (retentionMs === null || own.length >= limit) return own;
+    return own.concat(this.l.expired.all(this.shard, nowMs - retentionMs, limit - own.length) as string[]);
+  }
+
+  deleteJob(id: string, executionsMax: number): { executions: number; deleted: boolean } {
+    const executions = this.l.deleteOldestExecs.run(this.shard, id, this.shard, id, executionsMax).changes;
+    if (this.l.anyExec.get(this.shard, id) !== undefined) return { executions, deleted: false };
+    return { executions, deleted: this.l.deleteJob.run(this.shard, id).changes > 0 };
+  }
+
+  trimExecutions(jobId: string, keep: number, max: number): number {
+    const boundary = this.l.execAtOffset.get(this.shard, jobId, keep) as number | undefined;
+    if (boundary === undefined) return 0;
+    return this.l.trimExecs.run(this.shard, jobId, this.shard, jobId, boundary, max).changes;
+  }
+
+  /**
+   * The retention driver's sweep: of the (at most scanMax) jobs after afterId in id order, those with more than
+   * `keep` executions. `nextAfterId` null: the sweep reached the last job.
+   */
+  jobsOverExecutions(afterId: string | null, scanMax: number, keep: number): { ids: string[]; nextAfterId: string | null } {
+    const ids = this.l.jobIdsAfter.all(this.shard, afterId ?? '', scanMax) as string[];
+    const over = ids.filter((id) => this.l.execAtOffset.get(this.shard, id, keep) !== undefined);
+    return { ids: over, nextAfterId: ids.length < scanMax ? null : ids[ids.length - 1]! };
+  }
+
+  // --- dead letters (FAILED jobs) --------------------------------------------------------------------------
+
+  /** Newest failure first, (failed_at, id) descending; strictly after `after` when given. */
+  deadLetters(filter: DeadLetterFilter, limit: number, after: { failedAtMs: number; jobId: string } | null): DeadLetter[] {
+    const { where, args } = deadLetterWhere(filter);
+    const page = after === null ? '' : ' AND (finished_at, id) < (?, ?)';
+    const sql = `SELECT id, task, error_class, finished_at FROM jobs WHERE shard = ? AND state = 'FAILED'${where}${page}
+      ORDER BY finished_at DESC, id DESC LIMIT ?`;
+    const pageArgs = after === null ? [] : [after.failedAtMs, after.jobId];
+    const rows = this.cached(sql).all(this.shard, ...args, ...pageArgs, limit) as DeadLetterRow[];
+    return rows.map((r) => this.deadLetterOf(r));
+  }
+
+  countDeadLetters(filter: DeadLetterFilter): number {
+    const { where, args } = deadLetterWhere(filter);
+    const sql = `SELECT count(*) FROM jobs WHERE shard = ? AND state = 'FAILED'${where}`;
+    return this.cached(sql).pluck().get(this.shard, ...args) as number;
+  }
+
+  deadLetterGroups(): DeadLetterGroup[] {
+    const rows = this.l.groups.all(this.shard) as Array<{ task: string | null; error_class: string | null; n: number; last: number }>;
+    return rows.map((r) => ({ task: r.task, errorClass: (r.error_class ?? 'other') as ErrorClass, count: r.n, lastFailedAtMs: r.last }));
+  }
+
+  private deadLetterOf(r: DeadLetterRow): DeadLetter {
+    const e = this.lastExecution(r.id);
+    return {
+      jobId: r.id,
+      task: r.task,
+      errorClass: (r.error_class ?? 'other') as ErrorClass,
+      error: e?.error ?? null,
+      statusCode: e?.statusCode ?? null,
+      attempts: e?.attempt ?? 0,
+      scheduledAtMs: e?.scheduledAtMs ?? null,
+      failedAtMs: r.finished_at,
+    };
+  }
+
+  private readonly statementCache = new Map<string, Statement>();
+
+  /** The dead-letter queries have a handful of shapes (which filters are set): each prepared once. */
+  private cached(sql: string): Statement {
+    let st = this.statementCache.get(sql);
+    if (st === undefined) {
+      st = this.db.prepare(sql);
+      this.statementCache.set(sql, st);
+    }
+    return st;
+  }
+}
+
+interface DeadLetterRow {
+  id: string;
+  task: string | null;
+  error_class: string | null;
+  finished_at: number;
+}
+
+function deadLetterWhere(f: DeadLetterFilter): { where: string; args: unknown[] } {
+  let where = '';
+  const args: unknown[] = [];
+  const add = (clause: string, value: unknown): void => {
+    where += ` AND ${clause}`;
+    args.push(value);
+  };
+  if (f.task !== null) add('task = ?', f.task);
+  if (f.errorClass !== null) add('error_class = ?', f.errorClass);
+  if (f.sinceMs !== null) add('finished_at >= ?', f.sinceMs);
+  if (f.untilMs !== null) add('finished_at < ?', f.untilMs);
+  return { where, args };
+}
+
+/** Statements of retention and dead letters (the columns and indexes of lifecycle-schema.ts). */
+function lifecycleStatements(db: Db) {
+  const p = (sql: string): Statement => db.prepare(sql);
+  return {
+    expiredOwn: p(
+      `SELECT id FROM jobs WHERE shard = ? AND retain_ms IS NOT NULL AND finished_at + retain_ms <= ?
+       ORDER BY finished_at + retain_ms, id LIMIT ?`,
+    ).pluck(),
+    expired: p(
+      `SELECT id FROM jobs WHERE shard = ? AND finished_at IS NOT NULL AND retain_ms IS NULL AND finished_at <= ?
+       ORDER BY finished_at, id LIMIT ?`,
+    ).pluck(),
+    deleteOldestExecs: p(
+      `DELETE FROM executions WHERE shard = ? AND job_id = ? AND scheduled_at IN
+       (SELECT scheduled_at FROM executions WHERE shard = ? AND job_id = ? ORDER BY scheduled_at LIMIT ?)`,
+    ),
+    anyExec: p('SELECT 1 FROM executions WHERE shard = ? AND job_id = ? LIMIT 1'),
+    deleteJob: p('DELETE FROM jobs WHERE shard = ? AND id = ?'),
+    /** The newest execution past the kept ones (OFFSET keep): it and every older one may go. */
+    execAtOffset: p('SELECT scheduled_at FROM executions WHERE shard = ? AND job_id = ? ORDER BY scheduled_at DESC LIMIT 1 OFFSET ?').pluck(),
+    trimExecs: p(
+      `DELETE FROM executions WHERE shard = ? AND job_id = ? AND scheduled_at IN
+       (SELECT scheduled_at FROM executions WHERE shard = ? AND job_id = ? AND scheduled_at <= ? AND ${closed}
+        ORDER BY scheduled_at LIMIT ?)`,
+    ),
+    jobIdsAfter: p('SELECT id FROM jobs WHERE shard = ? AND id > ? ORDER BY id LIMIT ?').pluck(),
+    groups: p(
+      `SELECT task, error_class, count(*) AS n, max(finished_at) AS last FROM jobs WHERE shard = ? AND state = 'FAILED'
+       GROUP BY task, error_class ORDER BY task, error_class`,
+    ),
+  };
 }
