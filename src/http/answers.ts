@@ -34,7 +34,11 @@ export const callbackAnswer = namedShape('Callback', closed(callbackOut, callbac
 
 export const taskAnswer = namedShape(
   'Task',
-  closed({ name: str, ...callbackOut, created_at: timeOut, updated_at: timeOut }, ['name', ...callbackRequired, 'created_at', 'updated_at'], 'A task as answered.'),
+  closed(
+    { name: str, ...callbackOut, retention_ms: orNull(int), created_at: timeOut, updated_at: timeOut },
+    ['name', ...callbackRequired, 'created_at', 'updated_at'],
+    'A task as answered (retention_ms null: the node\'s --retention).',
+  ),
 );
 
 export const calendarAnswer = namedShape(
@@ -64,6 +68,20 @@ export const executionAnswer = namedShape(
       error: orNull(str),
       lateness_ms: orNull(int),
       node_id: orNull(str),
+      attempts: {
+        type: 'array',
+        description: 'Every attempt of the occurrence, oldest first (the latest 100).',
+        items: closed({
+          attempt: int,
+          started_at: orNull(timeOut),
+          finished_at: orNull(timeOut),
+          duration_ms: orNull(int),
+          status_code: orNull(int),
+          error: orNull(str),
+          node_id: orNull(str),
+          fencing_token: orNull(str),
+        }),
+      },
     },
     undefined,
     'One occurrence of a job: attempt, status_code and error are the latest attempt\'s; values not known yet are null.',
@@ -96,6 +114,7 @@ export const jobAnswer = namedShape(
       last_execution: orNull(executionAnswer),
       payload: { description: 'The JSON payload (absent when the job has none or has payload_base64).' },
       payload_base64: { type: 'string', contentEncoding: 'base64' },
+      payload_ref: closed({ url: str, sha256: orNull(str), content_type: orNull(str) }, ['url']),
       callback: callbackAnswer,
       end_at: orNull(timeOut),
       max_runs: int,

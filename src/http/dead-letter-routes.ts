@@ -138,7 +138,8 @@ function jsonBody(req: ApiRequest): unknown {
 }
 
 async function replay({ req, deps }: RouteContext) {
-  const r = await deadLetterApi(deps).replayDeadLetters(parseReplayBody(jsonBody(req)));
+  const request = parseReplayBody(jsonBody(req));
+  const r = await deadLetterApi(deps).replayDeadLetters(request);
   return jsonResponse(200, { matched: r.matched, replayed: r.replayed });
 }
 

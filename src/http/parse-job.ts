@@ -256,6 +256,7 @@ export const patchFields = object(
     payload_base64: payloadBase64Field,
     metadata: field(metadataField.schema, { nullIsValue: true, description: 'New metadata; null clears it.' }),
     misfire_threshold_ms: field(misfireThresholdSchema),
+    payload_ref: field(payloadRefFields, { nullIsValue: true, description: 'A new body by reference (replacing an inline payload); null goes back to no payload.' }),
   },
   'Any of these; absent fields are unchanged; an empty object changes nothing.',
 );
