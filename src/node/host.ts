@@ -1,5 +1,5 @@
 /**
- * NodeCore: everything of a node but its HTTP listener: the SQLite file, the Raft host (one group per shard),
+ * openNode: everything of a node but its HTTP listener: the SQLite file, the Raft host (one group per shard),
  * the peer transport (when --peers is set), the proposer (group commit), the dispatcher, the firing engine,
  * metrics and the SchedulerApi. startNode (node.ts) puts the HTTP server in front of it; tests may drive the
  * core's api directly.
@@ -70,7 +70,7 @@ export class MemberNodeService extends NodeService {
   }
 }
 
-export interface NodeCore {
+export interface OpenNode {
   readonly service: MemberNodeService;
   readonly membership: Membership;
   readonly metrics: NodeMetrics;
@@ -164,7 +164,7 @@ function openDurability(config: NodeConfig, logger: Logger, onFatal: (err: unkno
   return { walSync, checkpointer };
 }
 
-export async function openNode(config: NodeConfig, options: NodeOptions = {}): Promise<NodeCore> {
+export async function openNode(config: NodeConfig, options: NodeOptions = {}): Promise<OpenNode> {
   const logger = (options.logger ?? createLogger({ level: config.logLevel, format: config.logFormat })).child({
     node: config.nodeId,
   });
@@ -210,7 +210,7 @@ interface Parts extends Durability {
   onFatal: (err: unknown) => void;
 }
 
-function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore {
+function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode {
   const { db, clock, logger, onFatal } = p;
   // The engine and transport are created below; callbacks reach them through these late-bound references.
   let engine: FiringEngine | null = null;
