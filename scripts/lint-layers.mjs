@@ -17,6 +17,8 @@ const layers = [
   { name: 'core', folders: ['src/core'] },
   { name: 'pure cores, platform', folders: ['src/raft', 'src/timerwheel', 'src/scheduler', 'src/platform'] },
   { name: 'services', folders: ['src/store', 'src/dispatch', 'src/metrics', 'src/http/peer', 'src/http', 'src/client'] },
+  // Pure (lint-pure.mjs): above the services only for their types and pure functions (Delivery, retryDelayMs).
+  { name: 'node core', folders: ['src/nodecore'] },
   { name: 'node', folders: ['src/node'] },
   { name: 'bench', folders: ['bench'] },
   { name: 'program', folders: ['cmd', 'src/ui'] },

@@ -11,7 +11,7 @@ import { clusterAuditLimits } from '../core/limits.js';
 import { createLogger } from '../core/log.js';
 import type { LogIndex, Message, NodeId } from '../raft/index.js';
 import type { NodeConfig } from './api.js';
-import type { NodeCore, NodeOptions } from './host.js';
+import type { OpenNode, NodeOptions } from './host.js';
 import { clusterConfigs } from './testing/cluster.js';
 import { callbackSpec, jobSpec } from './testing/fixtures.js';
 import { useNodeBed } from './testing/bed.js';
@@ -19,21 +19,21 @@ import { sleep, waitFor } from './testing/receiver.js';
 
 const bed = useNodeBed('punctual-audit-', { closeGraceMs: 1_000 });
 
-async function startCluster(shards: number, options: NodeOptions): Promise<{ configs: NodeConfig[]; cores: NodeCore[] }> {
+async function startCluster(shards: number, options: NodeOptions): Promise<{ configs: NodeConfig[]; cores: OpenNode[] }> {
   const configs = await clusterConfigs(bed.dir, 3, { shards });
   const cores = await Promise.all(configs.map((c) => bed.startCore(c, options)));
   await waitFor('every shard has a leader everywhere', () => cores.every((c) => c.service.readiness().ready), 10_000);
   return { configs, cores };
 }
 
-function leaderOf(cores: NodeCore[], shard: number): NodeCore {
+function leaderOf(cores: OpenNode[], shard: number): OpenNode {
   const core = cores.find((c) => c.host.isLeader(shard));
   if (core === undefined) throw new Error(`no leader for shard ${shard}`);
   return core;
 }
 
 /** Watches the append messages the leader sends to `peer` (entries, and the largest message's entry bytes). */
-function watchAppends(leader: NodeCore, peer: string): { entries: number; messages: number; largestBytes: number } {
+function watchAppends(leader: OpenNode, peer: string): { entries: number; messages: number; largestBytes: number } {
   const transport = leader.transport!;
   const seen = { entries: 0, messages: 0, largestBytes: 0 };
   leader.host.setSender({
@@ -113,7 +113,7 @@ describe('cluster audit regressions', () => {
     const cores = [await bed.startCore(configs[0]), await bed.startCore(configs[1]), await bed.startCore(configs[2], { logger })];
     await waitFor('n1 and n2 elect', () => cores[0].service.readiness().ready && cores[1].service.readiness().ready, 10_000);
     await waitFor('n3 is refused (403) by both', () => lines.filter((l) => l.includes('refuses this node')).length >= 2, 10_000);
-    const reachable = async (core: NodeCore): Promise<Record<string, boolean>> =>
+    const reachable = async (core: OpenNode): Promise<Record<string, boolean>> =>
       Object.fromEntries((await core.service.cluster()).nodes.map((n) => [n.id, n.reachable]));
     // Before: every node answered the HTTP/2 handshake and 403s, so all showed reachable: true.
     expect(await reachable(cores[0])).toEqual({ n1: true, n2: true, n3: false });

@@ -10,7 +10,7 @@ import { queueLimits } from '../core/limits.js';
 import { silentLogger } from '../core/log.js';
 import { createApp } from '../http/app.js';
 import { startApiServer, type ApiServer } from '../http/server.js';
-import type { NodeCore } from './host.js';
+import type { OpenNode } from './host.js';
 import { callbackSpec, jobSpec, nodeConfig } from './testing/fixtures.js';
 import { useNodeBed } from './testing/bed.js';
 import { sleep, waitFor } from './testing/receiver.js';
@@ -27,7 +27,7 @@ afterEach(() => {
   Object.assign(queueLimits as Record<string, number>, saved);
 });
 
-async function serve(core: NodeCore): Promise<{ server: ApiServer; url: (path: string) => string }> {
+async function serve(core: OpenNode): Promise<{ server: ApiServer; url: (path: string) => string }> {
   const app = createApp({ api: core.service, authToken: null, metricsAuth: false, metrics: () => core.metrics.scrape(), logger: silentLogger });
   const server = await startApiServer(app, '127.0.0.1', 0);
   return { server, url: (path) => `http://127.0.0.1:${server.port}${path}` };

@@ -8,7 +8,7 @@ import { ManualClock } from '../core/clock.js';
 import { silentLogger } from '../core/log.js';
 import { createApp } from '../http/app.js';
 import { call } from '../http/testing/harness.js';
-import type { NodeCore } from './host.js';
+import type { OpenNode } from './host.js';
 import { callbackSpec, jobSpec, nodeConfig } from './testing/fixtures.js';
 import { useNodeBed } from './testing/bed.js';
 import { waitFor } from './testing/receiver.js';
@@ -16,7 +16,7 @@ import { waitFor } from './testing/receiver.js';
 const bed = useNodeBed('punctual-calendars-', { closeGraceMs: 2_000 });
 const D = 86_400_000;
 
-const appOf = (core: NodeCore) =>
+const appOf = (core: OpenNode) =>
   createApp({ api: core.service, authToken: null, metricsAuth: false, metrics: async () => ({ contentType: 'text/plain', body: '' }), logger: silentLogger });
 
 const scheduledAt = (id: string): number[] => bed.rx.of(id).map((r) => Number(r.headers['x-punctual-scheduled-at']));

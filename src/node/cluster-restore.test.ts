@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { shardOf } from '../core/ids.js';
 import { restoreBackup } from '../store/backup.js';
 import type { NodeConfig } from './api.js';
-import type { NodeCore } from './host.js';
+import type { OpenNode } from './host.js';
 import { clusterConfigs, freePorts } from './testing/cluster.js';
 import { callbackSpec, jobSpec, nodeConfig } from './testing/fixtures.js';
 import { useNodeBed } from './testing/bed.js';
@@ -50,7 +50,7 @@ describe('restore as a new cluster', () => {
     await a.service.createJobs([jobSpec('soon', { kind: 'once', atMs: a.service.nowMs() + 50 })]);
     await waitFor('a fires', () => bed.rx.of('soon').length === 1, 5_000);
 
-    const join2 = (id: string, port: number, peers: NodeConfig['peers']): Promise<NodeCore> =>
+    const join2 = (id: string, port: number, peers: NodeConfig['peers']): Promise<OpenNode> =>
       bed.startCore(nodeConfig(join(bed.dir, `new-${id}`), { nodeId: id, peerListenPort: port, shards, peers }), { join: true });
     const b = await join2('b', p2, [{ id: 'a', ...at(p1) }]);
     await a.service.addNode('b', `127.0.0.1:${p2}`);

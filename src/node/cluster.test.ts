@@ -9,7 +9,7 @@ import { shardOf } from '../core/ids.js';
 import type { LogIndex, Message, NodeId, Term } from '../raft/index.js';
 import { createLogger, silentLogger, type Logger } from '../core/log.js';
 import type { NodeConfig } from './api.js';
-import type { NodeCore, NodeOptions } from './host.js';
+import type { OpenNode, NodeOptions } from './host.js';
 import { startNode } from './node.js';
 import { clusterConfigs } from './testing/cluster.js';
 import { callbackSpec, jobSpec } from './testing/fixtures.js';
@@ -17,17 +17,17 @@ import { useNodeBed } from './testing/bed.js';
 import { sleep, waitFor } from './testing/receiver.js';
 
 const bed = useNodeBed('punctual-cluster-', { closeGraceMs: 1_000 });
-const startCore = (config: NodeConfig, options: NodeOptions = {}): Promise<NodeCore> => bed.startCore(config, options);
-const stop = (core: NodeCore): Promise<void> => bed.stop(core);
+const startCore = (config: NodeConfig, options: NodeOptions = {}): Promise<OpenNode> => bed.startCore(config, options);
+const stop = (core: OpenNode): Promise<void> => bed.stop(core);
 
-async function startCluster(over: Partial<NodeConfig> = {}, options: NodeOptions = {}): Promise<{ configs: NodeConfig[]; cores: NodeCore[] }> {
+async function startCluster(over: Partial<NodeConfig> = {}, options: NodeOptions = {}): Promise<{ configs: NodeConfig[]; cores: OpenNode[] }> {
   const configs = await clusterConfigs(bed.dir, 3, { shards: 4, ...over });
   const cores = await Promise.all(configs.map((c) => startCore(c, options)));
   await waitFor('every shard has a leader everywhere', () => cores.every((c) => c.service.readiness().ready), 10_000);
   return { configs, cores };
 }
 
-function leaderOf(cores: NodeCore[], shard: number): NodeCore {
+function leaderOf(cores: OpenNode[], shard: number): OpenNode {
   const id = cores[0].host.leaderOf(shard);
   const core = cores.find((c) => c.service.nodeId === id && c.host.isLeader(shard));
   if (core === undefined) throw new Error(`no leader for shard ${shard}`);

@@ -9,7 +9,7 @@ import type Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { PunctualError } from '../core/errors.js';
 import { shardOf } from '../core/ids.js';
-import type { NodeCore } from './host.js';
+import type { OpenNode } from './host.js';
 import { clusterConfigs } from './testing/cluster.js';
 import { callbackSpec, jobSpec } from './testing/fixtures.js';
 import { useNodeBed } from './testing/bed.js';
@@ -18,11 +18,11 @@ import { waitFor } from './testing/receiver.js';
 const bed = useNodeBed('punctual-disk-full-', { closeGraceMs: 1_000 });
 
 /** The node's own SQLite connection (RaftHost keeps it private: reached here to cap it, as a full disk would). */
-function dbOf(core: NodeCore): Database.Database {
+function dbOf(core: OpenNode): Database.Database {
   return (core.host as unknown as { o: { db: Database.Database } }).o.db;
 }
 
-function jobsOf(core: NodeCore, shard: number): string[] {
+function jobsOf(core: OpenNode, shard: number): string[] {
   return core.host.groups[shard].store.listJobs({ state: null, task: null, limit: 1000, afterId: null }).map((j) => j.id);
 }
 

@@ -6,15 +6,15 @@ import { describe, expect, it } from 'vitest';
 import { shardOf } from '../core/ids.js';
 import type { JobSpec } from '../scheduler/types.js';
 import type { NodeConfig } from './api.js';
-import type { NodeCore } from './host.js';
+import type { OpenNode } from './host.js';
 import { callbackSpec, jobSpec, nodeConfig } from './testing/fixtures.js';
 import { useNodeBed } from './testing/bed.js';
 import { sleep, waitFor } from './testing/receiver.js';
 
 const bed = useNodeBed('punctual-node-', { closeGraceMs: 2_000 });
-const start = (over: Partial<NodeConfig> = {}): Promise<NodeCore> => bed.startCore(nodeConfig(bed.dir, over));
+const start = (over: Partial<NodeConfig> = {}): Promise<OpenNode> => bed.startCore(nodeConfig(bed.dir, over));
 
-async function create(core: NodeCore, specs: JobSpec[]): Promise<void> {
+async function create(core: OpenNode, specs: JobSpec[]): Promise<void> {
   const results = await core.service.createJobs(specs);
   for (const r of results) if (!r.ok) throw r.error;
 }

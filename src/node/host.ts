@@ -1,5 +1,5 @@
 /**
- * NodeCore: everything of a node but its HTTP listener: the SQLite file, the Raft host (one group per shard),
+ * openNode: everything of a node but its HTTP listener: the SQLite file, the Raft host (one group per shard),
  * the peer transport (when --peers is set), the proposer (group commit), the dispatcher, the firing engine,
  * metrics and the SchedulerApi. startNode (node.ts) puts the HTTP server in front of it; tests may drive the
  * core's api directly.
@@ -9,7 +9,6 @@ import { ManualClock, systemClock, type Clock } from '../core/clock.js';
 import { createLogger, type Logger } from '../core/log.js';
 import { clusterLimits, nodeLimits, queueLimits } from '../core/limits.js';
 import { Prng } from '../core/prng.js';
-import { Dispatcher } from '../dispatch/dispatcher.js';
 import { targetPolicyFromLists, type TargetPolicy } from '../dispatch/target-policy.js';
 import { PunctualError } from '../core/errors.js';
 import { PeerTransport } from '../http/peer/index.js';
@@ -23,9 +22,8 @@ import type { NodeConfig } from './api.js';
 import { ClockDriver } from './clock-driver.js';
 import { ClusterOps } from './cluster-ops.js';
 import { MemberBook, Membership, membershipKind, startPeers, type MembershipOptions, type MembershipResult } from './membership.js';
-import { FiringEngine } from './engine.js';
 import type { ShardGroup } from './group.js';
-import { Proposer } from './proposer.js';
+import { NodeShell } from './shell.js';
 import { RaftHost } from './raft-host.js';
 import { answerForward, apiKind, ShardRouter } from './router.js';
 import { NodeService, type ServiceOptions } from './service.js';
@@ -73,13 +71,14 @@ export class MemberNodeService extends NodeService {
   }
 }
 
-export interface NodeCore {
+export interface OpenNode {
   readonly service: MemberNodeService;
   readonly membership: Membership;
   readonly metrics: NodeMetrics;
-  readonly engine: FiringEngine;
-  /** Group commit of every proposal and of the engine's items (foldedTotal: fired items folded into outcomes). */
-  readonly proposer: Proposer;
+  /** The shell of the node's NodeCore: firing (the wheel, the dispatcher) and group commit (foldedTotal). */
+  readonly engine: NodeShell;
+  /** The same shell, by the name of its group commit side. */
+  readonly proposer: NodeShell;
   /** Data retention (retention.ts). */
   readonly retention: RetentionDriver;
   readonly host: RaftHost;
@@ -133,14 +132,14 @@ function sumCounts(shards: ShardGroup[]): Record<JobState, number> {
 }
 
 /** The bounded queues of the node, for punctual_queue_depth / punctual_queue_limit (src/core/limits.ts queueLimits). */
-function queueDepths(proposer: Proposer, host: RaftHost, engine: FiringEngine | null, dispatcher: Dispatcher): Array<{ queue: string; depth: number; limit: number }> {
-  const e = engine?.queueDepths() ?? { dueBacklog: 0, wheel: 0, parked: 0 };
+function queueDepths(shell: NodeShell, host: RaftHost): Array<{ queue: string; depth: number; limit: number }> {
+  const e = shell.core.queueDepths();
   return [
-    { queue: 'proposer', depth: proposer.queuedCount(), limit: queueLimits.proposerCommandsMax },
-    { queue: 'proposer_engine_items', depth: proposer.engineItemsCount(), limit: queueLimits.proposerEngineItemsMax },
+    { queue: 'proposer', depth: e.proposer, limit: queueLimits.proposerCommandsMax },
+    { queue: 'proposer_engine_items', depth: e.engineItems, limit: queueLimits.proposerEngineItemsMax },
     { queue: 'apply', depth: host.applyBacklog(), limit: queueLimits.applyQueueEntriesMax },
     { queue: 'due_backlog', depth: e.dueBacklog, limit: queueLimits.dueBacklogMax },
-    { queue: 'dispatch_queued', depth: dispatcher.queued(), limit: queueLimits.dispatchQueuedMax },
+    { queue: 'dispatch_queued', depth: shell.dispatcher.queued(), limit: queueLimits.dispatchQueuedMax },
     { queue: 'wheel', depth: e.wheel, limit: queueLimits.wheelEntriesMax },
     { queue: 'wheel_loaded', depth: e.wheel, limit: queueLimits.wheelLoadedMax },
     { queue: 'wheel_parked', depth: e.parked, limit: queueLimits.wheelEntriesMax - queueLimits.wheelLoadedMax },
@@ -169,7 +168,7 @@ function openDurability(config: NodeConfig, logger: Logger, onFatal: (err: unkno
   return { walSync, checkpointer };
 }
 
-export async function openNode(config: NodeConfig, options: NodeOptions = {}): Promise<NodeCore> {
+export async function openNode(config: NodeConfig, options: NodeOptions = {}): Promise<OpenNode> {
   const logger = (options.logger ?? createLogger({ level: config.logLevel, format: config.logFormat })).child({
     node: config.nodeId,
   });
@@ -215,29 +214,20 @@ interface Parts extends Durability {
   onFatal: (err: unknown) => void;
 }
 
-function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore {
+function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode {
   const { db, clock, logger, onFatal } = p;
-  // The engine and transport are created below; callbacks reach them through these late-bound references.
-  let engine: FiringEngine | null = null;
+  // The shell and transport are created below; the Raft host's events reach the shell through this reference
+  // until the Raft groups move into NodeCore.
+  let shell: NodeShell | null = null;
   let transport: PeerTransport | null = null;
   const targetPolicy = targetPolicyFromLists(config.callbackAllow, config.callbackDeny);
-  const dispatcher = new Dispatcher({
-    targetPolicy,
-    payloadRefBytesMax: config.payloadRefBytesMax,
-    clock,
-    logger: logger.child({ component: 'dispatch' }),
-    onStart: (d, startedAtMs) => {
-      if (d.attempt === 1) metrics.fireLatenessMs.observe(startedAtMs - d.scheduledAtMs);
-      engine?.onDispatchStart(d, startedAtMs);
-    },
-  });
   const metrics: NodeMetrics = new NodeMetrics({
     jobCounts: (): Record<JobState, number> => sumCounts(host.groups),
-    wheelSize: () => engine?.wheelSize ?? 0,
-    dispatchInFlight: () => dispatcher.inFlight(),
+    wheelSize: () => shell?.wheelSize ?? 0,
+    dispatchInFlight: () => shell?.dispatcher.inFlight() ?? 0,
     shards: () => host.groups.map((g) => ({ shard: g.shard, role: g.role, term: g.raw.status().term, commit: g.raw.status().commit, applied: g.applied })),
     peers: () => transport?.stats() ?? null,
-    queues: () => queueDepths(proposer, host, engine, dispatcher),
+    queues: () => (shell === null ? [] : queueDepths(shell, host)),
   });
   const book = new MemberBook(db);
   const peerList = startPeers(book, config.nodeId, config.peers, logger);
@@ -253,11 +243,11 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     rand: new Prng(randomInt(2 ** 31)),
     logger: logger.child({ component: 'raft' }),
     metrics,
-    onApplied: (shard, command, effects) => engine?.onApplied(shard, command, effects),
-    onLeaderStart: (shard, term) => engine?.startShard(shard, term),
-    onLeaderStop: (shard) => engine?.stopShard(shard),
+    onApplied: (shard, command, effects) => shell?.onApplied(shard, command, effects),
+    onLeaderStart: (shard, term) => shell?.startShard(shard, term),
+    onLeaderStop: (shard) => shell?.stopShard(shard),
     onFatal,
-    fireDue: () => engine?.fireDue() ?? false,
+    fireDue: () => shell?.fireDue() ?? false,
     onConfChange: (shard, conf) => membership.onConfChange(shard, conf),
     compaction: options.compaction,
   });
@@ -271,30 +261,24 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     // Called only on an add-node, long after assembly: growTransport is defined below by then.
     startTransport: () => growTransport(),
   });
-  const proposer = new Proposer({
+  const firing = new NodeShell({
     nodeId: config.nodeId,
+    shards: host.groups,
     sink: host,
     fsync: config.fsync,
     clock,
-    logger,
-    onDropped: (shard, command, effects) => engine?.onApplied(shard, command, effects),
-  });
-  engine = new FiringEngine({
-    shards: host.groups,
-    proposer,
-    dispatcher,
-    clock,
     logger: logger.child({ component: 'engine' }),
     metrics,
-    leaseValid: (shard) => host.leaseValid(shard),
+    dispatcher: { targetPolicy, payloadRefBytesMax: config.payloadRefBytesMax, clock, logger: logger.child({ component: 'dispatch' }) },
     manualClock: p.manualClock !== null,
   });
-  const firing = engine;
+  shell = firing;
+  const dispatcher = firing.dispatcher;
   // Data retention (retention.ts): the leader of each shard proposes the deletions.
   const retention = new RetentionDriver({
     shards: host.groups,
     leading: () => firing.firingShards().keys(),
-    propose: (shard, command) => proposer.propose(shard, command),
+    propose: (shard, command) => firing.propose(shard, command),
     clock,
     logger: logger.child({ component: 'retention' }),
     retentionMs: config.retentionMs === undefined ? retentionLimits.retentionMsDefault : config.retentionMs,
@@ -303,9 +287,9 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
   const router = new ShardRouter(config.nodeId, host, logger);
   const cluster = new ClusterOps(config, host, logger.child({ component: 'cluster' }));
   cluster.setMembers(() => membership.peers());
-  const clockDriver = p.manualClock === null ? null : new ClockDriver(p.manualClock, engine, proposer, options.clockLimits);
+  const clockDriver = p.manualClock === null ? null : new ClockDriver(p.manualClock, firing, options.clockLimits);
   const backups = new BackupTaker(db, config.dataDir, config.nodeId, logger.child({ component: 'backup' }));
-  const service = new MemberNodeService({ config, shards: host.groups, proposer, engine, host, router, cluster, clock, metrics, clockDriver, backups }, membership);
+  const service = new MemberNodeService({ config, shards: host.groups, proposer: firing, engine: firing, host, router, cluster, clock, metrics, clockDriver, backups }, membership);
   const makeTransport = (): PeerTransport => {
     // Also a node whose member book has peers (restarted without --peers) or that grows with add-node.
     if (p.manualClock !== null) throw new PunctualError('conflict', manualClockRefusal);
@@ -355,7 +339,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     retention.stop();
     await dispatcher.close(options.closeGraceMs ?? nodeLimits.closeGraceMs);
     await firing.drain();
-    await proposer.close(clusterLimits.leaderWaitMs);
+    await firing.close(clusterLimits.leaderWaitMs);
     await host.close();
     await transport?.close();
     if (p.walSync !== null) {
@@ -371,8 +355,8 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     service,
     membership,
     metrics,
-    engine,
-    proposer,
+    engine: firing,
+    proposer: firing,
     retention,
     host,
     cluster,

@@ -14,16 +14,16 @@ import { AppliedIndexes } from '../store/shard-snapshot.js';
 import type { LogIndex } from '../raft/index.js';
 import type { JobSpec } from '../scheduler/types.js';
 import type { NodeConfig } from './api.js';
-import { openNode, type NodeCore } from './host.js';
+import { openNode, type OpenNode } from './host.js';
 import { callbackSpec, jobSpec, nodeConfig } from './testing/fixtures.js';
 import { useNodeBed } from './testing/bed.js';
 import { sleep, waitFor } from './testing/receiver.js';
 
 const bed = useNodeBed('punctual-life-', { closeGraceMs: 2_000 });
-const start = (over: Partial<NodeConfig> = {}): Promise<NodeCore> => bed.startCore(nodeConfig(bed.dir, over));
-const stop = (core: NodeCore): Promise<void> => bed.stop(core);
+const start = (over: Partial<NodeConfig> = {}): Promise<OpenNode> => bed.startCore(nodeConfig(bed.dir, over));
+const stop = (core: OpenNode): Promise<void> => bed.stop(core);
 
-async function create(core: NodeCore, specs: JobSpec[]): Promise<void> {
+async function create(core: OpenNode, specs: JobSpec[]): Promise<void> {
   for (const r of await core.service.createJobs(specs)) if (!r.ok) throw r.error;
 }
 

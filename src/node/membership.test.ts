@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { shardOf } from '../core/ids.js';
 import { openNodeDb } from '../store/db.js';
 import type { NodeConfig } from './api.js';
-import type { NodeCore, NodeOptions } from './host.js';
+import type { OpenNode, NodeOptions } from './host.js';
 import { MemberBook, parsePeerAddr } from './membership.js';
 import { clusterConfigs, freePorts } from './testing/cluster.js';
 import { callbackSpec, jobSpec, nodeConfig } from './testing/fixtures.js';
@@ -18,11 +18,11 @@ import { sleep, waitFor } from './testing/receiver.js';
 
 const shards = 4;
 const bed = useNodeBed('punctual-membership-', { closeGraceMs: 1_000, rebalanceIntervalMs: 0 });
-const startCore = (config: NodeConfig, options: NodeOptions = {}): Promise<NodeCore> => bed.startCore(config, options);
-const stop = (core: NodeCore): Promise<void> => bed.stop(core);
+const startCore = (config: NodeConfig, options: NodeOptions = {}): Promise<OpenNode> => bed.startCore(config, options);
+const stop = (core: OpenNode): Promise<void> => bed.stop(core);
 
 /** n1..n3 founded together; n4's config (peers: n1..n3) is returned for a later join. */
-async function threePlusOne(): Promise<{ configs: NodeConfig[]; cores: NodeCore[] }> {
+async function threePlusOne(): Promise<{ configs: NodeConfig[]; cores: OpenNode[] }> {
   const configs = await clusterConfigs(bed.dir, 4, { shards });
   for (const c of configs.slice(0, 3)) c.peers = c.peers.filter((p) => p.id !== 'n4');
   const cores = await Promise.all(configs.slice(0, 3).map((c) => startCore(c)));
@@ -30,7 +30,7 @@ async function threePlusOne(): Promise<{ configs: NodeConfig[]; cores: NodeCore[
   return { configs, cores };
 }
 
-function leaderCore(cores: NodeCore[], shard: number): NodeCore | undefined {
+function leaderCore(cores: OpenNode[], shard: number): OpenNode | undefined {
   return cores.find((c) => c.host.isLeader(shard));
 }
 

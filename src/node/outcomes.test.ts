@@ -11,7 +11,7 @@ import { shardOf } from '../core/ids.js';
 import { clusterLimits } from '../core/limits.js';
 import type { Message } from '../raft/index.js';
 import type { NodeConfig } from './api.js';
-import type { NodeCore, NodeOptions } from './host.js';
+import type { OpenNode, NodeOptions } from './host.js';
 import { apiKind, decodeWire, retryable, type ForwardOp } from './router.js';
 import { clusterConfigs } from './testing/cluster.js';
 import { callbackSpec, jobSpec } from './testing/fixtures.js';
@@ -20,14 +20,14 @@ import { sleep, waitFor } from './testing/receiver.js';
 
 const bed = useNodeBed('punctual-outcomes-', { closeGraceMs: 1_000 });
 
-async function startCluster(over: Partial<NodeConfig> = {}, options: NodeOptions = {}): Promise<NodeCore[]> {
+async function startCluster(over: Partial<NodeConfig> = {}, options: NodeOptions = {}): Promise<OpenNode[]> {
   const configs = await clusterConfigs(bed.dir, 3, { shards: 4, ...over });
   const cores = await Promise.all(configs.map((c) => bed.startCore(c, options)));
   await waitFor('every shard has a leader everywhere', () => cores.every((c) => c.service.readiness().ready), 10_000);
   return cores;
 }
 
-function leaderOf(cores: NodeCore[], shard: number): NodeCore {
+function leaderOf(cores: OpenNode[], shard: number): OpenNode {
   const core = cores.find((c) => c.host.isLeader(shard));
   if (core === undefined) throw new Error(`no leader for shard ${shard}`);
   return core;
@@ -37,7 +37,7 @@ function leaderOf(cores: NodeCore[], shard: number): NodeCore {
  * The follower's forwarded calls of kind `op` reach the leader and run there, but the first `n` answers are lost
  * (the transport throws as if the link broke after sending). Returns how many answers were dropped so far.
  */
-function loseAnswers(core: NodeCore, op: ForwardOp['op'], n: number): () => number {
+function loseAnswers(core: OpenNode, op: ForwardOp['op'], n: number): () => number {
   const t = core.transport!;
   const request = t.request.bind(t);
   let dropped = 0;

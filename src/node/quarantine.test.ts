@@ -9,8 +9,8 @@ import { describe, expect, it } from 'vitest';
 import { PunctualError } from '../core/errors.js';
 import { shardOf } from '../core/ids.js';
 import type { NodeConfig } from './api.js';
-import type { NodeCore } from './host.js';
-import type { Applied } from './proposer.js';
+import type { OpenNode } from './host.js';
+import type { Applied } from '../nodecore/index.js';
 import { clusterConfigs } from './testing/cluster.js';
 import { callbackSpec, jobSpec } from './testing/fixtures.js';
 import { useNodeBed } from './testing/bed.js';
@@ -20,30 +20,30 @@ const bed = useNodeBed('punctual-quarantine-', { closeGraceMs: 1_000 });
 const shards = 2;
 const packr = new Packr({ useRecords: false, mapsAsObjects: true });
 
-function leaderOf(cores: NodeCore[], shard: number): NodeCore {
+function leaderOf(cores: OpenNode[], shard: number): OpenNode {
   const core = cores.find((c) => c.host.isLeader(shard));
   if (core === undefined) throw new Error(`no leader for shard ${shard}`);
   return core;
 }
 
 /** Proposes raw bytes on the leader's RaftHost, below every check: what a buggy or hostile leader could append. */
-function proposeRaw(leader: NodeCore, shard: number, data: Uint8Array): Promise<Applied> {
+function proposeRaw(leader: OpenNode, shard: number, data: Uint8Array): Promise<Applied> {
   return new Promise<Applied>((resolve, reject) => leader.host.propose(shard, data, { resolve, reject }));
 }
 
 /** Everything a shard replica holds (tasks, jobs, executions), to compare replicas. */
-function image(core: NodeCore, shard: number): unknown {
+function image(core: OpenNode, shard: number): unknown {
   const store = core.host.groups[shard].store;
   const jobs = store.listJobs({ state: null, task: null, limit: 1000, afterId: null });
   return { tasks: store.listTasks(), jobs, executions: jobs.map((j) => store.listExecutions(j.id, 1000, null)) };
 }
 
-function caughtUp(cores: NodeCore[], shard: number): boolean {
+function caughtUp(cores: OpenNode[], shard: number): boolean {
   const commit = leaderOf(cores, shard).host.groups[shard].raw.status().commit;
   return cores.every((c) => c.host.groups[shard].applied >= commit);
 }
 
-async function startAll(configs: NodeConfig[]): Promise<NodeCore[]> {
+async function startAll(configs: NodeConfig[]): Promise<OpenNode[]> {
   const cores = await Promise.all(configs.map((c) => bed.startCore(c)));
   await waitFor('every shard has a leader everywhere', () => cores.every((c) => c.service.readiness().ready), 10_000);
   return cores;

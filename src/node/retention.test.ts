@@ -11,30 +11,30 @@ import { describe, expect, it } from 'vitest';
 import { shardOf } from '../core/ids.js';
 import { PunctualError } from '../core/errors.js';
 import type { NodeConfig } from './api.js';
-import type { NodeCore, NodeOptions } from './host.js';
+import type { NodeOptions, OpenNode } from './host.js';
 import { clusterConfigs } from './testing/cluster.js';
 import { callbackSpec, jobSpec, nodeConfig } from './testing/fixtures.js';
 import { useNodeBed } from './testing/bed.js';
 import { waitFor } from './testing/receiver.js';
 
 const bed = useNodeBed('punctual-retention-', { closeGraceMs: 1_000 });
-const startCore = (config: NodeConfig, options: NodeOptions = {}): Promise<NodeCore> => bed.startCore(config, options);
+const startCore = (config: NodeConfig, options: NodeOptions = {}): Promise<OpenNode> => bed.startCore(config, options);
 const noFilter = { task: null, errorClass: null, sinceMs: null, untilMs: null };
 
-async function startCluster(over: Partial<NodeConfig> = {}): Promise<NodeCore[]> {
+async function startCluster(over: Partial<NodeConfig> = {}): Promise<OpenNode[]> {
   const configs = await clusterConfigs(bed.dir, 3, { shards: 2, ...over });
   const cores = await Promise.all(configs.map((c) => startCore(c, { rebalanceIntervalMs: 0 })));
   await waitFor('every shard has a leader everywhere', () => cores.every((c) => c.service.readiness().ready), 10_000);
   return cores;
 }
 
-function leaderOf(cores: NodeCore[], shard: number): NodeCore {
+function leaderOf(cores: OpenNode[], shard: number): OpenNode {
   const core = cores.find((c) => c.host.isLeader(shard));
   if (core === undefined) throw new Error(`no leader for shard ${shard}`);
   return core;
 }
 
-async function gone(core: NodeCore, id: string): Promise<boolean> {
+async function gone(core: OpenNode, id: string): Promise<boolean> {
   try {
     await core.service.getJob(id);
     return false;
@@ -172,7 +172,7 @@ describe('retention', () => {
     const ids = Array.from({ length: 8 }, (_, i) => `fo-${i}`);
     const atMs = cores[0].service.nowMs() + 30;
     await cores[0].service.createJobs(ids.map((id) => jobSpec(id, { kind: 'once', atMs })));
-    const stores = (c: NodeCore) => c.host.groups.map((g) => g.store);
+    const stores = (c: OpenNode) => c.host.groups.map((g) => g.store);
     await waitFor('finished everywhere', () => cores.every((c) => ids.every((id) => stores(c)[shardOf(id, 2)]!.getJob(id)?.state === 'SUCCEEDED')), 30_000);
     // The leader of shard 0 goes away before the retention ends.
     const old = leaderOf(cores, 0);

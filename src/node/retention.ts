@@ -20,7 +20,7 @@ import { retentionLimits, schedulerLimits } from '../core/limits.js';
 import type { Command, TrimItem } from '../scheduler/commands.js';
 import type { CommandResult } from '../scheduler/machine.js';
 import type { ShardStorage } from './group.js';
-import type { Applied } from './proposer.js';
+import type { Applied } from '../nodecore/index.js';
 
 export interface RetentionOptions {
   shards: readonly ShardStorage[];

@@ -12,16 +12,16 @@ import { clusterLimits, stallLimits } from '../core/limits.js';
 import { silentLogger } from '../core/log.js';
 import type { JobSpec } from '../scheduler/types.js';
 import type { NodeConfig } from './api.js';
-import { openNode, type NodeCore } from './host.js';
+import { openNode, type OpenNode } from './host.js';
 import { clusterConfigs } from './testing/cluster.js';
 import { callbackSpec, jobSpec, nodeConfig } from './testing/fixtures.js';
 import { sleep, startReceiver, waitFor, type Receiver } from './testing/receiver.js';
 
 let dir: string;
 let rx: Receiver;
-let open: NodeCore[] = [];
+let open: OpenNode[] = [];
 
-async function start(config: NodeConfig): Promise<NodeCore> {
+async function start(config: NodeConfig): Promise<OpenNode> {
   const core = await openNode(config, { logger: silentLogger, closeGraceMs: 1_000 });
   open.push(core);
   await core.start();

@@ -7,14 +7,14 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../core/clock.js';
 import { parseJob } from '../http/parse-job.js';
 import type { ExecutionRecord, JobSpec } from '../scheduler/types.js';
-import type { NodeCore } from './host.js';
+import type { OpenNode } from './host.js';
 import { callbackSpec, jobSpec, nodeConfig } from './testing/fixtures.js';
 import { useNodeBed } from './testing/bed.js';
 import { waitFor } from './testing/receiver.js';
 
 const bed = useNodeBed('punctual-time-', { closeGraceMs: 2_000 });
 
-async function create(core: NodeCore, specs: JobSpec[]): Promise<void> {
+async function create(core: OpenNode, specs: JobSpec[]): Promise<void> {
   for (const r of await core.service.createJobs(specs)) if (!r.ok) throw r.error;
 }
 

@@ -55,7 +55,7 @@ describe('lint-layers', () => {
     const r = lint(root);
     expect(r.status).toBe(1);
     expect(r.lines[0]).toBe(
-      'src/core/clock.ts:1: imports src/node/node.ts: src/core (layer 0, core) may not import src/node (layer 3, node), which is above it',
+      'src/core/clock.ts:1: imports src/node/node.ts: src/core (layer 0, core) may not import src/node (layer 4, node), which is above it',
     );
     expect(r.lines).toHaveLength(2); // the offending import, then the count
   });
@@ -70,7 +70,7 @@ describe('lint-layers', () => {
     const r = lint(root);
     expect(r.status).toBe(1);
     expect(r.lines).toContain(
-      'src/platform/sqlite.ts:3: imports cmd/punctual.ts: src/platform (layer 1, pure cores, platform) may not import cmd (layer 5, program), which is above it',
+      'src/platform/sqlite.ts:3: imports cmd/punctual.ts: src/platform (layer 1, pure cores, platform) may not import cmd (layer 6, program), which is above it',
     );
     expect(r.lines.some((l) => l.startsWith('src/raft/raft.ts:2: imports src/store/db.ts: '))).toBe(true);
   });

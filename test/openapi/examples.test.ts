@@ -15,7 +15,7 @@ import { call, type CallResult } from '../../src/http/testing/harness.js';
 import { nodeConfig } from '../../src/node/testing/fixtures.js';
 import { useNodeBed } from '../../src/node/testing/bed.js';
 import { waitFor } from '../../src/node/testing/receiver.js';
-import type { NodeCore } from '../../src/node/host.js';
+import type { OpenNode } from '../../src/node/host.js';
 import { answerProblems, extractExamples, findOperation, requestProblems, scheduleFragments, validatorOf, type Example } from './document.js';
 
 const root = join(import.meta.dirname, '..', '..');
@@ -42,7 +42,7 @@ function parsedBody(e: Example): unknown {
   return e.body === undefined ? undefined : (JSON.parse(e.body) as unknown);
 }
 
-const appOf = (core: NodeCore): App =>
+const appOf = (core: OpenNode): App =>
   createApp({ api: core.service, authToken: null, metricsAuth: false, metrics: async () => ({ contentType: 'text/plain; version=0.0.4', body: '' }), logger: silentLogger });
 
 /** Sends a request and checks its answer against the document; returns the answer. */

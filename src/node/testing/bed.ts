@@ -9,31 +9,31 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
 import { silentLogger } from '../../core/log.js';
 import type { NodeConfig } from '../api.js';
-import { openNode, type NodeCore, type NodeOptions } from '../host.js';
+import { openNode, type OpenNode, type NodeOptions } from '../host.js';
 import { assertBuilt, kill9, type Child } from './processes.js';
 import { startReceiver, type Receiver } from './receiver.js';
 
 export class NodeBed {
   dir = '';
   rx!: Receiver;
-  private open: NodeCore[] = [];
+  private open: OpenNode[] = [];
 
   constructor(private readonly defaults: NodeOptions) {}
 
   /** Opens and starts a node; it is closed after the test unless the test stops it first. */
-  async startCore(config: NodeConfig, options: NodeOptions = {}): Promise<NodeCore> {
+  async startCore(config: NodeConfig, options: NodeOptions = {}): Promise<OpenNode> {
     const core = this.track(await openNode(config, { logger: silentLogger, ...this.defaults, ...options }));
     await core.start();
     return core;
   }
 
   /** A core the test opened itself (to look at it before start): closed after the test like the others. */
-  track(core: NodeCore): NodeCore {
+  track(core: OpenNode): OpenNode {
     this.open.push(core);
     return core;
   }
 
-  async stop(core: NodeCore): Promise<void> {
+  async stop(core: OpenNode): Promise<void> {
     this.open = this.open.filter((c) => c !== core);
     await core.close();
   }
