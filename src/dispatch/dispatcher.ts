@@ -7,7 +7,8 @@
  * its limiter queue node (no per-send closures beyond the promise executor); parsed URLs and filtered user
  * headers cached; response bodies counted, never stored.
  */
-import { Agent, type Dispatcher as UndiciDispatcher } from 'undici';
+import type { Socket } from 'node:net';
+import { Agent, type buildConnector, type Dispatcher as UndiciDispatcher } from 'undici';
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
 import { limits } from '../core/limits.js';
@@ -53,6 +54,14 @@ export interface AttemptOutcome {
   finishedAtMs: number;
 }
 
+/**
+ * A delivery's request head built ahead of its start (src/dispatch/firing-core.ts stages deliveries): the headers,
+ * signatures included, so that at the due millisecond only the bytes are written.
+ */
+export interface PreparedRequest {
+  headers: string[];
+}
+
 export interface DispatcherOptions {
   clock: Clock;
   logger: Logger;
@@ -70,8 +79,24 @@ export class Dispatcher {
   }
 
   /** Never rejects: every failure is an outcome. Waits for a slot of its concurrencyKey (and the global inFlightMax) first. */
-  send(delivery: Delivery): Promise<AttemptOutcome> {
-    return this.engine.send(delivery);
+  send(delivery: Delivery, prepared: PreparedRequest | null = null): Promise<AttemptOutcome> {
+    return this.engine.send(delivery, prepared);
+  }
+
+  /**
+   * The request head of `delivery` as send() would build it, signed with `signAtMs` as the signature timestamp
+   * (a staged delivery signs with its due time); null when the URL cannot be used (send() then says why).
+   */
+  prepare(delivery: Delivery, signAtMs: number): PreparedRequest | null {
+    return this.engine.prepare(delivery, signAtMs);
+  }
+
+  /**
+   * Opens connections to the origin of `url` ahead of use, so that `count` requests due at once find one each
+   * (what the origin's pool holds free counts). Idle warm connections close after limits.dispatchWarmIdleMs.
+   */
+  warm(url: string, count: number): void {
+    this.engine.warm(url, count);
   }
 
   inFlight(): number {
@@ -157,6 +182,8 @@ class Attempt implements UndiciDispatcher.DispatchHandler, LimiterEntry {
     readonly engine: Engine,
     readonly delivery: Delivery,
     readonly target: Target,
+    /** Headers built when the delivery was staged; null = build them at start. */
+    readonly prepared: PreparedRequest | null,
   ) {
     this.concurrencyKey = delivery.concurrencyKey;
     this.concurrencyLimit = Math.max(1, Math.floor(delivery.spec.maxConcurrency) || 1);
@@ -241,6 +268,9 @@ class Engine {
   private activeHead: Attempt | null = null;
   private closing: Promise<void> | null = null;
   private idleResolve: (() => void) | null = null;
+  /** Warm connections not handed to undici yet, per `protocol//hostname:port`. */
+  private readonly spares = new Map<string, Set<Socket>>();
+  private readonly baseConnect: buildConnector.connector;
 
   constructor(options: DispatcherOptions) {
     this.clock = options.clock;
@@ -250,14 +280,22 @@ class Engine {
       this.start(a),
     );
     const policy = options.targetPolicy ?? new TargetPolicy();
-    this.agent = new Agent({ connections: limits.dispatchConnectionsPerOriginMax, pipelining: 1, connect: policy.connector() });
+    this.baseConnect = policy.connector();
+    // A pool that needs a connection takes a warm one first (opened through the same policy check), else connects.
+    const connect: buildConnector.connector = (opts, callback) => {
+      const spare = this.takeSpare(`${opts.protocol}//${opts.hostname}:${opts.port}`);
+      // Asynchronously, as a real connect completes: undici's pool is not reentrant here.
+      if (spare !== null) process.nextTick(callback, null, spare);
+      else this.baseConnect(opts, callback);
+    };
+    this.agent = new Agent({ connections: limits.dispatchConnectionsPerOriginMax, pipelining: 1, connect });
   }
 
-  send(delivery: Delivery): Promise<AttemptOutcome> {
+  send(delivery: Delivery, prepared: PreparedRequest | null): Promise<AttemptOutcome> {
     if (this.closing !== null) return Promise.resolve(this.immediate('retryable', 'dispatcher closed'));
     const target = this.target(delivery.spec.url);
     if (typeof target === 'string') return Promise.resolve(this.immediate('permanent', target));
-    const attempt = new Attempt(this, delivery, target);
+    const attempt = new Attempt(this, delivery, target, prepared);
     const promise = new Promise<AttemptOutcome>((resolve) => {
       attempt.resolve = resolve;
     });
@@ -286,7 +324,7 @@ class Engine {
       origin: attempt.target.origin,
       path: attempt.target.path,
       method: d.spec.method as UndiciDispatcher.HttpMethod,
-      headers: this.headers(d, attempt.target, startedAtMs),
+      headers: attempt.prepared !== null ? attempt.prepared.headers : this.headers(d, attempt.target, startedAtMs),
       body: d.body.length > 0 ? d.body : null,
       // Our timer covers connect + headers + body as one budget; undici's own timers would only race it.
       headersTimeout: 0,
@@ -356,9 +394,71 @@ class Engine {
       aborted++;
     }
     this.logger.info('dispatcher closed', { queuedDropped: drained.length, inFlightAborted: aborted });
+    for (const set of this.spares.values()) for (const socket of set) socket.destroy();
+    this.spares.clear();
     // Every attempt is settled by now. destroy(), not close(): close() would wait for requests still queued
     // inside undici whose attempts timed out there (a saturated pool), and for nothing we need.
     await this.agent.destroy();
+  }
+
+  prepare(d: Delivery, signAtMs: number): PreparedRequest | null {
+    const target = this.target(d.spec.url);
+    return typeof target === 'string' ? null : { headers: this.headers(d, target, signAtMs) };
+  }
+
+  warm(url: string, count: number): void {
+    if (this.closing !== null) return;
+    const target = this.target(url);
+    if (typeof target === 'string') return;
+    const u = new URL(target.origin);
+    const port = u.port !== '' ? u.port : u.protocol === 'https:' ? '443' : '80';
+    // undici names an IPv6 host without its brackets when it asks for a connection.
+    const key = `${u.protocol}//${u.hostname.replace(/^\[(.*)\]$/, '$1')}:${port}`;
+    const stats = (this.agent.stats as Record<string, { connected: number; free: number } | undefined>)[target.origin];
+    const spares = this.spares.get(key)?.size ?? 0;
+    const room = limits.dispatchConnectionsPerOriginMax - (stats?.connected ?? 0) - spares;
+    const want = Math.min(count, limits.dispatchConnectionsPerOriginMax) - (stats?.free ?? 0) - spares;
+    const n = Math.min(want, room);
+    for (let i = 0; i < n; i++) this.openSpare(key, u);
+  }
+
+  private openSpare(key: string, u: URL): void {
+    const port = u.port !== '' ? u.port : u.protocol === 'https:' ? '443' : '80';
+    const opts = { hostname: u.hostname, host: u.host, protocol: u.protocol, port, servername: null, localAddress: null } as unknown as buildConnector.Options;
+    let set = this.spares.get(key);
+    if (set === undefined) {
+      set = new Set();
+      this.spares.set(key, set);
+    }
+    const spares = set;
+    this.baseConnect(opts, (err, socket) => {
+      if (err !== null || socket === null) return; // the real send reports what is wrong with the target
+      const s = socket as Socket;
+      if (this.closing !== null) return void s.destroy();
+      spares.add(s);
+      // An idle warm connection that the target closes, or that nobody takes in time, is dropped.
+      const drop = (): void => {
+        spares.delete(s);
+        s.destroy();
+      };
+      // No 'data' listener: it would switch the socket to flowing mode and undici would miss the first answer.
+      s.once('close', drop);
+      s.once('error', drop);
+      s.once('end', drop);
+      s.setTimeout(limits.dispatchWarmIdleMs, drop);
+    });
+  }
+
+  private takeSpare(key: string): Socket | null {
+    const set = this.spares.get(key);
+    if (set === undefined) return null;
+    for (const s of set) {
+      set.delete(s);
+      s.removeAllListeners('close').removeAllListeners('error').removeAllListeners('end').removeAllListeners('timeout');
+      s.setTimeout(0);
+      if (!s.destroyed) return s;
+    }
+    return null;
   }
 
   private waitIdle(graceMs: number): Promise<void> {
