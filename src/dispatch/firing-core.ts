@@ -66,6 +66,8 @@ export interface FiringEvents {
   /** Deliveries dropped unsent by a revoke or by close. */
   dropped: number[];
   closed: boolean;
+  /** The thread's first message: it is running and can send. */
+  ready?: boolean;
 }
 
 export interface FiringCoreOptions {

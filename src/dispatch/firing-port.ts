@@ -108,6 +108,8 @@ export class FiringPort implements CallbackSender {
   private closedResolve: (() => void) | null = null;
   /** The best (largest) node clock minus monotonic clock seen: Date.now() is whole ms, so each sample is a floor. */
   private offsetMs = Number.NEGATIVE_INFINITY;
+  private readyResolve: (() => void) | null = null;
+  private readonly readyPromise = new Promise<void>((resolve) => (this.readyResolve = resolve));
 
   constructor(private readonly o: FiringPortOptions) {
     this.policy = o.targetPolicy ?? new TargetPolicy();
@@ -131,9 +133,17 @@ export class FiringPort implements CallbackSender {
     return this.running;
   }
 
-  /** Callbacks sent now but not started yet (waiting for a concurrency slot, or for their shard's lease). */
+  /**
+   * Callbacks handed over and not started yet: sent now and waiting (a concurrency slot, their shard's lease), or
+   * staged for a due time. The engine's back-pressure (queueLimits.dispatchQueuedMax) counts both.
+   */
   queued(): number {
-    return this.waitingNow;
+    return this.waitingNow + this.stagedByKey.size;
+  }
+
+  /** Resolves once the thread runs (at once for the core on the main loop); sends made before simply wait. */
+  ready(): Promise<void> {
+    return this.readyPromise;
   }
 
   /** Stop: staged deliveries resolve null; in-flight ones get graceMs, then settle as the Dispatcher's close does. */
@@ -313,10 +323,12 @@ export class FiringPort implements CallbackSender {
 
   private post(batch: FiringBatch): void {
     if (this.worker !== null) this.worker.postMessage(batch);
-    else this.core!.handle(batch);
+    else if (this.core !== null) this.core.handle(batch);
+    // else: the thread is gone after close(); what is still said (a revoke while the node stops) has no one to hear it.
   }
 
   private onEvents(ev: FiringEvents): void {
+    if (ev.ready === true) this.readyResolve?.();
     const started = ev.started;
     if (started !== null) {
       for (let i = 0; i < started.length; i += 2) {
@@ -400,6 +412,7 @@ export class FiringPort implements CallbackSender {
   }
 
   private startInProcess(): void {
+    this.readyResolve?.();
     this.core = new FiringCore({
       clock: this.o.clock,
       logger: this.o.logger,
@@ -417,6 +430,7 @@ export class FiringPort implements CallbackSender {
   private onThreadExit(worker: Worker, code: number): void {
     if (this.worker !== worker) return;
     this.worker = null;
+    this.readyResolve?.(); // a thread that died before it ran: the restart below answers for it
     if (this.closing !== null) {
       this.closedResolve?.();
       return;

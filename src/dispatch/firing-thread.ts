@@ -5,7 +5,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { createLogger, type LogLevel } from '../core/log.js';
-import { FiringCore, OffsetClock, type FiringBatch } from './firing-core.js';
+import { FiringCore, OffsetClock, type FiringBatch, type FiringEvents } from './firing-core.js';
 import { TargetPolicy, type TargetPolicyData } from './target-policy.js';
 
 /** What the main side hands the thread when it starts it. */
@@ -34,6 +34,7 @@ if (port !== null) {
     leases: data.leases,
     emit: (events, transfer) => port.postMessage(events, transfer),
   });
+  port.postMessage({ started: null, outcomes: null, errors: [], withdrawn: [], dropped: [], closed: false, ready: true } satisfies FiringEvents);
   port.on('message', (batch: FiringBatch | string) => {
     if (batch === crashMessage) process.exit(70);
     core.handle(batch as FiringBatch);

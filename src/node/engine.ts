@@ -39,7 +39,8 @@ import type { Logger } from '../core/log.js';
 import { assert } from '../core/assert.js';
 import { limits, nodeLimits, queueLimits, stallLimits } from '../core/limits.js';
 import { retryDelayMs } from '../dispatch/backoff.js';
-import type { AttemptOutcome, Delivery, Dispatcher } from '../dispatch/dispatcher.js';
+import type { AttemptOutcome, Delivery } from '../dispatch/dispatcher.js';
+import type { CallbackSender, FiringPort } from '../dispatch/firing-port.js';
 import type { NodeMetrics } from '../metrics/metrics.js';
 import type { Command, Effect, FiredItem, OutcomeItem } from '../scheduler/commands.js';
 import { dueAction } from '../scheduler/policy.js';
@@ -61,12 +62,15 @@ interface Armed {
   fromEffect: boolean;
   /** The occurrence overlap=buffer_one held, let go because the run before it finished (policy.ts dueAction). */
   released?: boolean;
+  /** Firing thread: false = armed at its exact due time, never staged ahead (see stageAhead). */
+  stage?: boolean;
 }
 
 export interface EngineOptions {
   shards: ShardStorage[];
   proposer: Proposer;
-  dispatcher: Dispatcher;
+  /** The firing thread's port (stages ahead), or a plain Dispatcher (sends at the due time only). */
+  dispatcher: CallbackSender;
   clock: Clock;
   logger: Logger;
   metrics: NodeMetrics;
@@ -136,10 +140,16 @@ export class FiringEngine {
   private readonly rand01: () => number;
   /** Callback attempts handed to the dispatcher since start (the manual clock's advance counts them). */
   sentTotal = 0;
+  /** The firing thread's port when the sender can stage ahead (never with a manual clock). */
+  private readonly stager: FiringPort | null;
+  /** jobId -> occurrence keys staged in the firing thread and not started yet (withdrawn on cancel or pause). */
+  private readonly stagedByJob = new Map<string, Set<string>>();
 
   constructor(private readonly o: EngineOptions) {
     this.wheel = new TimerWheel<string>(o.clock.nowMs());
     this.rand01 = o.rand01 ?? Math.random;
+    const sender = o.dispatcher as Partial<FiringPort>;
+    this.stager = o.manualClock !== true && typeof sender.stage === 'function' ? (o.dispatcher as FiringPort) : null;
   }
 
   get wheelSize(): number {
@@ -179,6 +189,8 @@ export class FiringEngine {
   /** This node no longer leads `shard`: forget its armed and buffered occurrences (in-flight ones finish). */
   stopShard(shard: number): void {
     if (!this.firing.delete(shard)) return;
+    // The firing thread drops what it holds for the shard; those stage() calls resolve null (onNotSent).
+    this.stager?.revokeShard(shard);
     for (const [key, a] of this.armed) {
       if (a.shard !== shard) continue;
       this.wheel.cancel(key);
@@ -237,6 +249,7 @@ export class FiringEngine {
   /** The dispatcher's onStart: the attempt left its concurrency queue and is being sent. */
   onDispatchStart(d: Delivery, startedAtMs: number = this.o.clock.nowMs()): void {
     const key = occurrenceKey(d.jobId, d.scheduledAtMs);
+    this.unstage(key, d.jobId);
     this.proposeFired(key, startedAtMs);
     if (!this.inFlight.has(key) || this.started.has(key)) return;
     this.started.add(key);
@@ -346,7 +359,8 @@ export class FiringEngine {
       this.armedByJob.set(a.jobId, keys);
     }
     keys.add(key);
-    this.wheel.add(key, a.dueAtMs);
+    // Firing thread: woken firingStageLeadMs early to stage it (fire -> stageAhead).
+    this.wheel.add(key, this.stager !== null && a.stage !== false ? a.dueAtMs - limits.firingStageLeadMs : a.dueAtMs);
   }
 
   private unarm(key: string, jobId: string): void {
@@ -358,6 +372,7 @@ export class FiringEngine {
   }
 
   private disarm(jobId: string): void {
+    void this.withdrawStaged(jobId);
     const keys = this.armedByJob.get(jobId);
     if (keys !== undefined) {
       for (const key of keys) {
@@ -474,8 +489,9 @@ export class FiringEngine {
   private fire(a: Armed): void {
     const nowMs = this.o.clock.nowMs();
     if (nowMs < a.dueAtMs) {
-      // Never early (a clock that stepped back): wait again.
-      this.arm(a);
+      // Woken early to stage it in the firing thread; else never early (a clock that stepped back): wait again.
+      if (this.stager !== null && a.stage !== false) this.stageAhead(a);
+      else this.arm(a);
       return;
     }
     if (!this.firing.has(a.shard)) return;
@@ -521,7 +537,7 @@ export class FiringEngine {
   }
 
   /** `firstOfOnce`: the first attempt of a one-off job, whose fired item the proposer may hold for its outcome. */
-  private send(a: Armed, job: JobRecord, nowMs: number, firstOfOnce: boolean): void {
+  private send(a: Armed, job: JobRecord, nowMs: number, firstOfOnce: boolean, staged = false): void {
     const sh = this.o.shards[a.shard];
     const spec: CallbackSpec | null = job.callback ?? (job.task === null ? null : sh.store.getTask(job.task));
     const key = occurrenceKey(a.jobId, a.scheduledAtMs);
@@ -546,11 +562,89 @@ export class FiringEngine {
     this.sentTotal++;
     this.inFlight.set(key, a.attempt);
     this.inFlightByJob.set(a.jobId, (this.inFlightByJob.get(a.jobId) ?? 0) + 1);
+    if (staged && this.stager !== null) {
+      let keys = this.stagedByJob.get(a.jobId);
+      if (keys === undefined) this.stagedByJob.set(a.jobId, (keys = new Set()));
+      keys.add(key);
+      const p: Promise<void> = this.stager.stage(delivery, a.dueAtMs).then((outcome) => {
+        this.outcomesPending.delete(p);
+        if (outcome === null) this.onNotSent(a);
+        else this.onOutcome(a, spec, outcome);
+      });
+      this.outcomesPending.add(p);
+      return;
+    }
     const p: Promise<void> = this.o.dispatcher.send(delivery).then((outcome) => {
       this.outcomesPending.delete(p);
       this.onOutcome(a, spec, outcome);
     });
     this.outcomesPending.add(p);
+  }
+
+  // --- staging in the firing thread (src/dispatch/firing-port.ts) ------------------------------------------
+  // The NodeCore port keeps this shape: stage = a dispatch output with dueAtMs; withdraw/revoke = a withdraw output.
+
+  /**
+   * An occurrence due within limits.firingStageLeadMs: the same checks as fire() except the lease (the thread
+   * obeys the shard's lease deadline at the due ms), then staged in the firing thread, which sends it at dueAtMs.
+   * What the fire time could still change is not staged but armed again at its due time: a recurring job's
+   * overlap rule (it depends on the run in flight then), and anything past the thread's staged limit.
+   */
+  private stageAhead(a: Armed): void {
+    const exact = (): void => this.arm({ ...a, stage: false });
+    if (!this.firing.has(a.shard)) return;
+    const key = occurrenceKey(a.jobId, a.scheduledAtMs);
+    if (this.inFlight.has(key)) return;
+    const store = this.o.shards[a.shard].store;
+    const job = store.getJob(a.jobId);
+    if (job === null || job.state === 'CANCELLED') return;
+    const exec = store.getExecution(a.jobId, a.scheduledAtMs);
+    if (exec !== null && finalExecution.has(exec.state)) return;
+    if (job.state === 'PAUSED' && exec === null) return;
+    const regular = exec === null && job.nextFireAtMs === a.scheduledAtMs;
+    if (exec === null && (this.awaitingApply.has(key) || (!regular && !a.fromEffect))) return;
+    if (this.stager!.stagedCount() >= limits.firingStagedMax || this.firingHeld()) return exact();
+    // A missing task fails at once (send): only at its due time, never ahead.
+    if (job.callback === null && (job.task === null || store.getTask(job.task) === null)) return exact();
+    const firstOfOnce = regular && a.attempt === 1 && job.schedule.kind === 'once';
+    if (regular && a.attempt === 1 && job.schedule.kind !== 'once') {
+      if (job.overlap !== 'allow' || a.released === true) return exact();
+      if (dueAction(job, a.scheduledAtMs, a.dueAtMs, false, false) !== 'fire') return exact();
+    }
+    this.send(a, job, a.dueAtMs, firstOfOnce, true);
+  }
+
+  private unstage(key: string, jobId: string): void {
+    const keys = this.stagedByJob.get(jobId);
+    if (keys === undefined || !keys.delete(key)) return;
+    if (keys.size === 0) this.stagedByJob.delete(jobId);
+  }
+
+  /**
+   * Takes back what the firing thread holds for this job and has not sent; resolves once the thread answered.
+   * Cancel and pause wait for it before they answer, so nothing fires after an acknowledged cancel.
+   */
+  async withdrawStaged(jobId: string): Promise<void> {
+    const keys = this.stagedByJob.get(jobId);
+    if (keys === undefined || this.stager === null) return;
+    await this.stager.withdraw([...keys]);
+  }
+
+  /**
+   * A staged delivery the thread did not send (withdrawn, its shard revoked, the node closing): nothing was
+   * proposed for it. It goes back to the wheel at its due time; fire() decides again (a cancelled job is dropped).
+   */
+  private onNotSent(a: Armed): void {
+    const key = occurrenceKey(a.jobId, a.scheduledAtMs);
+    this.unstage(key, a.jobId);
+    this.firedPending.delete(key);
+    this.awaitingApply.delete(key);
+    this.inFlight.delete(key);
+    decrement(this.inFlightByJob, a.jobId);
+    this.sentTotal--;
+    if (this.stopped || !this.firing.has(a.shard)) return;
+    this.arm({ ...a, stage: false });
+    this.reschedule();
   }
 
   /** Hands the attempt's fired item to the proposer (once: at its start, or with its outcome if it never started). */
@@ -564,6 +658,7 @@ export class FiringEngine {
 
   private onOutcome(a: Armed, spec: CallbackSpec, o: AttemptOutcome): void {
     const key = occurrenceKey(a.jobId, a.scheduledAtMs);
+    this.unstage(key, a.jobId);
     this.proposeFired(key, null);
     this.inFlight.delete(key);
     decrement(this.inFlightByJob, a.jobId);

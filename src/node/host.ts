@@ -9,7 +9,7 @@ import { ManualClock, systemClock, type Clock } from '../core/clock.js';
 import { createLogger, type Logger } from '../core/log.js';
 import { clusterLimits, nodeLimits, queueLimits } from '../core/limits.js';
 import { Prng } from '../core/prng.js';
-import { Dispatcher } from '../dispatch/dispatcher.js';
+import { FiringPort, type CallbackSender } from '../dispatch/firing-port.js';
 import { targetPolicyFromLists, type TargetPolicy } from '../dispatch/target-policy.js';
 import { PunctualError } from '../core/errors.js';
 import { PeerTransport } from '../http/peer/index.js';
@@ -128,7 +128,7 @@ function sumCounts(shards: ShardGroup[]): Record<JobState, number> {
 }
 
 /** The bounded queues of the node, for punctual_queue_depth / punctual_queue_limit (src/core/limits.ts queueLimits). */
-function queueDepths(proposer: Proposer, host: RaftHost, engine: FiringEngine | null, dispatcher: Dispatcher): Array<{ queue: string; depth: number; limit: number }> {
+function queueDepths(proposer: Proposer, host: RaftHost, engine: FiringEngine | null, dispatcher: CallbackSender): Array<{ queue: string; depth: number; limit: number }> {
   const e = engine?.queueDepths() ?? { dueBacklog: 0, wheel: 0, parked: 0 };
   return [
     { queue: 'proposer', depth: proposer.queuedCount(), limit: queueLimits.proposerCommandsMax },
@@ -216,10 +216,16 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
   let engine: FiringEngine | null = null;
   let transport: PeerTransport | null = null;
   const targetPolicy = targetPolicyFromLists(config.callbackAllow, config.callbackDeny);
-  const dispatcher = new Dispatcher({
+  // Every callback leaves from the firing thread (src/dispatch/firing-port.ts); it obeys each shard's lease
+  // deadline. A manual clock keeps the sender on the main loop: the thread cannot see virtual time.
+  const dispatcher = new FiringPort({
     targetPolicy,
     clock,
     logger: logger.child({ component: 'dispatch' }),
+    leaseDeadlineMs: (shard) => host.leaseDeadlineMs(shard),
+    mode: p.manualClock !== null ? 'in-process' : undefined,
+    logLevel: config.logLevel,
+    logFormat: config.logFormat,
     onStart: (d, startedAtMs) => {
       if (d.attempt === 1) metrics.fireLatenessMs.observe(startedAtMs - d.scheduledAtMs);
       engine?.onDispatchStart(d, startedAtMs);
@@ -367,6 +373,8 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
         cluster.peerPort = (await peers.start()).port;
         targetPolicy.addListener(config.peerListenHost, cluster.peerPort, 'peer listener');
       }
+      // The firing thread loads its modules on its own: the node is ready only once it can send.
+      await dispatcher.ready();
       host.start(peers);
       membership.start(peers);
       await firing.start();

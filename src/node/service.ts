@@ -286,6 +286,11 @@ export class NodeService implements SchedulerApi {
 
   private async jobLocal(action: JobAction, id: string, patch: JobPatch | null, runKey: string | null): Promise<JobView> {
     const { shard, store } = this.shardFor(id);
+    // Firing thread: what it holds for the job and has not sent is taken back once the command applied (the
+    // answer waits for it), so nothing fires after an acknowledged cancel or pause; a pause first (a staged
+    // one-off is not RUNNING yet: the check below must see only what was really sent).
+    const withdraws = action === 'cancel' || action === 'pause' || action === 'patch';
+    if (action === 'pause') await this.o.engine.withdrawStaged(id);
     if (action === 'pause') {
       // A one-off job whose callback is on its way is RUNNING, even before the fired record is stored (the
       // engine holds it for its outcome): pausing it is refused, as the state machine refuses a stored RUNNING.
@@ -301,7 +306,9 @@ export class NodeService implements SchedulerApi {
     const command = (
       type === 'patch_job' ? { type, nowMs, id, patch: patch as JobPatch } : type === 'run_job' && runKey !== null ? { type, nowMs, id, runKey } : { type, nowMs, id }
     ) as Command;
-    return this.view(jobOf(await this.proposeLocal(shard, command), id));
+    const applied = jobOf(await this.proposeLocal(shard, command), id);
+    if (withdraws) await this.o.engine.withdrawStaged(id);
+    return this.view(applied);
   }
 
   cancelJob(id: string): Promise<JobView> {
