@@ -111,6 +111,18 @@ export const limits = {
   firingLeaseRefreshMs: 20,
   /** Unexpected exits of the firing thread after which the node sends from its main loop instead. */
   firingThreadRestartsMax: 5,
+  // --- the due profile and the admission report (GET /v1/due-profile, Punctual-Hot-Instant)
+  /** Seconds GET /v1/due-profile covers at most, and by default. */
+  dueProfileSecondsMax: 600,
+  dueProfileSecondsDefault: 60,
+  /** A submission is told about an instant whose projected delivery spread is longer than this. */
+  hotInstantSpreadReportMs: 100,
+  /** The drain rate assumed until the node has measured one (callbacks/s). */
+  drainRatePerSAssumed: 5_000,
+  /** Distinct due instants of one submission looked up for the admission report. */
+  hotInstantLookupsMax: 16,
+  /** Deliveries that started this much after they could have are counted as a saturated node's drain. */
+  drainBacklogLateMs: 5,
 } as const;
 
 assert(limits.requestBodyBytesMax <= limits.batchBodyBytesMax, 'single body limit exceeds batch body limit');

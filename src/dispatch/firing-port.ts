@@ -63,6 +63,8 @@ interface Entry {
   /** 0 = send now. */
   dueAtMs: number;
   key: string;
+  /** When it was handed over (node clock): a send-now could have started then. */
+  submittedAtMs: number;
   started: boolean;
   /** Staged entries resolve null when they were not sent (withdrawn, revoked, closed). */
   resolve: (o: AttemptOutcome | null) => void;
@@ -108,6 +110,11 @@ export class FiringPort implements CallbackSender {
   private closedResolve: (() => void) | null = null;
   /** The best (largest) node clock minus monotonic clock seen: Date.now() is whole ms, so each sample is a floor. */
   private offsetMs = Number.NEGATIVE_INFINITY;
+  /** Starts in the current one-second window, whether one of them waited (the node was saturated), and the rate. */
+  private drainWindowStartMs = 0;
+  private drainWindowStarts = 0;
+  private drainWindowSaturated = false;
+  private drainRate: number | null = null;
   private readyResolve: (() => void) | null = null;
   private readonly readyPromise = new Promise<void>((resolve) => (this.readyResolve = resolve));
 
@@ -221,7 +228,7 @@ export class FiringPort implements CallbackSender {
     const shard = Number.parseInt(delivery.fencingToken, 10) || 0;
     const key = `${delivery.jobId}\n${delivery.scheduledAtMs}`;
     return new Promise((resolve) => {
-      const e: Entry = { id, delivery, shard, dueAtMs, key, started: false, resolve };
+      const e: Entry = { id, delivery, shard, dueAtMs, key, submittedAtMs: this.o.clock.nowMs(), started: false, resolve };
       this.entries.set(id, e);
       if (dueAtMs === 0) this.waitingNow++;
       else this.stagedByKey.set(key, e);
@@ -336,6 +343,7 @@ export class FiringPort implements CallbackSender {
         if (e === undefined || e.started) continue;
         e.started = true;
         this.running++;
+        this.noteStart(e, started[i + 1]!);
         if (e.dueAtMs === 0) this.waitingNow--;
         else this.stagedByKey.delete(e.key);
         if (this.o.onStart !== undefined) {
@@ -372,6 +380,29 @@ export class FiringPort implements CallbackSender {
     }
     for (const id of ev.dropped) this.dropEntry(id);
     if (ev.closed) this.closedResolve?.();
+  }
+
+  /**
+   * The drain rate: callbacks started per second in the windows where some start waited (a backlog): what the
+   * node delivers when it has more than it can send at once. An average over such windows; null until one.
+   */
+  drainRatePerS(): number | null {
+    return this.drainRate;
+  }
+
+  private noteStart(e: Entry, startedAtMs: number): void {
+    if (startedAtMs - this.drainWindowStartMs >= 1000) {
+      if (this.drainWindowSaturated && this.drainWindowStarts > 0) {
+        const rate = (this.drainWindowStarts * 1000) / Math.max(1000, startedAtMs - this.drainWindowStartMs);
+        this.drainRate = this.drainRate === null ? rate : Math.round(0.7 * this.drainRate + 0.3 * rate);
+      }
+      this.drainWindowStartMs = startedAtMs;
+      this.drainWindowStarts = 0;
+      this.drainWindowSaturated = false;
+    }
+    this.drainWindowStarts++;
+    const couldStartMs = e.dueAtMs === 0 ? e.submittedAtMs : e.dueAtMs;
+    if (startedAtMs - couldStartMs > limits.drainBacklogLateMs) this.drainWindowSaturated = true;
   }
 
   /** An entry that will never be sent: staged -> null, sent-now -> a retryable "not sent". */

@@ -5,6 +5,7 @@
  */
 import { PunctualError, invalid, toProblem, type Problem } from '../core/errors.js';
 import { nodeIdPattern } from '../core/ids.js';
+import { limits } from '../core/limits.js';
 import type { CreateJobResult } from './scheduler-api.js';
 import type { Scope } from './tokens.js';
 import type { ApiRequest, ApiResponse, AppDeps } from './app.js';
@@ -99,8 +100,32 @@ async function createJob({ req, deps }: RouteContext): Promise<ApiResponse> {
   const [result] = await deps.api.createJobs([spec]);
   if (result === undefined) throw new PunctualError('internal', 'createJobs returned no result');
   if (!result.ok) throw result.error;
-  const headers = { location: jobLocation(result.job.id) };
+  const headers = { location: jobLocation(result.job.id), ...hotInstantHeader(deps, result.created ? [result.job.nextFireAtMs] : []) };
   return jsonResponse(result.created ? 201 : 200, jobView(result.job), headers);
+}
+
+/**
+ * The admission report (docs/api.md, "Hot instants"): when the submission made an instant so crowded that the
+ * node's drain rate spreads its delivery past limits.hotInstantSpreadReportMs, the answer says so.
+ */
+function hotInstantHeader(deps: AppDeps, dueAtMs: Array<number | null>): Record<string, string> {
+  const instants = dueAtMs.filter((ms): ms is number => ms !== null);
+  const r = instants.length === 0 ? null : (deps.api.hotInstant?.(instants) ?? null);
+  if (r === null) return {};
+  const value = `at="${renderTime(r.atMs)}", due=${r.due}, spread_ms=${r.spreadMs}, drain_rate_per_s=${r.drainRatePerS}, measured=${r.measured}`;
+  return { 'punctual-hot-instant': value };
+}
+
+/** GET /v1/due-profile?seconds=N: PENDING occurrences per second of the next N seconds (1..600, default 60). */
+async function dueProfile({ query, deps }: RouteContext): Promise<ApiResponse> {
+  const text = query.get('seconds');
+  const seconds = text === null ? limits.dueProfileSecondsDefault : Number(text);
+  if (!/^\d{1,4}$/.test(text ?? '60') || !Number.isInteger(seconds) || seconds < 1 || seconds > limits.dueProfileSecondsMax) {
+    throw invalid('seconds', `an integer from 1 to ${limits.dueProfileSecondsMax}`);
+  }
+  if (deps.api.dueProfile === undefined) throw new PunctualError('internal', 'this node keeps no due profile');
+  const p = deps.api.dueProfile(seconds);
+  return jsonResponse(200, { from: renderTime(p.fromMs), per_second: p.perSecond, drain_rate_per_s: p.drainRatePerS });
 }
 
 /**
@@ -135,7 +160,8 @@ async function createBatch({ req, deps }: RouteContext): Promise<ApiResponse> {
     if (r.ok) return { id: r.job.id, status: r.created ? 201 : 200 };
     return { id: r.id ?? item.spec.id, status: r.error.status, error: itemProblem(r.error, i) };
   });
-  return jsonResponse(200, { results });
+  const dues = created.map((r) => (r.ok && r.created ? r.job.nextFireAtMs : null));
+  return jsonResponse(200, { results }, hotInstantHeader(deps, dues));
 }
 
 type JobAction = 'cancelJob' | 'pauseJob' | 'resumeJob' | 'runJob';
@@ -311,4 +337,5 @@ export const routes: readonly Route[] = [
   route('GET', '/healthz', async ({ deps }) => jsonResponse(200, { status: 'ok', node_id: deps.api.nodeId })),
   route('GET', '/readyz', readyz),
   route('GET', '/metrics', metrics),
+  route('GET', '/v1/due-profile', dueProfile),
 ];

@@ -246,6 +246,11 @@ export class FiringEngine {
     return this.timerAtMs !== null && this.timerAtMs - nodeLimits.firingSpinMs <= this.o.clock.nowMs();
   }
 
+  /** Callbacks per second the sender delivers when saturated (the firing thread measures it); null until measured. */
+  drainRatePerS(): number | null {
+    return this.stager?.drainRatePerS() ?? null;
+  }
+
   /** The dispatcher's onStart: the attempt left its concurrency queue and is being sent. */
   onDispatchStart(d: Delivery, startedAtMs: number = this.o.clock.nowMs()): void {
     const key = occurrenceKey(d.jobId, d.scheduledAtMs);

@@ -238,6 +238,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): NodeCore 
     shards: () => host.groups.map((g) => ({ shard: g.shard, role: g.role, term: g.raw.status().term, commit: g.raw.status().commit, applied: g.applied })),
     peers: () => transport?.stats() ?? null,
     queues: () => queueDepths(proposer, host, engine, dispatcher),
+    dueProfile: () => service.dueProfile(60),
   });
   const book = new MemberBook(db);
   const peerList = startPeers(book, config.nodeId, config.peers, logger);

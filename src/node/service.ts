@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import type { Clock } from '../core/clock.js';
 import { PunctualError, invalid, notFound } from '../core/errors.js';
 import { shardOf } from '../core/ids.js';
-import { nodeLimits } from '../core/limits.js';
+import { limits, nodeLimits } from '../core/limits.js';
 import type { NodeMetrics } from '../metrics/metrics.js';
 import type { Command } from '../scheduler/commands.js';
 import { calendarRule, previewExcluding } from '../scheduler/calendar.js';
@@ -27,7 +27,7 @@ import type {
   Schedule,
   TaskRecord,
 } from '../scheduler/types.js';
-import type { CalendarBody, ClockAdvanceResult, ClockView, ClusterView, CreateJobResult, SchedulerApi } from '../http/scheduler-api.js';
+import type { CalendarBody, ClockAdvanceResult, ClockView, ClusterView, CreateJobResult, DueProfile, HotInstantReport, SchedulerApi } from '../http/scheduler-api.js';
 import type { NodeConfig } from './api.js';
 import type { ClockDriver } from './clock-driver.js';
 import type { ClusterOps } from './cluster-ops.js';
@@ -313,6 +313,29 @@ export class NodeService implements SchedulerApi {
 
   cancelJob(id: string): Promise<JobView> {
     return this.jobCommand('cancel', id, null);
+  }
+
+  /** Every node holds every shard's rows: the profile is read from this node's store, no leader asked. */
+  dueProfile(seconds: number): DueProfile {
+    const fromMs = this.nowMs();
+    const perSecond = new Array<number>(seconds).fill(0);
+    for (const sh of this.o.shards) sh.store.addDueBySecond(fromMs, perSecond);
+    return { fromMs, perSecond, drainRatePerS: this.o.engine.drainRatePerS() };
+  }
+
+  hotInstant(dueAtMs: readonly number[]): HotInstantReport | null {
+    const measured = this.o.engine.drainRatePerS();
+    const rate = measured ?? limits.drainRatePerSAssumed;
+    let worst: HotInstantReport | null = null;
+    for (const atMs of [...new Set(dueAtMs)].slice(0, limits.hotInstantLookupsMax)) {
+      let due = 0;
+      for (const sh of this.o.shards) due += sh.store.countDueAt(atMs);
+      const spreadMs = Math.ceil((due * 1000) / rate);
+      if (spreadMs > limits.hotInstantSpreadReportMs && (worst === null || due > worst.due)) {
+        worst = { atMs, due, spreadMs, drainRatePerS: Math.round(rate), measured: measured !== null };
+      }
+    }
+    return worst;
   }
 
   pauseJob(id: string): Promise<JobView> {
