@@ -12,7 +12,7 @@
  */
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
-import { nodeLimits } from '../core/limits.js';
+import { nodeLimits, stallLimits } from '../core/limits.js';
 import type { CallbackSpec } from '../scheduler/types.js';
 import { Dispatcher, type AttemptOutcome, type Delivery, type PreparedRequest } from './dispatcher.js';
 import { TargetPolicy, type TargetPolicyData } from './target-policy.js';
@@ -115,6 +115,9 @@ export class FiringCore {
   private readonly buckets = new Map<number, Staged[]>();
   private readonly dueHeap: number[] = [];
   private readonly held = new Map<number, Staged[]>();
+  /** Due and not sent yet (a hot instant goes out in batches); dueHead is the next one. */
+  private dueNow: Staged[] = [];
+  private dueHead = 0;
   private readonly leases = new Map<number, number>();
   private timer: NodeJS.Timeout | null = null;
   private timerAtMs = 0;
@@ -318,6 +321,10 @@ export class FiringCore {
     }, delayMs - nodeLimits.firingSpinMs);
   }
 
+  /**
+   * Sends what is due, at most stallLimits.fireBatchMax per turn of the loop: the rest of a hot instant waits in
+   * `dueNow` for the next setImmediate, so the first requests are written (and answers read) in between.
+   */
   private wake(): void {
     this.spin = null;
     const nowMs = this.o.clock.nowMs();
@@ -325,8 +332,16 @@ export class FiringCore {
       const due = heapPop(this.dueHeap);
       const bucket = this.buckets.get(due);
       this.buckets.delete(due);
-      if (bucket !== undefined) for (const s of bucket) this.fire(s);
+      if (bucket !== undefined) for (const s of bucket) this.dueNow.push(s);
     }
+    let n = 0;
+    while (this.dueHead < this.dueNow.length && n++ < stallLimits.fireBatchMax) this.fire(this.dueNow[this.dueHead++]!);
+    if (this.dueHead < this.dueNow.length) {
+      this.spin = setImmediate(() => this.wake());
+      return;
+    }
+    this.dueNow = [];
+    this.dueHead = 0;
     this.arm();
   }
 
@@ -363,6 +378,8 @@ export class FiringCore {
     this.held.clear();
     this.buckets.clear();
     this.dueHeap.length = 0;
+    this.dueNow = [];
+    this.dueHead = 0;
     await this.dispatcher.close(graceMs);
     if (this.flushing !== null) clearImmediate(this.flushing);
     // The last outcomes (close settles every attempt) travel with the closed event.
