@@ -8,7 +8,7 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import type { LatenessSummary } from './histogram.js';
 
-export const scenarioNames = ['submit', 'submit-batch', 'steady', 'hot-instant'] as const;
+export const scenarioNames = ['submit', 'submit-batch', 'steady', 'hot-instant', 'burst', 'limit'] as const;
 export type ScenarioName = (typeof scenarioNames)[number];
 
 export interface Figures {
@@ -43,8 +43,19 @@ export interface Figures {
   duplicates: number;
   malformed: number;
   foreign: number;
-  /** hot-instant: last arrival minus the instant; null elsewhere. */
+  /** hot-instant, burst: last arrival minus the instant; null elsewhere. */
   deliveredWithinMs: number | null;
+  /** hot-instant, burst: first arrival minus the instant. */
+  firstWithinMs?: number | null;
+  /**
+   * The node's own view of the same callbacks: its punctual_fire_lateness_ms histogram (request handed to the
+   * sender minus scheduled time, first attempts), summed over the nodes; percentiles are bucket upper bounds.
+   */
+  nodeLateness?: LatenessSummary | null;
+  /** The machine's limit measured in the same run (scenario limit: one process, plain undici, 128 connections). */
+  limitPerS?: number | null;
+  /** deliveredPerS / limitPerS. */
+  shareOfLimit?: number | null;
   /** steady: most jobs owed by the open loop but not yet sent at one tick. */
   backlogMax: number | null;
   /**
@@ -117,6 +128,10 @@ export function targetsFor(scenario: ScenarioName): Target[] {
         { figure: 'deliveredWithinMs', op: '<=', value: 4_000, label: 'hot instant delivered within' },
         ...safety,
       ];
+    case 'burst':
+      return [{ figure: 'deliveredWithinMs', op: '<=', value: 5, label: 'burst: all within 5 ms of their instant' }, ...safety];
+    case 'limit':
+      return [];
   }
 }
 

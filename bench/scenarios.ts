@@ -13,6 +13,7 @@ import {
   type OpenLoopOutcome,
   type SubmitOutcome,
 } from './load.js';
+import { histogramSummary, pushLimit } from './limit.js';
 import { spawnLocalNodes, type LocalNodes } from './node-process.js';
 import { nowPreciseMs, startReceiver, waitUntil, type CallbackReceiver } from './receiver.js';
 import {
@@ -71,6 +72,11 @@ export function defaultParams(scenario: ScenarioName): ScenarioParams {
       return { ...common, count: 0, concurrency: 64, batchSize: 50, ratePerS: 5_000, durationS: 10, leadMs: 0 };
     case 'hot-instant':
       return { ...common, count: 100_000, concurrency: 4, batchSize: 5_000, durationS: 30, leadMs: leadFor(scenario, 100_000) };
+    case 'burst':
+      // N due at one ms on a fresh node: the connections to the receiver are cold unless the node opens them ahead.
+      return { ...common, count: 20, concurrency: 1, batchSize: 20, durationS: 30, leadMs: 3_000 };
+    case 'limit':
+      return { ...common, count: 50_000, concurrency: 128, batchSize: 1, durationS: 60, leadMs: 0 };
   }
 }
 
@@ -141,11 +147,12 @@ async function driveLoad(
   const plan: JobPlan = { idPrefix, taskName, dueAtMs: () => noteDue(instantMs) };
   // hot-instant: a job submitted after the instant would not share it, so the instant also ends the submit phase.
   const boundMs = startMs + params.durationS * 1000;
-  const deadlineMs = scenario === 'hot-instant' ? Math.min(boundMs, instantMs - instantMarginMs) : boundMs;
+  const oneInstant = scenario === 'hot-instant' || scenario === 'burst';
+  const deadlineMs = oneInstant ? Math.min(boundMs, instantMs - instantMarginMs) : boundMs;
   const outcome = await submitClosedLoop({
     servers, plan, count: params.count, concurrency: params.concurrency, batchSize: params.batchSize, deadlineMs,
   });
-  return { outcome, lastDueMs: instantMs, instantMs: scenario === 'hot-instant' ? instantMs : null };
+  return { outcome, lastDueMs: instantMs, instantMs: oneInstant ? instantMs : null };
 }
 
 /** Drain gives up this long after the last due time even while callbacks still trickle in (bounded runs). */
@@ -210,6 +217,7 @@ async function buildFigures(
     malformed: stats.malformed,
     foreign: stats.foreign,
     deliveredWithinMs: run.instantMs !== null && stats.lastArrivalMs !== null ? stats.lastArrivalMs - run.instantMs : null,
+    firstWithinMs: run.instantMs !== null && stats.firstArrivalMs !== null ? stats.firstArrivalMs - run.instantMs : null,
     backlogMax: 'backlogMax' in outcome ? outcome.backlogMax : null,
     ackedAfterDue: outcome.ackedAfterDue,
     nodePeakRssBytes: nodeRss,
@@ -222,6 +230,33 @@ async function startServers(options: RunOptions, log: Logger): Promise<{ urls: s
   const local = await spawnLocalNodes({ nodes: options.nodes, token: options.token, tls: options.tls ?? false });
   log.info('bench: local node(s) ready', { urls: local.urls, pids: local.pids });
   return { urls: local.urls, local };
+}
+
+/** Callbacks pushed to measure the machine's limit after every other scenario (its `limit` share). */
+const limitCountAfter = 20_000;
+
+/** The node(s)' own fire-lateness histogram, summed: read before they stop. */
+async function nodeLateness(servers: ServerSet): Promise<Figures['nodeLateness']> {
+  const texts: string[] = [];
+  for (let i = 0; i < servers.urls.length; i++) {
+    const { status, json } = await servers.send('GET', '/metrics').catch(() => ({ status: 0, json: null }));
+    if (status === 200 && typeof json === 'string') texts.push(json);
+  }
+  return histogramSummary(texts.join('\n'), 'punctual_fire_lateness_ms');
+}
+
+/** Scenario limit: no node; one process pushes callbacks into the receiver (bench/limit.ts). */
+async function runLimit(options: RunOptions, receiver: CallbackReceiver, idPrefix: string): Promise<Figures> {
+  const run = await pushLimit(receiver, idPrefix, options.params.count);
+  const stats = await receiver.stats();
+  return {
+    submitted: 0, accepted: 0, rejected: 0, submitErrors: {}, submitDurationMs: 0, submitTimedOut: false, acceptedPerS: null,
+    requests: run.sent, requestLatency: summarize(new Float64Array(0)),
+    delivered: stats.uniqueKeys, deliveredPerS: run.perS, lateness: summarize(stats.lateness),
+    early: 0, lost: run.failed, drainOutcome: 'all delivered', duplicates: stats.duplicates, malformed: stats.malformed,
+    foreign: stats.foreign, deliveredWithinMs: null, backlogMax: null, ackedAfterDue: 0, nodePeakRssBytes: null,
+    benchPeakRssBytes: process.resourceUsage().maxRSS * 1024, limitPerS: run.perS, shareOfLimit: 1,
+  };
 }
 
 /** Runs one scenario end to end; stops every process and server it started, even on failure. */
@@ -241,6 +276,13 @@ export async function runScenario(options: RunOptions): Promise<BenchResult> {
   let local: LocalNodes | null = null;
   let servers: ServerSet | null = null;
   try {
+    if (scenario === 'limit') {
+      const figures = await runLimit(options, receiver, idPrefix);
+      return {
+        scenario, startedAt, parameters: { ...params, nodes: 0, receiver: receiver.mode, tls: false },
+        servers: { mode: 'spawned', urls: [] }, ...environment, figures, targets: [], pass: true,
+      };
+    }
     const started = await startServers(options, log);
     local = started.local;
     const perServer = Math.max(1, Math.ceil(params.concurrency / started.urls.length));
@@ -250,7 +292,17 @@ export async function runScenario(options: RunOptions): Promise<BenchResult> {
     const run = await driveLoad(scenario, servers, params, idPrefix);
     log.info('bench: submitted, draining', { accepted: run.outcome.acked.length, rejected: run.outcome.failed });
     const drained = await drain(receiver, run, params);
+    const mode = local ? 'spawned' : 'external';
     const figures = await buildFigures(run, receiver, drained, local ? local.peakRssBytes() : null);
+    figures.nodeLateness = await nodeLateness(servers);
+    // The machine's limit in the same run, once the node(s) no longer compete for the CPU.
+    await servers.close();
+    servers = null;
+    await local?.stop();
+    local = null;
+    const limit = await pushLimit(receiver, 'limit-', limitCountAfter);
+    figures.limitPerS = limit.perS;
+    figures.shareOfLimit = figures.deliveredPerS !== null && limit.perS > 0 ? figures.deliveredPerS / limit.perS : null;
     const targets = evaluateTargets(figures, targetsFor(scenario));
     return {
       scenario,
@@ -261,7 +313,7 @@ export async function runScenario(options: RunOptions): Promise<BenchResult> {
         receiver: receiver.mode,
         tls: options.tls ?? false,
       },
-      servers: { mode: local ? 'spawned' : 'external', urls: started.urls },
+      servers: { mode, urls: started.urls },
       ...environment,
       figures,
       targets,

@@ -28,6 +28,13 @@ function rows(result: BenchResult): Array<[string, string]> {
     ['duplicates', num(f.duplicates)],
   ];
   if (f.deliveredWithinMs !== null) out.push(['delivered within', `${num(f.deliveredWithinMs)} ms`]);
+  if (f.firstWithinMs != null) out.push(['first arrival after the instant', `${num(f.firstWithinMs, 2)} ms`]);
+  if (f.nodeLateness != null) {
+    const n = f.nodeLateness;
+    out.push(['node-side lateness p50 / p99 / p999 (bucket bounds)', `${num(n.p50Ms, 1)} / ${num(n.p99Ms, 1)} / ${num(n.p999Ms, 1)} ms`]);
+  }
+  if (f.limitPerS != null) out.push(["machine's limit (same run)", `${num(f.limitPerS)} callbacks/s`]);
+  if (f.shareOfLimit != null) out.push(['delivered rate / limit', `${num(f.shareOfLimit * 100, 1)} %`]);
   if (f.backlogMax !== null) out.push(['open-loop backlog max', num(f.backlogMax)]);
   if (f.ackedAfterDue > 0) out.push(['acknowledged after due', num(f.ackedAfterDue)]);
   if (f.rejected > 0) out.push(['rejected', `${num(f.rejected)} ${JSON.stringify(f.submitErrors)}`]);

@@ -100,6 +100,29 @@ export const limits = {
   dispatchConnectorPortsMax: 1_024,
   /** How long Dispatcher.close() lets in-flight callbacks finish before aborting them. */
   dispatchCloseGraceMsDefault: 5_000,
+  /** A connection opened ahead for staged deliveries (Dispatcher.warm) closes after this long unused. */
+  dispatchWarmIdleMs: 10_000,
+  // --- the firing thread (src/dispatch/firing-port.ts, firing-core.ts)
+  /** Occurrences due within this much are staged in the firing thread ahead of time (request built, signed). */
+  firingStageLeadMs: 100,
+  /** Staged deliveries the firing thread holds at most; past this the engine sends at the due time instead. */
+  firingStagedMax: 50_000,
+  /** While deliveries wait in the thread, the main side sends the shards' lease deadlines this often. */
+  firingLeaseRefreshMs: 20,
+  /** Unexpected exits of the firing thread after which the node sends from its main loop instead. */
+  firingThreadRestartsMax: 5,
+  // --- the due profile and the admission report (GET /v1/due-profile, Punctual-Hot-Instant)
+  /** Seconds GET /v1/due-profile covers at most, and by default. */
+  dueProfileSecondsMax: 600,
+  dueProfileSecondsDefault: 60,
+  /** A submission is told about an instant whose projected delivery spread is longer than this. */
+  hotInstantSpreadReportMs: 100,
+  /** The drain rate assumed until the node has measured one (callbacks/s). */
+  drainRatePerSAssumed: 5_000,
+  /** Distinct due instants of one submission looked up for the admission report. */
+  hotInstantLookupsMax: 16,
+  /** Deliveries that started this much after they could have are counted as a saturated node's drain. */
+  drainBacklogLateMs: 5,
 } as const;
 
 assert(limits.requestBodyBytesMax <= limits.batchBodyBytesMax, 'single body limit exceeds batch body limit');

@@ -7,7 +7,8 @@
  * its limiter queue node (no per-send closures beyond the promise executor); parsed URLs and filtered user
  * headers cached; response bodies counted, never stored.
  */
-import { Agent, type Dispatcher as UndiciDispatcher } from 'undici';
+import type { Socket } from 'node:net';
+import { Agent, type buildConnector, type Dispatcher as UndiciDispatcher } from 'undici';
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
 import { limits } from '../core/limits.js';
@@ -56,6 +57,14 @@ export interface AttemptOutcome {
   finishedAtMs: number;
 }
 
+/**
+ * A delivery's request head built ahead of its start (src/dispatch/firing-core.ts stages deliveries): the headers,
+ * signatures included, so that at the due millisecond only the bytes are written.
+ */
+export interface PreparedRequest {
+  headers: string[];
+}
+
 export interface DispatcherOptions {
   clock: Clock;
   logger: Logger;
@@ -75,8 +84,24 @@ export class Dispatcher {
   }
 
   /** Never rejects: every failure is an outcome. Waits for a slot of its concurrencyKey (and the global inFlightMax) first. */
-  send(delivery: Delivery): Promise<AttemptOutcome> {
-    return this.engine.send(delivery);
+  send(delivery: Delivery, prepared: PreparedRequest | null = null): Promise<AttemptOutcome> {
+    return this.engine.send(delivery, prepared);
+  }
+
+  /**
+   * The request head of `delivery` as send() would build it, signed with `signAtMs` as the signature timestamp
+   * (a staged delivery signs with its due time); null when the URL cannot be used (send() then says why).
+   */
+  prepare(delivery: Delivery, signAtMs: number): PreparedRequest | null {
+    return this.engine.prepare(delivery, signAtMs);
+  }
+
+  /**
+   * Opens connections to the origin of `url` ahead of use, so that `count` requests due at once find one each
+   * (what the origin's pool holds free counts). Idle warm connections close after limits.dispatchWarmIdleMs.
+   */
+  warm(url: string, count: number): void {
+    this.engine.warm(url, count);
   }
 
   inFlight(): number {
@@ -165,6 +190,8 @@ class Attempt implements UndiciDispatcher.DispatchHandler, LimiterEntry {
     readonly engine: Engine,
     readonly delivery: Delivery,
     readonly target: Target,
+    /** Headers built when the delivery was staged; null = build them at start. */
+    readonly prepared: PreparedRequest | null,
   ) {
     this.concurrencyKey = delivery.concurrencyKey;
     this.body = delivery.body;
@@ -251,6 +278,9 @@ class Engine {
   private activeHead: Attempt | null = null;
   private closing: Promise<void> | null = null;
   private idleResolve: (() => void) | null = null;
+  /** Warm connections not handed to undici yet, per `protocol//hostname:port`. */
+  private readonly spares = new Map<string, Set<Socket>>();
+  private readonly baseConnect: buildConnector.connector;
 
   constructor(options: DispatcherOptions) {
     this.clock = options.clock;
@@ -260,15 +290,23 @@ class Engine {
       this.start(a),
     );
     const policy = options.targetPolicy ?? new TargetPolicy();
-    this.agent = new Agent({ connections: limits.dispatchConnectionsPerOriginMax, pipelining: 1, connect: policy.connector() });
+    this.baseConnect = policy.connector();
+    // A pool that needs a connection takes a warm one first (opened through the same policy check), else connects.
+    const connect: buildConnector.connector = (opts, callback) => {
+      const spare = this.takeSpare(`${opts.protocol}//${opts.hostname}:${opts.port}`);
+      // Asynchronously, as a real connect completes: undici's pool is not reentrant here.
+      if (spare !== null) process.nextTick(callback, null, spare);
+      else this.baseConnect(opts, callback);
+    };
+    this.agent = new Agent({ connections: limits.dispatchConnectionsPerOriginMax, pipelining: 1, connect });
     this.payloadRefs = new PayloadRefFetcher({ policy, bytesMax: options.payloadRefBytesMax });
   }
 
-  send(delivery: Delivery): Promise<AttemptOutcome> {
+  send(delivery: Delivery, prepared: PreparedRequest | null): Promise<AttemptOutcome> {
     if (this.closing !== null) return Promise.resolve(this.immediate('retryable', 'dispatcher closed'));
     const target = this.target(delivery.spec.url);
     if (typeof target === 'string') return Promise.resolve(this.immediate('permanent', target));
-    const attempt = new Attempt(this, delivery, target);
+    const attempt = new Attempt(this, delivery, target, prepared);
     const promise = new Promise<AttemptOutcome>((resolve) => {
       attempt.resolve = resolve;
     });
@@ -316,7 +354,8 @@ class Engine {
       origin: attempt.target.origin,
       path: attempt.target.path,
       method: d.spec.method as UndiciDispatcher.HttpMethod,
-      headers: this.headers(attempt, startedAtMs),
+      // A staged request was signed over its inline body; a payload_ref body is fetched now, so signed now.
+      headers: attempt.prepared !== null && d.payloadRef == null ? attempt.prepared.headers : this.headers(attempt, startedAtMs),
       body: attempt.body.length > 0 ? attempt.body : null,
       // Our timer covers connect + headers + body as one budget; undici's own timers would only race it.
       headersTimeout: 0,
@@ -386,10 +425,74 @@ class Engine {
       aborted++;
     }
     this.logger.info('dispatcher closed', { queuedDropped: drained.length, inFlightAborted: aborted });
+    for (const set of this.spares.values()) for (const socket of set) socket.destroy();
+    this.spares.clear();
     // Every attempt is settled by now. destroy(), not close(): close() would wait for requests still queued
     // inside undici whose attempts timed out there (a saturated pool), and for nothing we need.
     await this.agent.destroy();
     await this.payloadRefs.close();
+  }
+
+  prepare(d: Delivery, signAtMs: number): PreparedRequest | null {
+    const target = this.target(d.spec.url);
+    // A payload_ref body is fetched when the attempt starts: nothing to sign ahead.
+    if (d.payloadRef != null) return null;
+    return typeof target === 'string' ? null : { headers: this.headersFor(d, target, d.body, null, signAtMs) };
+  }
+
+  warm(url: string, count: number): void {
+    if (this.closing !== null) return;
+    const target = this.target(url);
+    if (typeof target === 'string') return;
+    const u = new URL(target.origin);
+    const port = u.port !== '' ? u.port : u.protocol === 'https:' ? '443' : '80';
+    // undici names an IPv6 host without its brackets when it asks for a connection.
+    const key = `${u.protocol}//${u.hostname.replace(/^\[(.*)\]$/, '$1')}:${port}`;
+    const stats = (this.agent.stats as Record<string, { connected: number; free: number } | undefined>)[target.origin];
+    const spares = this.spares.get(key)?.size ?? 0;
+    const room = limits.dispatchConnectionsPerOriginMax - (stats?.connected ?? 0) - spares;
+    const want = Math.min(count, limits.dispatchConnectionsPerOriginMax) - (stats?.free ?? 0) - spares;
+    const n = Math.min(want, room);
+    for (let i = 0; i < n; i++) this.openSpare(key, u);
+  }
+
+  private openSpare(key: string, u: URL): void {
+    const port = u.port !== '' ? u.port : u.protocol === 'https:' ? '443' : '80';
+    const opts = { hostname: u.hostname, host: u.host, protocol: u.protocol, port, servername: null, localAddress: null } as unknown as buildConnector.Options;
+    let set = this.spares.get(key);
+    if (set === undefined) {
+      set = new Set();
+      this.spares.set(key, set);
+    }
+    const spares = set;
+    this.baseConnect(opts, (err, socket) => {
+      if (err !== null || socket === null) return; // the real send reports what is wrong with the target
+      const s = socket as Socket;
+      if (this.closing !== null) return void s.destroy();
+      spares.add(s);
+      // An idle warm connection that the target closes, or that nobody takes in time, is dropped.
+      const drop = (): void => {
+        spares.delete(s);
+        s.destroy();
+      };
+      // No 'data' listener: it would switch the socket to flowing mode and undici would miss the first answer.
+      s.once('close', drop);
+      s.once('error', drop);
+      s.once('end', drop);
+      s.setTimeout(limits.dispatchWarmIdleMs, drop);
+    });
+  }
+
+  private takeSpare(key: string): Socket | null {
+    const set = this.spares.get(key);
+    if (set === undefined) return null;
+    for (const s of set) {
+      set.delete(s);
+      s.removeAllListeners('close').removeAllListeners('error').removeAllListeners('end').removeAllListeners('timeout');
+      s.setTimeout(0);
+      if (!s.destroyed) return s;
+    }
+    return null;
   }
 
   private waitIdle(graceMs: number): Promise<void> {
@@ -429,8 +532,11 @@ class Engine {
   }
 
   private headers(attempt: Attempt, nowMs: number): string[] {
-    const d = attempt.delivery;
-    const target = attempt.target;
+    return this.headersFor(attempt.delivery, attempt.target, attempt.body, attempt.refContentType, nowMs);
+  }
+
+  /** Our headers and the user's for one attempt: `body` is what is sent (a fetched payload_ref's, else the delivery's). */
+  private headersFor(d: Delivery, target: Target, body: Uint8Array, refContentType: string | null, nowMs: number): string[] {
     const spec = d.spec;
     let prepared = this.preparedHeaders.get(spec);
     if (prepared === undefined) {
@@ -438,7 +544,7 @@ class Engine {
       this.preparedHeaders.set(spec, prepared);
     }
     // A fetched payload_ref body goes with its own content type, in place of the spec's.
-    const headers = attempt.refContentType === null ? prepared.user.slice() : withoutContentType(prepared.user);
+    const headers = refContentType === null ? prepared.user.slice() : withoutContentType(prepared.user);
     const dedupKey = `${d.jobId}:${d.scheduledAtMs}`;
     headers.push(
       'X-Deduplication-Key',
@@ -454,7 +560,7 @@ class Engine {
     );
     if (spec.signingSecret !== null && spec.signingSecret.length > 0) {
       const secrets = spec.signingSecretNext ? [spec.signingSecret, spec.signingSecretNext] : [spec.signingSecret];
-      const signed = signatureHeaders(secrets, { method: spec.method, url: target.url, dedupKey, unixMs: nowMs, body: attempt.body });
+      const signed = signatureHeaders(secrets, { method: spec.method, url: target.url, dedupKey, unixMs: nowMs, body });
       headers.push(
         'webhook-id',
         dedupKey,
@@ -466,7 +572,7 @@ class Engine {
         signed.punctualSignature,
       );
     }
-    if (attempt.refContentType !== null) headers.push('content-type', attempt.refContentType);
+    if (refContentType !== null) headers.push('content-type', refContentType);
     else if (!prepared.hasContentType && d.body.length > 0) {
       headers.push('content-type', d.bodyEncoding === 'base64' ? 'application/octet-stream' : 'application/json');
     }

@@ -50,8 +50,17 @@ export interface TargetPolicyOptions {
   deny?: readonly Cidr[];
 }
 
+/** A policy as plain data (structured-clone safe): the firing thread rebuilds the same policy from it. */
+export interface TargetPolicyData {
+  allow: string[];
+  deny: string[];
+  listeners: Array<[host: string, port: number, what: string]>;
+}
+
 export class TargetPolicy {
   private readonly rules: Rule[];
+  private readonly listeners: Array<[string, number, string]> = [];
+  private readonly changeHooks: Array<() => void> = [];
   private readonly builtin: Array<Rule & { why: string }>;
   /** Own listeners: "host port" keys of specific addresses, and ports bound on a wildcard address. */
   private readonly listenerKeys = new Map<string, string>();
@@ -70,9 +79,31 @@ export class TargetPolicy {
    * or a host name means every local address with that port.
    */
   addListener(host: string, port: number, what: string): void {
+    this.listeners.push([host, port, what]);
+    for (const hook of this.changeHooks) hook();
     const bytes = parseAddress(host);
     if (bytes === null || isZero(bytes)) this.wildcardPorts.set(port, what);
     else this.listenerKeys.set(`${formatAddress(bytes)} ${port}`, what);
+  }
+
+  /** The rules and listeners as data, for the firing thread's copy (TargetPolicy.fromData). */
+  toData(): TargetPolicyData {
+    return {
+      allow: this.rules.filter((r) => r.allow).map((r) => r.text),
+      deny: this.rules.filter((r) => !r.allow).map((r) => r.text),
+      listeners: this.listeners.map((l) => [...l]),
+    };
+  }
+
+  static fromData(data: TargetPolicyData): TargetPolicy {
+    const policy = targetPolicyFromLists(data.allow, data.deny);
+    for (const [host, port, what] of data.listeners) policy.addListener(host, port, what);
+    return policy;
+  }
+
+  /** Runs `hook` after every addListener (a copy of the policy elsewhere must learn it). */
+  onChange(hook: () => void): void {
+    this.changeHooks.push(hook);
   }
 
   /** Why a connection to address:port is refused, or null when it is allowed. */

@@ -4,6 +4,7 @@
  * app.ts.
  */
 import { PunctualError, invalid, toProblem, type Problem } from '../core/errors.js';
+import { limits } from '../core/limits.js';
 import type { CreateJobResult } from './scheduler-api.js';
 import type { Principal, Scope } from './tokens.js';
 import { uiRoutes } from './ui.js';
@@ -66,9 +67,9 @@ import {
   transferAnswer,
 } from './answers.js';
 import { docsResponse, openApiResponse } from './openapi.js';
-import type { JsonSchema, QuerySchema, Schema } from './schema.js';
+import { intParam, query, type JsonSchema, type QuerySchema, type Schema } from './schema.js';
 import { renderTime, timeMsMax } from './time.js';
-import { jsonDepthMax, jsonDepthOver } from './validate.js';
+import { Issues, jsonDepthMax, jsonDepthOver } from './validate.js';
 import { calendarView, clusterView, executionView, jobView, taskView } from './views.js';
 import { adminRoutes } from './admin-routes.js';
 import { deadLetterRoutes } from './dead-letter-routes.js';
@@ -188,8 +189,34 @@ async function createJob({ req, deps }: RouteContext): Promise<ApiResponse> {
   const [result] = await deps.api.createJobs([spec]);
   if (result === undefined) throw new PunctualError('internal', 'createJobs returned no result');
   if (!result.ok) throw result.error;
-  const headers = { location: jobLocation(result.job.id) };
+  const headers = { location: jobLocation(result.job.id), ...hotInstantHeader(deps, result.created ? [result.job.nextFireAtMs] : []) };
   return jsonResponse(result.created ? 201 : 200, jobView(result.job), headers);
+}
+
+/**
+ * The admission report (docs/api.md, "Hot instants"): when the submission made an instant so crowded that the
+ * node's drain rate spreads its delivery past limits.hotInstantSpreadReportMs, the answer says so.
+ */
+function hotInstantHeader(deps: AppDeps, dueAtMs: Array<number | null>): Record<string, string> {
+  const instants = dueAtMs.filter((ms): ms is number => ms !== null);
+  const r = instants.length === 0 ? null : (deps.api.hotInstant?.(instants) ?? null);
+  if (r === null) return {};
+  const value = `at="${renderTime(r.atMs)}", due=${r.due}, spread_ms=${r.spreadMs}, drain_rate_per_s=${r.drainRatePerS}, measured=${r.measured}`;
+  return { 'punctual-hot-instant': value };
+}
+
+const dueProfileQuery = query({
+  seconds: intParam(1, limits.dueProfileSecondsMax, limits.dueProfileSecondsDefault, 'How many seconds from now.'),
+});
+
+/** GET /v1/due-profile?seconds=N: PENDING occurrences per second of the next N seconds (1..600, default 60). */
+async function dueProfile({ query: q, deps }: RouteContext): Promise<ApiResponse> {
+  const issues = new Issues();
+  const seconds = dueProfileQuery.read(q, issues).seconds ?? limits.dueProfileSecondsDefault;
+  issues.throwIfAny();
+  if (deps.api.dueProfile === undefined) throw new PunctualError('unavailable', 'this node keeps no due profile');
+  const p = deps.api.dueProfile(seconds);
+  return jsonResponse(200, { from: renderTime(p.fromMs), per_second: p.perSecond, drain_rate_per_s: p.drainRatePerS });
 }
 
 /**
@@ -224,7 +251,8 @@ async function createBatch({ req, deps }: RouteContext): Promise<ApiResponse> {
     if (r.ok) return { id: r.job.id, status: r.created ? 201 : 200 };
     return { id: r.id ?? item.spec.id, status: r.error.status, error: itemProblem(r.error, i) };
   });
-  return jsonResponse(200, { results });
+  const dues = created.map((r) => (r.ok && r.created ? r.job.nextFireAtMs : null));
+  return jsonResponse(200, { results }, hotInstantHeader(deps, dues));
 }
 
 type JobAction = 'cancelJob' | 'pauseJob' | 'resumeJob' | 'runJob';
@@ -602,4 +630,10 @@ export const routes: readonly Route[] = [
   op('GET', '/metrics', { tag: 'Operations', summary: 'Prometheus metrics', answers: { 200: { description: 'Prometheus text format.', contentType: 'text/plain' } } }, metrics),
   ...referenceRoutes(),
   ...uiRoutes(op), // the dashboard and its read-only routes (ui.ts)
+  op('GET', '/v1/due-profile', {
+    tag: 'Operations',
+    summary: 'PENDING occurrences per second of the next N seconds, and the measured drain rate',
+    query: dueProfileQuery,
+    answers: { 200: json('From this node\'s replicas (every node holds every shard).', { type: 'object', required: ['from', 'per_second', 'drain_rate_per_s'], properties: { from: { type: 'string', format: 'date-time' }, per_second: { type: 'array', items: { type: 'integer' } }, drain_rate_per_s: { type: ['number', 'null'] } } }) },
+  }, dueProfile),
 ];

@@ -61,7 +61,28 @@ export interface OverviewData {
   lateness: { buckets: Array<{ leMs: number | null; count: number }>; count: number; sumMs: number };
 }
 
+/** GET /v1/due-profile: PENDING occurrences per second from `fromMs`, and the node's measured drain rate. */
+export interface DueProfile {
+  fromMs: number;
+  perSecond: number[];
+  drainRatePerS: number | null;
+}
+
+/** The admission report of a submission: its hottest instant, when its delivery would spread past the report threshold. */
+export interface HotInstantReport {
+  atMs: number;
+  due: number;
+  spreadMs: number;
+  drainRatePerS: number;
+  /** false: no drain rate measured yet, limits.drainRatePerSAssumed was used. */
+  measured: boolean;
+}
+
 export interface SchedulerApi {
+  /** The due profile (a node; absent in test doubles). */
+  dueProfile?(seconds: number): DueProfile;
+  /** The hottest of these due instants, when delivering it would take longer than the report threshold; else null. */
+  hotInstant?(dueAtMs: readonly number[]): HotInstantReport | null;
   /** Epoch ms now, from the node's clock (the proposer computes every time-dependent value with it). */
   nowMs(): number;
   readonly nodeId: string;

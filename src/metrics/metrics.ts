@@ -20,6 +20,8 @@ export interface MetricsSources {
   peers?(): { rpcErrors: number; dropped: number; refused: number; badFrames: number } | null;
   /** Every bounded in-memory queue of the node: its depth and its limit (src/core/limits.ts queueLimits). */
   queues?(): Array<{ queue: string; depth: number; limit: number }>;
+  /** PENDING occurrences due in each second of the next minute (GET /v1/due-profile), and the measured drain rate. */
+  dueProfile?(): { perSecond: number[]; drainRatePerS: number | null };
 }
 
 const roles = ['follower', 'pre_candidate', 'candidate', 'leader'] as const;
@@ -71,6 +73,29 @@ export class NodeMetrics {
   constructor(private readonly sources: MetricsSources) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
+    if (sources.dueProfile !== undefined) {
+      const profile = sources.dueProfile;
+      let last: { perSecond: number[]; drainRatePerS: number | null } | null = null;
+      new Gauge({
+        name: 'punctual_due_next_minute',
+        help: 'PENDING occurrences due in second N from now (0..59): the next minute as the node stores it',
+        labelNames: ['second'],
+        registers,
+        collect() {
+          last = profile();
+          last.perSecond.forEach((n, i) => this.set({ second: String(i) }, n));
+        },
+      });
+      new Gauge({
+        name: 'punctual_drain_rate_per_second',
+        help: 'Callbacks per second this node delivered while it had a backlog (measured); absent until measured',
+        registers,
+        collect() {
+          const rate = (last ?? profile()).drainRatePerS;
+          if (rate !== null) this.set(rate);
+        },
+      });
+    }
     new Gauge({
       name: 'punctual_jobs',
       help: 'Jobs by stored state',

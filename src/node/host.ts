@@ -228,6 +228,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
     shards: () => host.groups.map((g) => ({ shard: g.shard, role: g.role, term: g.raw.status().term, commit: g.raw.status().commit, applied: g.applied })),
     peers: () => transport?.stats() ?? null,
     queues: () => (shell === null ? [] : queueDepths(shell, host)),
+    dueProfile: () => service.dueProfile(60),
   });
   const book = new MemberBook(db);
   const peerList = startPeers(book, config.nodeId, config.peers, logger);

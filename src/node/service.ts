@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import type { Clock } from '../core/clock.js';
 import { PunctualError, invalid, notFound } from '../core/errors.js';
 import { shardOf } from '../core/ids.js';
-import { nodeLimits } from '../core/limits.js';
+import { limits, nodeLimits } from '../core/limits.js';
 import type { NodeMetrics } from '../metrics/metrics.js';
 import type { Command } from '../scheduler/commands.js';
 import { calendarRule, previewExcluding } from '../scheduler/calendar.js';
@@ -32,7 +32,7 @@ import type {
 } from '../scheduler/types.js';
 import type { BackupDownload } from '../http/admin-routes.js';
 import type { BackupTaker } from '../store/backup.js';
-import type { CalendarBody, ClockAdvanceResult, ClockView, ClusterView, CreateJobResult, OverviewData, SchedulerApi } from '../http/scheduler-api.js';
+import type { CalendarBody, ClockAdvanceResult, ClockView, ClusterView, CreateJobResult, DueProfile, HotInstantReport, OverviewData, SchedulerApi } from '../http/scheduler-api.js';
 import type { NodeConfig } from './api.js';
 import type { ClockDriver } from './clock-driver.js';
 import type { ClusterOps } from './cluster-ops.js';
@@ -52,7 +52,7 @@ export interface ServiceOptions {
   /** Client writes go through the shell's NodeCore (group commit). */
   proposer: Pick<NodeShell, 'propose'>;
   /** The firing side's views: the overlay, and room in the wheel for a run. */
-  engine: Pick<NodeShell, 'overlayState' | 'hasRoom'>;
+  engine: Pick<NodeShell, 'overlayState' | 'hasRoom' | 'drainRatePerS'>;
   host: RaftHost;
   router: ShardRouter;
   cluster: ClusterOps;
@@ -303,11 +303,35 @@ export class NodeService implements SchedulerApi {
     const command = (
       type === 'patch_job' ? { type, nowMs, id, patch: patch as JobPatch } : type === 'run_job' && runKey !== null ? { type, nowMs, id, runKey } : { type, nowMs, id }
     ) as Command;
-    return this.view(jobOf(await this.proposeLocal(shard, command), id));
+    const applied = jobOf(await this.proposeLocal(shard, command), id);
+    return this.view(applied);
   }
 
   cancelJob(id: string): Promise<JobView> {
     return this.jobCommand('cancel', id, null);
+  }
+
+  /** Every node holds every shard's rows: the profile is read from this node's store, no leader asked. */
+  dueProfile(seconds: number): DueProfile {
+    const fromMs = this.nowMs();
+    const perSecond = new Array<number>(seconds).fill(0);
+    for (const sh of this.o.shards) sh.store.addDueBySecond(fromMs, perSecond);
+    return { fromMs, perSecond, drainRatePerS: this.o.engine.drainRatePerS() };
+  }
+
+  hotInstant(dueAtMs: readonly number[]): HotInstantReport | null {
+    const measured = this.o.engine.drainRatePerS();
+    const rate = measured ?? limits.drainRatePerSAssumed;
+    let worst: HotInstantReport | null = null;
+    for (const atMs of [...new Set(dueAtMs)].slice(0, limits.hotInstantLookupsMax)) {
+      let due = 0;
+      for (const sh of this.o.shards) due += sh.store.countDueAt(atMs);
+      const spreadMs = Math.ceil((due * 1000) / rate);
+      if (spreadMs > limits.hotInstantSpreadReportMs && (worst === null || due > worst.due)) {
+        worst = { atMs, due, spreadMs, drainRatePerS: Math.round(rate), measured: measured !== null };
+      }
+    }
+    return worst;
   }
 
   pauseJob(id: string): Promise<JobView> {

@@ -14,6 +14,7 @@ import { assert } from '../core/assert.js';
 import { PunctualError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { nodeLimits } from '../core/limits.js';
+import { DrainRate } from '../dispatch/drain-rate.js';
 import { Dispatcher, type AttemptOutcome, type Delivery, type DispatcherOptions } from '../dispatch/dispatcher.js';
 import type { NodeMetrics } from '../metrics/metrics.js';
 import { NodeCore, occurrenceKey, type Applied, type CoreReady, type DispatchOrder, type Proposal } from '../nodecore/index.js';
@@ -60,6 +61,7 @@ interface Caller {
 export class NodeShell {
   readonly core: NodeCore;
   readonly dispatcher: Dispatcher;
+  private readonly drainRate = new DrainRate();
   private readonly callers = new Map<number, Caller>();
   private opNext = 1;
   private timer: NodeJS.Timeout | null = null;
@@ -115,8 +117,15 @@ export class NodeShell {
     this.pump();
   }
 
+  /** Callbacks per second while a backlog waits (the admission report's divisor); null until one was seen. */
+  drainRatePerS(): number | null {
+    return this.drainRate.perS();
+  }
+
   private started(d: Delivery, startedAtMs: number): void {
     if (d.attempt === 1) this.o.metrics.fireLatenessMs.observe(startedAtMs - d.scheduledAtMs);
+    // A retry's own due time is not on the delivery: only first attempts tell whether starts wait.
+    this.drainRate.noteStart(d.attempt === 1 ? d.scheduledAtMs : startedAtMs, startedAtMs);
     this.core.dispatchStarted(occurrenceKey(d.jobId, d.scheduledAtMs), startedAtMs);
     this.pump();
   }

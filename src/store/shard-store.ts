@@ -68,6 +68,12 @@ function statements(db: Db) {
     listJobsByStateTask: p(
       `SELECT ${jobCols} FROM jobs WHERE shard = ? AND state = ? AND task = ? AND id > ? ORDER BY id LIMIT ?`,
     ),
+    // Due-profile (GET /v1/due-profile, the admission report): counted on the jobs_due index alone.
+    dueBySecond: p(
+      `SELECT CAST((next_fire_at - ?) / 1000 AS INTEGER) AS s, count(*) AS n FROM jobs WHERE shard = ? AND state = 'PENDING'
+       AND next_fire_at >= ? AND next_fire_at < ? GROUP BY s`,
+    ),
+    dueAt: p(`SELECT count(*) FROM jobs WHERE shard = ? AND state = 'PENDING' AND next_fire_at = ?`).pluck(),
     dueJobs: p(
       `SELECT ${jobCols} FROM jobs WHERE shard = ? AND state = 'PENDING' AND next_fire_at <= ?
        ORDER BY next_fire_at, id LIMIT ?`,
@@ -235,6 +241,19 @@ export class SqliteShardStore implements SchedulerStore {
         ? this.s.dueJobs.all(this.shard, untilMs, limit)
         : this.s.dueJobsAfter.all(this.shard, untilMs, after.atMs, after.id, limit);
     return (rows as JobRow[]).map(decodeJob);
+  }
+
+  /** PENDING jobs whose next occurrence falls in each second [fromMs + i s, fromMs + (i + 1) s), added into `counts`. */
+  addDueBySecond(fromMs: number, counts: number[]): void {
+    const untilMs = fromMs + counts.length * 1000;
+    for (const row of this.s.dueBySecond.all(fromMs, this.shard, fromMs, untilMs) as Array<{ s: number; n: number }>) {
+      counts[row.s] = (counts[row.s] ?? 0) + row.n;
+    }
+  }
+
+  /** PENDING jobs whose next occurrence is exactly atMs. */
+  countDueAt(atMs: number): number {
+    return this.s.dueAt.get(this.shard, atMs) as number;
   }
 
   countJobsByState(): Record<JobState, number> {

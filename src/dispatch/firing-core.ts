@@ -1,0 +1,419 @@
+/**
+ * The firing side of callbacks: what runs on the firing thread (firing-thread.ts), or on the main loop where no
+ * thread can be started (firing-port.ts decides). It owns a Dispatcher (its undici Agent, pools and warm
+ * connections) and a small near-horizon wheel of staged deliveries, and sends each at its due millisecond:
+ * a timer wakes it nodeLimits.firingSpinMs before, the last millisecond is spun on setImmediate, and nothing
+ * leaves before `nowMs() >= dueAtMs`.
+ *
+ * It decides nothing the replicated state has not decided: the main side stages or sends what the engine
+ * decided, withdraws what a cancel, a pause or a lost leadership took back, and tells it each shard's lease
+ * deadline. A delivery whose shard's deadline has passed is held (never sent) until a later deadline arrives or
+ * the shard is revoked. Everything crosses as plain data: ops in, batched events out.
+ */
+import type { Clock } from '../core/clock.js';
+import type { Logger } from '../core/log.js';
+import { nodeLimits, stallLimits } from '../core/limits.js';
+import type { CallbackSpec } from '../scheduler/types.js';
+import { Dispatcher, type AttemptOutcome, type Delivery, type PreparedRequest } from './dispatcher.js';
+import { TargetPolicy, type TargetPolicyData } from './target-policy.js';
+
+/** One delivery to send now (dueAtMs 0) or at dueAtMs (node clock, epoch ms). */
+export interface SendOp {
+  o: 'send';
+  id: number;
+  specId: number;
+  shard: number;
+  dueAtMs: number;
+  jobId: string;
+  scheduledAtMs: number;
+  attempt: number;
+  fencingToken: string;
+  body: Uint8Array;
+  enc: 'json' | 'base64' | undefined;
+  ck: string;
+}
+
+export type FiringOp =
+  | SendOp
+  /** Specs cross once and are referred to by id while deliveries use them (tasks share one spec object). */
+  | { o: 'spec'; id: number; spec: CallbackSpec }
+  | { o: 'unspec'; id: number }
+  | { o: 'withdraw'; req: number; ids: number[] }
+  /** untilMs: performance.timeOrigin + performance.now() domain (the same on every thread). */
+  | { o: 'lease'; shard: number; untilMs: number }
+  | { o: 'revoke'; shard: number }
+  | { o: 'policy'; policy: TargetPolicyData }
+  | { o: 'close'; graceMs: number };
+
+export interface FiringBatch {
+  /** The node clock minus performance.timeOrigin + performance.now() on the main side (ms). */
+  offsetMs: number;
+  ops: FiringOp[];
+}
+
+/** Outcome kinds as numbers in FiringEvents.outcomes. */
+export const outcomeKinds = ['succeeded', 'retryable', 'permanent'] as const;
+
+export interface FiringEvents {
+  /** [id, startedAtMs] pairs, in start order. */
+  started: Float64Array | null;
+  /** [id, kind index, statusCode or -1, retryAfterMs or -1, startedAtMs, finishedAtMs] per outcome. */
+  outcomes: Float64Array | null;
+  /** The error text of each outcome, in the same order. */
+  errors: Array<string | null>;
+  /** Answers to withdraw ops: per id 1 = withdrawn (never sent), 0 = already handed to the network or unknown. */
+  withdrawn: Array<{ req: number; results: Uint8Array }>;
+  /** Deliveries dropped unsent by a revoke or by close. */
+  dropped: number[];
+  closed: boolean;
+  /** The thread's first message: it is running and can send. */
+  ready?: boolean;
+}
+
+export interface FiringCoreOptions {
+  /** The node's clock as this thread sees it. */
+  clock: Clock;
+  logger: Logger;
+  policy: TargetPolicy;
+  inFlightMax?: number;
+  /** Shard lease deadlines are obeyed (false: the main side gave no lease source; everything may be sent). */
+  leases: boolean;
+  emit(events: FiringEvents, transfer: ArrayBuffer[]): void;
+}
+
+/** performance.timeOrigin + performance.now(): a monotonic epoch-ms clock comparable across threads. */
+export function monoEpochMs(): number {
+  return performance.timeOrigin + performance.now();
+}
+
+/** The node clock on the firing thread: the monotonic clock plus the offset the main side measured. */
+export class OffsetClock implements Clock {
+  offsetMs = 0;
+  nowMs(): number {
+    return Math.floor(monoEpochMs() + this.offsetMs);
+  }
+}
+
+type StagedState = 'staged' | 'held' | 'sent' | 'gone';
+
+interface Staged {
+  id: number;
+  shard: number;
+  dueAtMs: number;
+  delivery: Delivery;
+  prepared: PreparedRequest | null;
+  state: StagedState;
+}
+
+export class FiringCore {
+  private readonly dispatcher: Dispatcher;
+  private readonly specs = new Map<number, CallbackSpec>();
+  /** Not sent yet: staged, or held for a lease. */
+  private readonly waiting = new Map<number, Staged>();
+  private readonly ids = new WeakMap<Delivery, number>();
+  /** Due ms -> deliveries staged for it; `dueHeap` is a min-heap of the keys. */
+  private readonly buckets = new Map<number, Staged[]>();
+  private readonly dueHeap: number[] = [];
+  private readonly held = new Map<number, Staged[]>();
+  /** Due and not sent yet (a hot instant goes out in batches); dueHead is the next one. */
+  private dueNow: Staged[] = [];
+  private dueHead = 0;
+  private readonly leases = new Map<number, number>();
+  private timer: NodeJS.Timeout | null = null;
+  private timerAtMs = 0;
+  private spin: NodeJS.Immediate | null = null;
+  private flushing: NodeJS.Immediate | null = null;
+  private warming: NodeJS.Immediate | null = null;
+  private warmUrls = new Set<string>();
+  private started: number[] = [];
+  private outcomes: number[] = [];
+  private errors: Array<string | null> = [];
+  private withdrawn: FiringEvents['withdrawn'] = [];
+  private dropped: number[] = [];
+  private closing = false;
+  private readonly policy: TargetPolicy;
+  /** Listeners of the policy data already applied (policy ops carry the whole list). */
+  private listenersKnown: number;
+
+  constructor(private readonly o: FiringCoreOptions) {
+    this.policy = o.policy;
+    this.listenersKnown = o.policy.toData().listeners.length;
+    this.dispatcher = this.newDispatcher();
+  }
+
+  private newDispatcher(): Dispatcher {
+    return new Dispatcher({
+      clock: this.o.clock,
+      logger: this.o.logger,
+      inFlightMax: this.o.inFlightMax,
+      targetPolicy: this.policy,
+      onStart: (d, startedAtMs) => {
+        const id = this.ids.get(d);
+        if (id === undefined) return;
+        this.started.push(id, startedAtMs);
+        this.scheduleFlush();
+      },
+    });
+  }
+
+  handle(batch: FiringBatch): void {
+    if (this.o.clock instanceof OffsetClock) this.o.clock.offsetMs = batch.offsetMs;
+    for (const op of batch.ops) this.apply(op);
+    this.arm();
+  }
+
+  private apply(op: FiringOp): void {
+    switch (op.o) {
+      case 'spec':
+        this.specs.set(op.id, op.spec);
+        return;
+      case 'unspec':
+        this.specs.delete(op.id);
+        return;
+      case 'send':
+        return this.accept(op);
+      case 'withdraw': {
+        const results = new Uint8Array(op.ids.length);
+        op.ids.forEach((id, i) => {
+          const s = this.waiting.get(id);
+          if (s === undefined) return;
+          s.state = 'gone';
+          this.waiting.delete(id);
+          results[i] = 1;
+        });
+        this.withdrawn.push({ req: op.req, results });
+        this.scheduleFlush();
+        return;
+      }
+      case 'lease':
+        this.leases.set(op.shard, op.untilMs);
+        this.releaseHeld(op.shard);
+        return;
+      case 'revoke':
+        this.leases.set(op.shard, Number.NEGATIVE_INFINITY);
+        for (const s of this.waiting.values()) if (s.shard === op.shard) this.drop(s);
+        this.held.delete(op.shard);
+        return;
+      case 'policy':
+        // Own listeners bound after start (the API port): added to the live policy the connector checks with.
+        for (const [host, port, what] of op.policy.listeners.slice(this.listenersKnown)) this.policy.addListener(host, port, what);
+        this.listenersKnown = Math.max(this.listenersKnown, op.policy.listeners.length);
+        return;
+      case 'close':
+        void this.close(op.graceMs);
+        return;
+    }
+  }
+
+  private accept(op: SendOp): void {
+    const spec = this.specs.get(op.specId)!;
+    const delivery: Delivery = {
+      jobId: op.jobId,
+      scheduledAtMs: op.scheduledAtMs,
+      attempt: op.attempt,
+      fencingToken: op.fencingToken,
+      spec,
+      body: op.body,
+      bodyEncoding: op.enc,
+      concurrencyKey: op.ck,
+    };
+    this.ids.set(delivery, op.id);
+    const s: Staged = { id: op.id, shard: op.shard, dueAtMs: op.dueAtMs, delivery, prepared: null, state: 'staged' };
+    if (this.closing) return this.drop(s);
+    this.waiting.set(op.id, s);
+    if (op.dueAtMs === 0 || op.dueAtMs <= this.o.clock.nowMs()) return this.fire(s);
+    // Staged: the head and signature now (signed with the due time: docs/security.md), the connection warmed.
+    s.prepared = this.dispatcher.prepare(delivery, op.dueAtMs);
+    let bucket = this.buckets.get(op.dueAtMs);
+    if (bucket === undefined) {
+      bucket = [];
+      this.buckets.set(op.dueAtMs, bucket);
+      heapPush(this.dueHeap, op.dueAtMs);
+    }
+    bucket.push(s);
+    this.warmUrls.add(spec.url);
+    this.warming ??= setImmediate(() => this.warm());
+  }
+
+  /** Opens connections ahead: per URL, as many as the most deliveries staged for one due ms. */
+  private warm(): void {
+    this.warming = null;
+    const urls = this.warmUrls;
+    this.warmUrls = new Set();
+    const most = new Map<string, number>();
+    for (const bucket of this.buckets.values()) {
+      const counts = new Map<string, number>();
+      for (const s of bucket) {
+        if (s.state !== 'staged') continue;
+        const url = s.delivery.spec.url;
+        if (!urls.has(url)) continue;
+        counts.set(url, (counts.get(url) ?? 0) + 1);
+      }
+      for (const [url, n] of counts) most.set(url, Math.max(most.get(url) ?? 0, n));
+    }
+    for (const [url, n] of most) this.dispatcher.warm(url, n);
+  }
+
+  private leaseHolds(shard: number): boolean {
+    if (!this.o.leases) return true;
+    return monoEpochMs() < (this.leases.get(shard) ?? Number.NEGATIVE_INFINITY);
+  }
+
+  /** Due (or sent now): out, unless the shard's lease deadline has passed (then held for the next deadline). */
+  private fire(s: Staged): void {
+    if (s.state === 'gone') return;
+    if (!this.leaseHolds(s.shard)) {
+      s.state = 'held';
+      let list = this.held.get(s.shard);
+      if (list === undefined) {
+        list = [];
+        this.held.set(s.shard, list);
+      }
+      list.push(s);
+      return;
+    }
+    s.state = 'sent';
+    this.waiting.delete(s.id);
+    const id = s.id;
+    void this.dispatcher.send(s.delivery, s.prepared).then((outcome) => this.onOutcome(id, outcome));
+  }
+
+  private releaseHeld(shard: number): void {
+    const list = this.held.get(shard);
+    if (list === undefined || !this.leaseHolds(shard)) return;
+    this.held.delete(shard);
+    for (const s of list) if (s.state === 'held') this.fire(s);
+  }
+
+  private drop(s: Staged): void {
+    if (s.state === 'gone' || s.state === 'sent') return;
+    s.state = 'gone';
+    this.waiting.delete(s.id);
+    this.dropped.push(s.id);
+    this.scheduleFlush();
+  }
+
+  private onOutcome(id: number, o: AttemptOutcome): void {
+    this.outcomes.push(id, outcomeKinds.indexOf(o.kind), o.statusCode ?? -1, o.retryAfterMs ?? -1, o.startedAtMs, o.finishedAtMs);
+    this.errors.push(o.error);
+    this.scheduleFlush();
+  }
+
+  // --- the near-horizon wheel ------------------------------------------------------------------------------
+
+  /** One timer for the earliest due ms, then a setImmediate spin for its last millisecond. */
+  private arm(): void {
+    if (this.dueHeap.length === 0 || this.spin !== null) return;
+    const next = this.dueHeap[0]!;
+    const delayMs = next - this.o.clock.nowMs();
+    if (delayMs <= nodeLimits.firingSpinMs) {
+      if (this.timer !== null) clearTimeout(this.timer);
+      this.timer = null;
+      this.spin = setImmediate(() => this.wake());
+      return;
+    }
+    if (this.timer !== null && this.timerAtMs === next) return;
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timerAtMs = next;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.arm();
+    }, delayMs - nodeLimits.firingSpinMs);
+  }
+
+  /**
+   * Sends what is due, at most stallLimits.fireBatchMax per turn of the loop: the rest of a hot instant waits in
+   * `dueNow` for the next setImmediate, so the first requests are written (and answers read) in between.
+   */
+  private wake(): void {
+    this.spin = null;
+    const nowMs = this.o.clock.nowMs();
+    while (this.dueHeap.length > 0 && this.dueHeap[0]! <= nowMs) {
+      const due = heapPop(this.dueHeap);
+      const bucket = this.buckets.get(due);
+      this.buckets.delete(due);
+      if (bucket !== undefined) for (const s of bucket) this.dueNow.push(s);
+    }
+    let n = 0;
+    while (this.dueHead < this.dueNow.length && n++ < stallLimits.fireBatchMax) this.fire(this.dueNow[this.dueHead++]!);
+    if (this.dueHead < this.dueNow.length) {
+      this.spin = setImmediate(() => this.wake());
+      return;
+    }
+    this.dueNow = [];
+    this.dueHead = 0;
+    this.arm();
+  }
+
+  // --- events out ----------------------------------------------------------------------------------------
+
+  private scheduleFlush(): void {
+    this.flushing ??= setImmediate(() => this.flush(false));
+  }
+
+  private flush(closed: boolean): void {
+    this.flushing = null;
+    const started = this.started.length > 0 ? Float64Array.from(this.started) : null;
+    const outcomes = this.outcomes.length > 0 ? Float64Array.from(this.outcomes) : null;
+    const events: FiringEvents = { started, outcomes, errors: this.errors, withdrawn: this.withdrawn, dropped: this.dropped, closed };
+    this.started = [];
+    this.outcomes = [];
+    this.errors = [];
+    this.withdrawn = [];
+    this.dropped = [];
+    const transfer: ArrayBuffer[] = [];
+    if (started !== null) transfer.push(started.buffer);
+    if (outcomes !== null) transfer.push(outcomes.buffer);
+    for (const w of events.withdrawn) transfer.push(w.results.buffer as ArrayBuffer);
+    this.o.emit(events, transfer);
+  }
+
+  /** Drops what is staged or held (reported as dropped), lets the in-flight finish up to graceMs, then reports closed. */
+  private async close(graceMs: number): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    if (this.timer !== null) clearTimeout(this.timer);
+    if (this.spin !== null) clearImmediate(this.spin);
+    for (const s of [...this.waiting.values()]) this.drop(s);
+    this.held.clear();
+    this.buckets.clear();
+    this.dueHeap.length = 0;
+    this.dueNow = [];
+    this.dueHead = 0;
+    await this.dispatcher.close(graceMs);
+    if (this.flushing !== null) clearImmediate(this.flushing);
+    // The last outcomes (close settles every attempt) travel with the closed event.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    this.flush(true);
+  }
+}
+
+function heapPush(heap: number[], value: number): void {
+  let i = heap.length;
+  heap.push(value);
+  while (i > 0) {
+    const parent = (i - 1) >> 1;
+    if (heap[parent]! <= value) break;
+    heap[i] = heap[parent]!;
+    i = parent;
+  }
+  heap[i] = value;
+}
+
+function heapPop(heap: number[]): number {
+  const top = heap[0]!;
+  const last = heap.pop()!;
+  if (heap.length === 0) return top;
+  let i = 0;
+  for (;;) {
+    const l = 2 * i + 1;
+    if (l >= heap.length) break;
+    const r = l + 1;
+    const c = r < heap.length && heap[r]! < heap[l]! ? r : l;
+    if (heap[c]! >= last) break;
+    heap[i] = heap[c]!;
+    i = c;
+  }
+  heap[i] = last;
+  return top;
+}

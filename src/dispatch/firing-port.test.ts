@@ -1,0 +1,276 @@
+/**
+ * The firing port against a real firing thread (firing-thread.ts bundled by esbuild, as the build would run it)
+ * and, for the same behaviours, the core on the main loop; real node:http receivers on 127.0.0.1.
+ * Assertions are about what arrived and in which order relative to the due time, never about how long it took.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { buildSync } from 'esbuild';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { systemClock } from '../core/clock.js';
+import { silentLogger } from '../core/log.js';
+import type { CallbackSpec } from '../scheduler/types.js';
+import type { AttemptOutcome, Delivery } from './dispatcher.js';
+import { FiringPort, type FiringPortOptions } from './firing-port.js';
+import { verifySignatureV2, verifyStandardWebhook } from './signature.js';
+import { TargetPolicy, parseCidr, type Cidr } from './target-policy.js';
+
+let bundleDir = '';
+let threadEntry = '';
+beforeAll(() => {
+  bundleDir = mkdtempSync(join(tmpdir(), 'punctual-firing-'));
+  threadEntry = join(bundleDir, 'firing-thread.cjs');
+  buildSync({
+    entryPoints: [fileURLToPath(new URL('./firing-thread.ts', import.meta.url))],
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    target: 'node20',
+    outfile: threadEntry,
+    logLevel: 'silent',
+  });
+});
+afterAll(() => rmSync(bundleDir, { recursive: true, force: true }));
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()!();
+});
+
+interface Arrival {
+  key: string;
+  arrivedAtMs: number;
+  headers: IncomingMessage['headers'];
+  body: string;
+  url: string;
+  method: string;
+}
+
+async function receiver(handler?: (req: IncomingMessage, res: ServerResponse) => void): Promise<{ url: string; arrivals: Arrival[]; connections: () => number }> {
+  const arrivals: Arrival[] = [];
+  let connections = 0;
+  const server = createServer((req, res) => {
+    const arrivedAtMs = Date.now();
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      arrivals.push({ key: String(req.headers['x-deduplication-key']), arrivedAtMs, headers: req.headers, body: Buffer.concat(chunks).toString(), url: req.url ?? '', method: req.method ?? '' });
+      if (handler !== undefined) return handler(req, res);
+      res.writeHead(200, { 'content-length': '0' });
+      res.end();
+    });
+  });
+  server.on('connection', () => connections++);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}/cb`, arrivals, connections: () => connections };
+}
+
+function spec(url: string, overrides: Partial<CallbackSpec> = {}): CallbackSpec {
+  return {
+    url,
+    method: 'POST',
+    headers: {},
+    timeoutMs: 5_000,
+    retry: { maxAttempts: 3, initialBackoffMs: 100, maxBackoffMs: 1000, multiplier: 2, jitter: false },
+    signingSecret: null,
+    maxConcurrency: 100,
+    ...overrides,
+  };
+}
+
+let jobCounter = 0;
+function delivery(s: CallbackSpec, overrides: Partial<Delivery> = {}): Delivery {
+  jobCounter++;
+  return {
+    jobId: `job-${jobCounter}`,
+    scheduledAtMs: 1_700_000_000_000 + jobCounter,
+    attempt: 1,
+    fencingToken: '0.1',
+    spec: s,
+    body: new TextEncoder().encode(`{"n":${jobCounter}}`),
+    concurrencyKey: 'task-a',
+    ...overrides,
+  };
+}
+
+function keyOf(d: Delivery): string {
+  return `${d.jobId}:${d.scheduledAtMs}`;
+}
+
+const modes = ['thread', 'in-process'] as const;
+
+function port(mode: (typeof modes)[number], options: Partial<FiringPortOptions> = {}): FiringPort {
+  const p = new FiringPort({ clock: systemClock(), logger: silentLogger, mode, threadEntry: mode === 'thread' ? threadEntry : undefined, ...options });
+  cleanups.push(() => p.close(0));
+  return p;
+}
+
+async function until(cond: () => boolean, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error('condition not met');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+describe.each(modes)('FiringPort (%s)', (mode) => {
+  it('sends now: the signed request arrives, onStart runs before the outcome', async () => {
+    const r = await receiver();
+    const order: string[] = [];
+    const p = port(mode, { onStart: (d) => order.push(`start ${d.jobId}`) });
+    expect(p.mode).toBe(mode);
+    const s = spec(r.url, { signingSecret: 'whsec_' + Buffer.from('0123456789abcdef0123456789abcdef').toString('base64') });
+    const d = delivery(s);
+    const outcome = await p.send(d);
+    order.push(`outcome ${d.jobId}`);
+    expect(outcome.kind).toBe('succeeded');
+    expect(outcome.statusCode).toBe(200);
+    expect(order).toEqual([`start ${d.jobId}`, `outcome ${d.jobId}`]);
+    expect(r.arrivals).toHaveLength(1);
+    const a = r.arrivals[0]!;
+    expect(a.key).toBe(keyOf(d));
+    expect(a.headers['x-punctual-fencing-token']).toBe('0.1');
+    const body = new TextEncoder().encode(a.body);
+    expect(verifyStandardWebhook(s.signingSecret!, { id: keyOf(d), timestamp: String(a.headers['webhook-timestamp']), signature: String(a.headers['webhook-signature']) }, body, 300, Date.now())).toBe(true);
+    expect(verifySignatureV2(s.signingSecret!, String(a.headers['x-punctual-signature']), { method: 'POST', url: r.url, dedupKey: keyOf(d), body }, 300_000, Date.now())).toBe(true);
+    expect(p.inFlight()).toBe(0);
+    expect(p.queued()).toBe(0);
+  });
+
+  it('stages: nothing arrives before the due time, the signature is made with the due time', async () => {
+    const r = await receiver();
+    const p = port(mode);
+    const s = spec(r.url, { signingSecret: 'plain-secret' });
+    const dueAtMs = Date.now() + 1_500;
+    const ds = [delivery(s), delivery(s), delivery(s)];
+    const outcomes = await Promise.all(ds.map((d) => p.stage(d, dueAtMs)));
+    for (const o of outcomes) expect(o?.kind).toBe('succeeded');
+    expect(r.arrivals).toHaveLength(3);
+    for (const a of r.arrivals) {
+      expect(a.arrivedAtMs).toBeGreaterThanOrEqual(dueAtMs);
+      expect(String(a.headers['x-punctual-signature'])).toMatch(new RegExp(`^t=${dueAtMs},`));
+      expect(verifySignatureV2(s.signingSecret!, String(a.headers['x-punctual-signature']), { method: 'POST', url: r.url, dedupKey: a.key, body: new TextEncoder().encode(a.body) }, 300_000, Date.now())).toBe(true);
+    }
+    for (const o of outcomes) expect(o!.startedAtMs).toBeGreaterThanOrEqual(dueAtMs);
+  });
+
+  it('opens connections ahead for deliveries staged for one instant', async () => {
+    const r = await receiver();
+    const p = port(mode);
+    const s = spec(r.url);
+    const dueAtMs = Date.now() + 1_500;
+    const staged = Array.from({ length: 8 }, () => p.stage(delivery(s), dueAtMs));
+    // Before the due time, without any request sent, the receiver already holds the warm connections.
+    await until(() => r.connections() >= 8);
+    expect(r.arrivals).toHaveLength(0);
+    const outcomes = await Promise.all(staged);
+    for (const o of outcomes) expect(o?.kind).toBe('succeeded');
+    expect(r.connections()).toBe(8);
+  });
+
+  it('withdraws: a withdrawn delivery is never sent; one already sent answers "sent"', async () => {
+    const r = await receiver();
+    const p = port(mode);
+    const s = spec(r.url);
+    const later = delivery(s);
+    const staged = p.stage(later, Date.now() + 1_500);
+    const now = delivery(s);
+    await p.send(now);
+    const results = await p.withdraw([`${later.jobId}\n${later.scheduledAtMs}`, `${now.jobId}\n${now.scheduledAtMs}`]);
+    expect(results).toEqual(['withdrawn', 'sent']);
+    expect(await staged).toBeNull();
+    expect(p.stagedCount()).toBe(0);
+    await new Promise((resolve) => setTimeout(resolve, 1_700));
+    expect(r.arrivals.map((a) => a.key)).toEqual([keyOf(now)]);
+  });
+
+  it('obeys the lease deadline: held while it has passed, sent once renewed, dropped on revoke', async () => {
+    const r = await receiver();
+    const deadlines = new Map<number, number>([[0, Number.NEGATIVE_INFINITY], [1, Number.NEGATIVE_INFINITY]]);
+    const p = port(mode, { leaseDeadlineMs: (shard) => deadlines.get(shard)! });
+    const s = spec(r.url);
+    const held = delivery(s, { fencingToken: '0.4' });
+    const revoked = delivery(s, { fencingToken: '1.4' });
+    const heldOutcome = p.stage(held, Date.now() + 20);
+    const revokedOutcome = p.stage(revoked, Date.now() + 20);
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    expect(r.arrivals).toHaveLength(0);
+    p.revokeShard(1);
+    expect(await revokedOutcome).toBeNull();
+    deadlines.set(0, performance.timeOrigin + performance.now() + 60_000);
+    expect((await heldOutcome)?.kind).toBe('succeeded');
+    expect(r.arrivals.map((a) => a.key)).toEqual([keyOf(held)]);
+  });
+
+  it('applies the target policy in the thread: a denied address is refused, nothing sent', async () => {
+    const deny: Cidr[] = [parseCidr('127.0.0.0/8') as Cidr];
+    const r = await receiver();
+    const p = port(mode, { targetPolicy: new TargetPolicy({ deny }) });
+    const outcome = (await p.send(delivery(spec(r.url)))) as AttemptOutcome;
+    expect(outcome.kind).toBe('permanent');
+    expect(outcome.error).toMatch(/refused by policy \(--callback-deny 127\.0\.0\.0\/8\)/);
+    const link = await p.send(delivery(spec('http://169.254.169.254/latest')));
+    expect(link.kind).toBe('permanent');
+    expect(link.error).toMatch(/link-local/);
+    expect(r.arrivals).toHaveLength(0);
+  });
+
+  it('learns listeners added after start (the API port bound later)', async () => {
+    const first = await receiver();
+    const r = await receiver();
+    const policy = new TargetPolicy();
+    const p = port(mode, { targetPolicy: policy });
+    expect((await p.send(delivery(spec(first.url)))).kind).toBe('succeeded');
+    policy.addListener('127.0.0.1', Number(new URL(r.url).port), 'API listener');
+    const refused = await p.send(delivery(spec(r.url)));
+    expect(refused.kind).toBe('permanent');
+    expect(refused.error).toMatch(/this node's API listener/);
+  });
+});
+
+describe('FiringPort thread crash', () => {
+  it('hands what was staged to a new thread; what had started settles retryable; the node side goes on', async () => {
+    let release: (() => void) | null = null;
+    const r = await receiver((_req, res) => {
+      // The first request hangs until the test lets it go; the rest answer at once.
+      if (release === null) {
+        release = () => {
+          res.writeHead(200, { 'content-length': '0' });
+          res.end();
+        };
+        return;
+      }
+      res.writeHead(200, { 'content-length': '0' });
+      res.end();
+    });
+    const p = port('thread');
+    const s = spec(r.url);
+    const hanging = delivery(s);
+    const started: string[] = [];
+    const p2 = new FiringPort({ clock: systemClock(), logger: silentLogger, mode: 'thread', threadEntry, onStart: (d) => started.push(d.jobId) });
+    cleanups.push(() => p2.close(0));
+    void p;
+    const hangingOutcome = p2.send(hanging);
+    await until(() => r.arrivals.length === 1 && started.length === 1);
+    const stagedD = delivery(s);
+    const stagedOutcome = p2.stage(stagedD, Date.now() + 1_000);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    p2.crashThreadForTest();
+    const o = await hangingOutcome;
+    expect(o.kind).toBe('retryable');
+    expect(o.error).toBe('firing thread exited');
+    expect((await stagedOutcome)?.kind).toBe('succeeded');
+    expect(r.arrivals.map((a) => a.key)).toEqual([keyOf(hanging), keyOf(stagedD)]);
+    expect(r.arrivals[1]!.arrivedAtMs).toBeGreaterThanOrEqual(stagedD.scheduledAtMs);
+    (release as (() => void) | null)?.();
+    // The port still sends after the crash.
+    expect((await p2.send(delivery(s))).kind).toBe('succeeded');
+  });
+});

@@ -1,0 +1,507 @@
+/**
+ * The main side of the firing thread. It is a Dispatcher to the engine (send, inFlight, queued, close, onStart)
+ * and adds what a thread ahead of time needs: stage(delivery, dueAtMs) (sent by the thread at its due ms),
+ * withdraw(keys) (answered per key: withdrawn, or already sent), revokeShard(shard) and the lease deadlines of
+ * the shards (pulled from `leaseDeadlineMs` and pushed with each batch and every limits.firingLeaseRefreshMs
+ * while something waits in the thread).
+ *
+ * Calls of one macrotask go out as ONE message (flushed in a microtask); events come back batched the same way.
+ * The thread is started from firing-thread.js beside this module (the built code); where that file does not
+ * exist (the TypeScript sources under vitest, the single executable's bundle) the same FiringCore runs on the
+ * main loop instead (`mode` says which).
+ *
+ * A crash of the thread loses no acknowledged work: deliveries not reported started are handed to a new thread
+ * (a withdraw still waiting is answered here); those reported started settle `retryable` ("firing thread exited")
+ * and the engine retries them with the same deduplication key (at-least-once). After
+ * limits.firingThreadRestartsMax crashes the core runs on the main loop.
+ */
+import { DrainRate } from './drain-rate.js';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import type { Clock } from '../core/clock.js';
+import type { Logger, LogLevel } from '../core/log.js';
+import { limits } from '../core/limits.js';
+import type { CallbackSpec } from '../scheduler/types.js';
+import type { AttemptOutcome, Delivery } from './dispatcher.js';
+import { FiringCore, monoEpochMs, outcomeKinds, type FiringBatch, type FiringEvents, type FiringOp, type SendOp } from './firing-core.js';
+import { crashMessage, type FiringThreadData } from './firing-thread.js';
+import { TargetPolicy } from './target-policy.js';
+
+/** What the firing engine needs of a callback sender: the Dispatcher and the FiringPort both are one. */
+export interface CallbackSender {
+  send(delivery: Delivery): Promise<AttemptOutcome>;
+  inFlight(): number;
+  queued(): number;
+  close(graceMs?: number): Promise<void>;
+}
+
+export type WithdrawResult = 'withdrawn' | 'sent';
+
+export interface FiringPortOptions {
+  clock: Clock;
+  logger: Logger;
+  targetPolicy?: TargetPolicy;
+  inFlightMax?: number;
+  onStart?: (d: Delivery, startedAtMs: number) => void;
+  /**
+   * Until when (performance.timeOrigin + performance.now(), ms) this node's lease of `shard` holds; -Infinity when
+   * it does not. Absent: no lease is enforced (a bare sender).
+   */
+  leaseDeadlineMs?: (shard: number) => number;
+  /** 'thread' (default when the built thread module exists) or 'in-process' (the core on the main loop). */
+  mode?: 'thread' | 'in-process';
+  /** The thread module to start (tests start a bundle of the TypeScript sources). Default: firing-thread.js beside this file. */
+  threadEntry?: string | URL;
+  logLevel?: LogLevel;
+  logFormat?: 'json' | 'pretty';
+}
+
+interface Entry {
+  id: number;
+  delivery: Delivery;
+  shard: number;
+  /** 0 = send now. */
+  dueAtMs: number;
+  key: string;
+  /** When it was handed over (node clock): a send-now could have started then. */
+  submittedAtMs: number;
+  started: boolean;
+  /** Staged entries resolve null when they were not sent (withdrawn, revoked, closed). */
+  resolve: (o: AttemptOutcome | null) => void;
+}
+
+/** The default thread module, or null when there is none to start (sources, bundle). */
+function defaultThreadEntry(): URL | null {
+  try {
+    const url = new URL('./firing-thread.js', import.meta.url);
+    return existsSync(fileURLToPath(url)) ? url : null;
+  } catch {
+    return null;
+  }
+}
+
+function notSent(error: string, nowMs: number): AttemptOutcome {
+  return { kind: 'retryable', statusCode: null, error, retryAfterMs: null, startedAtMs: nowMs, finishedAtMs: nowMs };
+}
+
+export class FiringPort implements CallbackSender {
+  readonly mode: 'thread' | 'in-process';
+  private readonly policy: TargetPolicy;
+  private readonly entries = new Map<number, Entry>();
+  /** Occurrence key (`${jobId}\n${scheduledAtMs}`) -> its staged entry, until it starts. */
+  private readonly stagedByKey = new Map<string, Entry>();
+  private nextId = 1;
+  private ops: FiringOp[] = [];
+  private flushQueued = false;
+  private worker: Worker | null = null;
+  private core: FiringCore | null = null;
+  private restarts = 0;
+  /** Spec object -> id known to the current thread, with the number of entries using it. */
+  private specIds = new WeakMap<CallbackSpec, number>();
+  private specRefs = new Map<number, { spec: CallbackSpec; refs: number }>();
+  private nextSpecId = 1;
+  private withdrawals = new Map<number, { ids: number[]; resolve: (r: WithdrawResult[]) => void }>();
+  private nextReq = 1;
+  private leaseShards = new Set<number>();
+  private leaseTimer: NodeJS.Timeout | null = null;
+  private running = 0;
+  private waitingNow = 0;
+  private closing: Promise<void> | null = null;
+  private closedResolve: (() => void) | null = null;
+  /** The best (largest) node clock minus monotonic clock seen: Date.now() is whole ms, so each sample is a floor. */
+  private offsetMs = Number.NEGATIVE_INFINITY;
+  /** Starts in the current one-second window, whether one of them waited (the node was saturated), and the rate. */
+  private readonly drain = new DrainRate();
+  private readyResolve: (() => void) | null = null;
+  private readonly readyPromise = new Promise<void>((resolve) => (this.readyResolve = resolve));
+
+  constructor(private readonly o: FiringPortOptions) {
+    this.policy = o.targetPolicy ?? new TargetPolicy();
+    const entry = o.threadEntry ?? defaultThreadEntry();
+    this.mode = o.mode ?? (entry !== null ? 'thread' : 'in-process');
+    if (this.mode === 'thread' && entry !== null) this.startThread(entry);
+    else this.startInProcess();
+    this.policy.onChange(() => {
+      if (this.worker !== null) this.push({ o: 'policy', policy: this.policy.toData() });
+    });
+  }
+
+  // --- the Dispatcher interface ----------------------------------------------------------------------------
+
+  send(delivery: Delivery): Promise<AttemptOutcome> {
+    return this.submit(delivery, 0) as Promise<AttemptOutcome>;
+  }
+
+  /** Callbacks handed to the network and not settled. */
+  inFlight(): number {
+    return this.running;
+  }
+
+  /**
+   * Callbacks handed over and not started yet: sent now and waiting (a concurrency slot, their shard's lease), or
+   * staged for a due time. The engine's back-pressure (queueLimits.dispatchQueuedMax) counts both.
+   */
+  queued(): number {
+    return this.waitingNow + this.stagedByKey.size;
+  }
+
+  /** Resolves once the thread runs (at once for the core on the main loop); sends made before simply wait. */
+  ready(): Promise<void> {
+    return this.readyPromise;
+  }
+
+  /** Stop: staged deliveries resolve null; in-flight ones get graceMs, then settle as the Dispatcher's close does. */
+  close(graceMs: number = limits.dispatchCloseGraceMsDefault): Promise<void> {
+    this.closing ??= this.closeNow(graceMs);
+    return this.closing;
+  }
+
+  // --- ahead of time ---------------------------------------------------------------------------------------
+
+  /**
+   * Sends `delivery` at dueAtMs (node clock) from the thread, its request built and signed now. Resolves with the
+   * outcome, or null when it was not sent (withdrawn, its shard revoked, the port closed).
+   */
+  stage(delivery: Delivery, dueAtMs: number): Promise<AttemptOutcome | null> {
+    return this.submit(delivery, Math.max(1, dueAtMs));
+  }
+
+  /** Deliveries staged and not started yet. */
+  stagedCount(): number {
+    return this.stagedByKey.size;
+  }
+
+  /**
+   * Takes staged deliveries back (by occurrence key). Per key: 'withdrawn' (it will never be sent; its stage()
+   * resolved null) or 'sent' (already handed to the network, or not staged here). A cancel's acknowledgement
+   * waits for this, so nothing fires after an acknowledged cancel.
+   */
+  withdraw(keys: readonly string[]): Promise<WithdrawResult[]> {
+    const ids: number[] = [];
+    const at: number[] = [];
+    const results: WithdrawResult[] = keys.map(() => 'sent');
+    keys.forEach((key, i) => {
+      const e = this.stagedByKey.get(key);
+      if (e === undefined) return;
+      ids.push(e.id);
+      at.push(i);
+    });
+    if (ids.length === 0) return Promise.resolve(results);
+    const req = this.nextReq++;
+    this.push({ o: 'withdraw', req, ids });
+    return new Promise((resolve) => {
+      this.withdrawals.set(req, {
+        ids,
+        resolve: (r) => {
+          r.forEach((x, j) => (results[at[j]!] = x));
+          resolve(results);
+        },
+      });
+    });
+  }
+
+  /** This node no longer leads `shard`: the thread drops its waiting deliveries and sends nothing more for it. */
+  revokeShard(shard: number): void {
+    this.push({ o: 'revoke', shard });
+  }
+
+  /** Tells the thread the shard's lease deadline now (also done with every batch that carries a delivery of it). */
+  setLease(shard: number, untilMs: number): void {
+    this.push({ o: 'lease', shard, untilMs });
+  }
+
+  /** Test only: the thread exits at once, as a crash would. */
+  crashThreadForTest(): void {
+    this.worker?.postMessage(crashMessage);
+  }
+
+  // --- internals ---------------------------------------------------------------------------------------------
+
+  private submit(delivery: Delivery, dueAtMs: number): Promise<AttemptOutcome | null> {
+    if (this.closing !== null) {
+      return Promise.resolve(dueAtMs === 0 ? notSent('dispatcher closed', this.o.clock.nowMs()) : null);
+    }
+    const id = this.nextId++;
+    const shard = Number.parseInt(delivery.fencingToken, 10) || 0;
+    const key = `${delivery.jobId}\n${delivery.scheduledAtMs}`;
+    return new Promise((resolve) => {
+      const e: Entry = { id, delivery, shard, dueAtMs, key, submittedAtMs: this.o.clock.nowMs(), started: false, resolve };
+      this.entries.set(id, e);
+      if (dueAtMs === 0) this.waitingNow++;
+      else this.stagedByKey.set(key, e);
+      this.leaseShards.add(shard);
+      this.ops.push(this.sendOp(e));
+      this.scheduleFlush();
+    });
+  }
+
+  private sendOp(e: Entry): SendOp {
+    const d = e.delivery;
+    return {
+      o: 'send', id: e.id, specId: this.specId(d.spec), shard: e.shard, dueAtMs: e.dueAtMs,
+      jobId: d.jobId, scheduledAtMs: d.scheduledAtMs, attempt: d.attempt, fencingToken: d.fencingToken,
+      body: d.body, enc: d.bodyEncoding, ck: d.concurrencyKey,
+    };
+  }
+
+  /** The spec's id in the current thread, defined there first if needed; counted until its entry settles. */
+  private specId(spec: CallbackSpec): number {
+    let id = this.specIds.get(spec);
+    const known = id === undefined ? undefined : this.specRefs.get(id);
+    if (id === undefined || known === undefined || known.spec !== spec) {
+      id = this.nextSpecId++;
+      this.specIds.set(spec, id);
+      this.specRefs.set(id, { spec, refs: 1 });
+      this.ops.push({ o: 'spec', id, spec });
+      return id;
+    }
+    known.refs++;
+    return id;
+  }
+
+  private unref(spec: CallbackSpec): void {
+    const id = this.specIds.get(spec);
+    if (id === undefined) return;
+    const known = this.specRefs.get(id);
+    if (known === undefined || --known.refs > 0) return;
+    this.specRefs.delete(id);
+    this.specIds.delete(spec);
+    this.ops.push({ o: 'unspec', id });
+    this.scheduleFlush();
+  }
+
+  private push(op: FiringOp): void {
+    this.ops.push(op);
+    this.scheduleFlush();
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushQueued) return;
+    this.flushQueued = true;
+    queueMicrotask(() => this.flush());
+  }
+
+  private measureOffset(): number {
+    const sample = this.o.clock.nowMs() - monoEpochMs();
+    // A stepped clock (or the first sample) resets; otherwise the largest floor sample is the closest.
+    if (Math.abs(sample - this.offsetMs) > 5) this.offsetMs = sample;
+    else if (sample > this.offsetMs) this.offsetMs = sample;
+    return this.offsetMs;
+  }
+
+  private flush(): void {
+    this.flushQueued = false;
+    if (this.ops.length === 0) return;
+    const ops: FiringOp[] = [];
+    // Each shard's lease deadline goes before its deliveries.
+    if (this.o.leaseDeadlineMs !== undefined) {
+      for (const shard of this.leaseShards) ops.push({ o: 'lease', shard, untilMs: this.o.leaseDeadlineMs(shard) });
+    }
+    for (const op of this.ops) ops.push(op);
+    this.ops = [];
+    this.post({ offsetMs: this.measureOffset(), ops });
+    this.armLeaseRefresh();
+  }
+
+  /** While deliveries wait in the thread, their shards' deadlines are refreshed (a lease is renewed every heartbeat). */
+  private armLeaseRefresh(): void {
+    if (this.o.leaseDeadlineMs === undefined || this.leaseTimer !== null) return;
+    this.leaseTimer = setInterval(() => {
+      this.leaseShards.clear();
+      for (const e of this.entries.values()) if (!e.started) this.leaseShards.add(e.shard);
+      if (this.leaseShards.size === 0) {
+        clearInterval(this.leaseTimer!);
+        this.leaseTimer = null;
+        return;
+      }
+      this.flushLeasesOnly();
+    }, limits.firingLeaseRefreshMs);
+    this.leaseTimer.unref();
+  }
+
+  private flushLeasesOnly(): void {
+    const ops: FiringOp[] = [];
+    for (const shard of this.leaseShards) ops.push({ o: 'lease', shard, untilMs: this.o.leaseDeadlineMs!(shard) });
+    this.post({ offsetMs: this.measureOffset(), ops });
+  }
+
+  private post(batch: FiringBatch): void {
+    if (this.worker !== null) this.worker.postMessage(batch);
+    else if (this.core !== null) this.core.handle(batch);
+    // else: the thread is gone after close(); what is still said (a revoke while the node stops) has no one to hear it.
+  }
+
+  private onEvents(ev: FiringEvents): void {
+    if (ev.ready === true) this.readyResolve?.();
+    const started = ev.started;
+    if (started !== null) {
+      for (let i = 0; i < started.length; i += 2) {
+        const e = this.entries.get(started[i]!);
+        if (e === undefined || e.started) continue;
+        e.started = true;
+        this.running++;
+        this.noteStart(e, started[i + 1]!);
+        if (e.dueAtMs === 0) this.waitingNow--;
+        else this.stagedByKey.delete(e.key);
+        if (this.o.onStart !== undefined) {
+          try {
+            this.o.onStart(e.delivery, started[i + 1]!);
+          } catch (err) {
+            this.o.logger.error('onStart hook threw', { jobId: e.delivery.jobId, err });
+          }
+        }
+      }
+    }
+    const outcomes = ev.outcomes;
+    if (outcomes !== null) {
+      for (let i = 0, j = 0; i < outcomes.length; i += 6, j++) {
+        const e = this.entries.get(outcomes[i]!);
+        if (e === undefined) continue;
+        const status = outcomes[i + 2]!;
+        const retryAfter = outcomes[i + 3]!;
+        this.settle(e, {
+          kind: outcomeKinds[outcomes[i + 1]!]!,
+          statusCode: status < 0 ? null : status,
+          error: ev.errors[j] ?? null,
+          retryAfterMs: retryAfter < 0 ? null : retryAfter,
+          startedAtMs: outcomes[i + 4]!,
+          finishedAtMs: outcomes[i + 5]!,
+        });
+      }
+    }
+    for (const w of ev.withdrawn) {
+      const pending = this.withdrawals.get(w.req);
+      if (pending === undefined) continue;
+      this.withdrawals.delete(w.req);
+      pending.resolve(pending.ids.map((id, i) => (w.results[i] === 1 && this.dropEntry(id) ? 'withdrawn' : 'sent')));
+    }
+    for (const id of ev.dropped) this.dropEntry(id);
+    if (ev.closed) this.closedResolve?.();
+  }
+
+  /**
+   * The drain rate: callbacks started per second in the windows where some start waited (a backlog): what the
+   * node delivers when it has more than it can send at once. An average over such windows; null until one.
+   */
+  drainRatePerS(): number | null {
+    return this.drain.perS();
+  }
+
+  private noteStart(e: Entry, startedAtMs: number): void {
+    this.drain.noteStart(e.dueAtMs === 0 ? e.submittedAtMs : e.dueAtMs, startedAtMs);
+  }
+
+  /** An entry that will never be sent: staged -> null, sent-now -> a retryable "not sent". */
+  private dropEntry(id: number): boolean {
+    const e = this.entries.get(id);
+    if (e === undefined || e.started) return false;
+    this.settle(e, e.dueAtMs === 0 ? notSent('not sent: shard lease lost or node closing', this.o.clock.nowMs()) : null);
+    return true;
+  }
+
+  private settle(e: Entry, outcome: AttemptOutcome | null): void {
+    this.entries.delete(e.id);
+    if (e.started) this.running--;
+    else if (e.dueAtMs === 0) this.waitingNow--;
+    if (!e.started && this.stagedByKey.get(e.key) === e) this.stagedByKey.delete(e.key);
+    this.unref(e.delivery.spec);
+    e.resolve(outcome);
+  }
+
+  // --- the thread's life -------------------------------------------------------------------------------------
+
+  private startThread(entry: string | URL): void {
+    const data: FiringThreadData = {
+      policy: this.policy.toData(),
+      inFlightMax: this.o.inFlightMax,
+      leases: this.o.leaseDeadlineMs !== undefined,
+      logLevel: this.o.logLevel ?? 'warn',
+      logFormat: this.o.logFormat ?? 'json',
+      offsetMs: this.measureOffset(),
+    };
+    const worker = new Worker(entry, { workerData: data, stdout: false, stderr: false });
+    worker.on('message', (ev: FiringEvents) => this.onEvents(ev));
+    worker.on('error', (err) => this.o.logger.error('firing thread failed', { err }));
+    worker.on('exit', (code) => this.onThreadExit(worker, code));
+    // The node's servers keep the process alive; a port left open must not.
+    worker.unref();
+    this.worker = worker;
+  }
+
+  private startInProcess(): void {
+    this.readyResolve?.();
+    this.core = new FiringCore({
+      clock: this.o.clock,
+      logger: this.o.logger,
+      policy: this.policy,
+      inFlightMax: this.o.inFlightMax,
+      leases: this.o.leaseDeadlineMs !== undefined,
+      emit: (ev) => this.onEvents(ev),
+    });
+  }
+
+  /**
+   * The thread died. What it reported started settles retryable (it may have been sent: the engine's retry keeps
+   * at-least-once); the rest is handed to a new thread (or to the core on the main loop after too many crashes).
+   */
+  private onThreadExit(worker: Worker, code: number): void {
+    if (this.worker !== worker) return;
+    this.worker = null;
+    this.readyResolve?.(); // a thread that died before it ran: the restart below answers for it
+    if (this.closing !== null) {
+      this.closedResolve?.();
+      return;
+    }
+    this.restarts++;
+    this.o.logger.error('firing thread exited; restarting it', { code, restarts: this.restarts });
+    const nowMs = this.o.clock.nowMs();
+    // Withdrawals the dead thread did not answer: whatever did not start is withdrawn here.
+    for (const [req, w] of this.withdrawals) {
+      this.withdrawals.delete(req);
+      w.resolve(w.ids.map((id) => (this.dropEntry(id) ? 'withdrawn' : 'sent')));
+    }
+    for (const e of [...this.entries.values()]) if (e.started) this.settle(e, notSent('firing thread exited', nowMs));
+    // A new thread knows no spec: every waiting entry is sent again with its spec defined anew.
+    this.specIds = new WeakMap();
+    this.specRefs = new Map();
+    this.ops = [];
+    const entry = this.o.threadEntry ?? defaultThreadEntry();
+    if (entry !== null && this.restarts <= limits.firingThreadRestartsMax) this.startThread(entry);
+    else {
+      this.o.logger.error('firing thread keeps failing; sending from the main loop');
+      this.startInProcess();
+    }
+    this.policyResend();
+    for (const e of [...this.entries.values()].sort((a, b) => a.id - b.id)) {
+      this.leaseShards.add(e.shard);
+      this.ops.push(this.sendOp(e));
+    }
+    this.scheduleFlush();
+  }
+
+  private policyResend(): void {
+    if (this.worker !== null) this.ops.push({ o: 'policy', policy: this.policy.toData() });
+  }
+
+  private async closeNow(graceMs: number): Promise<void> {
+    if (this.leaseTimer !== null) clearInterval(this.leaseTimer);
+    this.leaseTimer = null;
+    const closed = new Promise<void>((resolve) => (this.closedResolve = resolve));
+    this.push({ o: 'close', graceMs });
+    await closed;
+    // Whatever the thread did not settle (it died while closing) settles here.
+    const nowMs = this.o.clock.nowMs();
+    for (const e of [...this.entries.values()]) {
+      if (e.started) this.settle(e, notSent('aborted: dispatcher closed', nowMs));
+      else this.dropEntry(e.id);
+    }
+    for (const [req, w] of this.withdrawals) {
+      this.withdrawals.delete(req);
+      w.resolve(w.ids.map(() => 'withdrawn'));
+    }
+    const worker = this.worker;
+    this.worker = null;
+    if (worker !== null) await worker.terminate();
+  }
+}

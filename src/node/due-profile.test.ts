@@ -1,0 +1,102 @@
+/**
+ * The due profile and the admission report over real sockets: a real node (startNode, temp data dir), the real
+ * HTTP app, jobs stored in SQLite. Counts come from the store, never from timing.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { limits } from '../core/limits.js';
+import { silentLogger } from '../core/log.js';
+import { startNode, type NodeHandle } from './node.js';
+import { nodeConfig } from './testing/fixtures.js';
+import { startReceiver, type Receiver } from './testing/receiver.js';
+
+let dir: string;
+let rx: Receiver;
+let node: NodeHandle;
+
+async function call(path: string, init: { method?: string; body?: unknown } = {}): Promise<{ status: number; json: any; headers: Headers; text: string }> {
+  const res = await fetch(`http://127.0.0.1:${node.apiPort}${path}`, {
+    method: init.method ?? 'GET',
+    headers: init.body === undefined ? {} : { 'content-type': 'application/json' },
+    body: init.body === undefined ? undefined : JSON.stringify(init.body),
+  });
+  const text = await res.text();
+  let json: unknown = null;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = null;
+  }
+  return { status: res.status, json, headers: res.headers, text };
+}
+
+beforeEach(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'punctual-due-'));
+  rx = await startReceiver();
+  node = await startNode(nodeConfig(dir), { logger: silentLogger });
+  expect((await call('/v1/tasks/hook', { method: 'PUT', body: { url: rx.url('/hook') } })).status).toBe(201);
+});
+
+afterEach(async () => {
+  await node.close();
+  await rx.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('GET /v1/due-profile', () => {
+  it('counts PENDING occurrences per second from now, over every shard; seconds is checked', async () => {
+    const from = Date.now();
+    // Far enough ahead that nothing fires during the test: 3 jobs in second ~30, 2 in second ~45 (+-1 for the clock's move).
+    const at30 = from + 30_500;
+    const at45 = from + 45_500;
+    const jobs = [
+      ...['a', 'b', 'c'].map((id) => ({ id: `p-${id}`, task: 'hook', schedule: { at: at30 } })),
+      ...['d', 'e'].map((id) => ({ id: `p-${id}`, task: 'hook', schedule: { at: at45 } })),
+      { id: 'p-far', task: 'hook', schedule: { at: from + 3_600_000 } },
+    ];
+    expect((await call('/v1/jobs:batch', { method: 'POST', body: { jobs } })).status).toBe(200);
+    const r = await call('/v1/due-profile');
+    expect(r.status).toBe(200);
+    const fromMs = Date.parse(r.json.from);
+    expect(r.json.per_second).toHaveLength(60);
+    expect(r.json.per_second[Math.floor((at30 - fromMs) / 1000)]).toBe(3);
+    expect(r.json.per_second[Math.floor((at45 - fromMs) / 1000)]).toBe(2);
+    expect(r.json.per_second.reduce((a: number, b: number) => a + b, 0)).toBe(5);
+    expect(r.json).toHaveProperty('drain_rate_per_s');
+    const short = await call('/v1/due-profile?seconds=10');
+    expect(short.json.per_second).toHaveLength(10);
+    expect(short.json.per_second.reduce((a: number, b: number) => a + b, 0)).toBe(0);
+    expect((await call('/v1/due-profile?seconds=600')).json.per_second).toHaveLength(600);
+    for (const bad of ['0', '601', 'x', '1.5', '-3', '']) {
+      const res = await call(`/v1/due-profile?seconds=${bad}`);
+      expect(res.status, bad).toBe(400);
+      expect(res.json.code).toBe('invalid_argument');
+      expect(res.json.errors).toEqual([{ field: 'seconds', message: 'an integer from 1 to 600' }]);
+    }
+    const metrics = await call('/metrics');
+    expect(metrics.text).toMatch(/punctual_due_next_minute\{second="\d+"\} 3/);
+  });
+});
+
+describe('the admission report (Punctual-Hot-Instant)', () => {
+  it('a submission that crowds one instant past what the node can drain in time is told the count and spread', async () => {
+    const atMs = Date.now() + 120_000;
+    // The assumed drain rate (nothing measured yet) spreads this many past the report threshold.
+    const crowd = Math.ceil((limits.hotInstantSpreadReportMs * limits.drainRatePerSAssumed) / 1000) + 1;
+    const small = await call('/v1/jobs', { method: 'POST', body: { id: 'h-0', task: 'hook', schedule: { at: atMs } } });
+    expect(small.status).toBe(201);
+    expect(small.headers.get('punctual-hot-instant')).toBeNull();
+    const jobs = Array.from({ length: crowd }, (_, i) => ({ id: `h-${i + 1}`, task: 'hook', schedule: { at: atMs } }));
+    const batch = await call('/v1/jobs:batch', { method: 'POST', body: { jobs } });
+    expect(batch.status).toBe(200);
+    const header = batch.headers.get('punctual-hot-instant');
+    const due = crowd + 1;
+    const spread = Math.ceil((due * 1000) / limits.drainRatePerSAssumed);
+    expect(header).toBe(`at="${new Date(atMs).toISOString()}", due=${due}, spread_ms=${spread}, drain_rate_per_s=${limits.drainRatePerSAssumed}, measured=false`);
+    // One more at the same instant: reported on the single-job answer too.
+    const one = await call('/v1/jobs', { method: 'POST', body: { id: 'h-last', task: 'hook', schedule: { at: atMs } } });
+    expect(one.headers.get('punctual-hot-instant')).toMatch(new RegExp(`due=${due + 1},`));
+  });
+});
