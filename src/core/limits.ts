@@ -182,6 +182,8 @@ assert(clientLimits.batchLineBytesMax <= limits.batchBodyBytesMax, 'a batch line
 
 // --- src/node and src/store (the single node host)
 export const nodeLimits = {
+  /** A callback due (or out of the dispatcher's queue) while its shard's lease has lapsed is looked at again this much later. */
+  leaseRetryMs: 5,
   /** Log entries kept below a shard's applied index; older ones are compacted away. */
   logKeepEntries: 10_000,
   /** Compaction runs for a shard once this many entries were applied since its last compaction. */

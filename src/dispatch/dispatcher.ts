@@ -70,6 +70,12 @@ export interface DispatcherOptions {
   logger: Logger;
   inFlightMax?: number;
   onStart?: (d: Delivery, startedAtMs: number) => void;
+  /**
+   * Asked when an attempt gets its concurrency slot, right before it would be sent: false = not sent (the
+   * attempt settles at once, no onStart; the caller knows why). The node refuses an order its core withdrew
+   * (cancel, pause) or whose shard it no longer leads with a valid lease while the order waited in the queue.
+   */
+  admit?: (d: Delivery) => boolean;
   /** Which addresses callbacks may connect to (checked at connect time). Default: the built-in denies only. */
   targetPolicy?: TargetPolicy;
   /** `serve --payload-ref-max-bytes` (default payloadRefLimits.bytesMaxDefault). */
@@ -271,6 +277,7 @@ class Engine {
   readonly limiter: ConcurrencyLimiter<Attempt>;
   private readonly logger: Logger;
   private readonly onStart: ((d: Delivery, startedAtMs: number) => void) | null;
+  private readonly admit: ((d: Delivery) => boolean) | null;
   private readonly agent: Agent;
   private readonly payloadRefs: PayloadRefFetcher;
   private readonly targets = new Map<string, Target | string>();
@@ -286,6 +293,7 @@ class Engine {
     this.clock = options.clock;
     this.logger = options.logger.child({ component: 'dispatch' });
     this.onStart = options.onStart ?? null;
+    this.admit = options.admit ?? null;
     this.limiter = new ConcurrencyLimiter<Attempt>(options.inFlightMax ?? limits.dispatchInFlightMax, (a) =>
       this.start(a),
     );
@@ -318,9 +326,13 @@ class Engine {
   private start(attempt: Attempt): void {
     const d = attempt.delivery;
     attempt.state = 'running';
-    attempt.next = this.activeHead;
-    if (this.activeHead !== null) this.activeHead.prev = attempt;
-    this.activeHead = attempt;
+    if (this.admit !== null && !this.admit(d)) {
+      attempt.startedAtMs = this.clock.nowMs();
+      this.linkActive(attempt);
+      this.finish(attempt, 'retryable', null, 'not sent: withdrawn before it started', null);
+      return;
+    }
+    this.linkActive(attempt);
     const startedAtMs = this.clock.nowMs();
     attempt.startedAtMs = startedAtMs;
     if (this.onStart !== null) {
@@ -366,6 +378,12 @@ class Engine {
     } catch (err) {
       attempt.onResponseError(null, err as Error);
     }
+  }
+
+  private linkActive(attempt: Attempt): void {
+    attempt.next = this.activeHead;
+    if (this.activeHead !== null) this.activeHead.prev = attempt;
+    this.activeHead = attempt;
   }
 
   settleOnStatus(attempt: Attempt): void {

@@ -180,6 +180,24 @@ describe('job commands', () => {
     expect(after.state).toBe('PENDING');
   });
 
+  it('a cancel acknowledged while the callback waits for its concurrency slot is final: it is never sent', async () => {
+    const core = await start();
+    bed.rx.respond = () => ({ status: 200, delayMs: 600 });
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/one-at-a-time'), { maxConcurrency: 1 }));
+    const now = core.service.nowMs();
+    await create(core, [jobSpec('first', { kind: 'once', atMs: now })]);
+    await waitFor('first in flight', () => bed.rx.of('first').length === 1);
+    await create(core, [jobSpec('queued', { kind: 'once', atMs: core.service.nowMs() })]);
+    // Due, handed to the dispatcher, waiting behind "first" for the task's one slot.
+    await waitFor('queued in the dispatcher', () => core.engine.dispatcher.queued() === 1);
+    expect((await core.service.cancelJob('queued')).state).toBe('CANCELLED');
+    await waitFor('first done', async () => (await core.service.getJob('first')).state === 'SUCCEEDED');
+    await sleep(300);
+    expect(bed.rx.of('queued')).toHaveLength(0);
+    expect((await core.service.getJob('queued')).state).toBe('CANCELLED');
+    expect(core.engine.dispatcher.queued()).toBe(0);
+  });
+
   it('shows RUNNING while a callback is in flight', async () => {
     const core = await start();
     bed.rx.respond = () => ({ status: 200, delayMs: 300 });

@@ -17,7 +17,7 @@ import { nodeLimits } from '../core/limits.js';
 import { DrainRate } from '../dispatch/drain-rate.js';
 import { Dispatcher, type AttemptOutcome, type Delivery, type DispatcherOptions } from '../dispatch/dispatcher.js';
 import type { NodeMetrics } from '../metrics/metrics.js';
-import { NodeCore, occurrenceKey, type Applied, type CoreReady, type DispatchOrder, type Proposal } from '../nodecore/index.js';
+import { NodeCore, occurrenceKey, type Applied, type OccurrenceKey, type CoreReady, type DispatchOrder, type Proposal } from '../nodecore/index.js';
 import { encodeCommand } from '../scheduler/codec.js';
 import type { Command, Effect } from '../scheduler/commands.js';
 import type { JobRecord, JobState } from '../scheduler/types.js';
@@ -30,6 +30,10 @@ export interface ProposalSink {
   propose(shard: number, data: Uint8Array, waiter: Waiter): void;
   /** Committed entries not applied yet on this node. */
   applyBacklog(): number;
+}
+
+function shardOf(d: Delivery): number {
+  return Number(d.fencingToken.slice(0, d.fencingToken.indexOf('.')));
 }
 
 function empty(rd: CoreReady): boolean {
@@ -62,6 +66,10 @@ export class NodeShell {
   readonly core: NodeCore;
   readonly dispatcher: Dispatcher;
   private readonly drainRate = new DrainRate();
+  /** Orders the core withdrew that may still wait in the dispatcher's queue (admit refuses them). */
+  private readonly withdrawn = new Set<OccurrenceKey>();
+  /** Orders admit refused, and why: a withdrawal (the core learns it was not sent) or a lapsed lease (retried). */
+  private readonly notSent = new Map<OccurrenceKey, 'withdrawn' | 'lease'>();
   private readonly callers = new Map<number, Caller>();
   private opNext = 1;
   private timer: NodeJS.Timeout | null = null;
@@ -86,7 +94,7 @@ export class NodeShell {
       manualClock: o.manualClock === true,
       logger: o.logger,
     });
-    this.dispatcher = new Dispatcher({ ...o.dispatcher, onStart: (d, startedAtMs) => this.started(d, startedAtMs) });
+    this.dispatcher = new Dispatcher({ ...o.dispatcher, onStart: (d, startedAtMs) => this.started(d, startedAtMs), admit: (d) => this.admit(d) });
   }
 
   // --- inputs -------------------------------------------------------------------------------------------
@@ -120,6 +128,25 @@ export class NodeShell {
   /** Callbacks per second while a backlog waits (the admission report's divisor); null until one was seen. */
   drainRatePerS(): number | null {
     return this.drainRate.perS();
+  }
+
+  /**
+   * The last word before a callback leaves, once it has its concurrency slot: an order the core withdrew while it
+   * waited (a cancel, a pause, a lost leadership) or whose shard this node no longer leads in the order's term
+   * with a valid lease is not sent (a newer leader fires it, with a higher fencing token).
+   */
+  private admit(d: Delivery): boolean {
+    const key = occurrenceKey(d.jobId, d.scheduledAtMs);
+    if (this.withdrawn.has(key) || !this.leads(d)) this.notSent.set(key, 'withdrawn');
+    else if (!this.o.sink.leaseValid(shardOf(d))) this.notSent.set(key, 'lease');
+    else return true;
+    return false;
+  }
+
+  /** This node fires the order's shard in the order's term (its fencing token `${shard}.${term}`). */
+  private leads(d: Delivery): boolean {
+    const dot = d.fencingToken.indexOf('.');
+    return this.core.firingShards().get(Number(d.fencingToken.slice(0, dot))) === Number(d.fencingToken.slice(dot + 1));
   }
 
   private started(d: Delivery, startedAtMs: number): void {
@@ -157,8 +184,13 @@ export class NodeShell {
 
   private carryOut(rd: CoreReady): void {
     for (const p of rd.propose) this.proposeToLog(p);
-    // The dispatcher cannot take an order back: a withdrawn order's start and outcome come as usual.
-    for (const order of rd.dispatch) this.send(order);
+    // An order still waiting for its slot is refused when it gets it (admit); one already started reports its
+    // start and outcome as usual.
+    for (const w of rd.withdraw) this.withdrawn.add(w.key);
+    for (const order of rd.dispatch) {
+      this.withdrawn.delete(order.key); // a new order of the occurrence (a retry) is wanted
+      this.send(order);
+    }
     for (const r of rd.replies) {
       const c = this.callers.get(r.opId)!;
       this.callers.delete(r.opId);
@@ -185,11 +217,28 @@ export class NodeShell {
   }
 
   private send(order: DispatchOrder): void {
-    const p: Promise<void> = this.dispatcher.send(order.delivery).then((outcome) => {
+    const p: Promise<void> = this.dispatcher.send(order.delivery).then(async (outcome) => {
+      const refused = this.notSent.get(order.key);
+      this.notSent.delete(order.key);
+      if (refused === 'lease') {
+        // Still this term's leader, its lease lapsed for a moment (a stall): look again shortly, as before an order.
+        await new Promise((r) => setTimeout(r, nodeLimits.leaseRetryMs));
+        if (!this.withdrawn.has(order.key) && this.leads(order.delivery) && !this.core.isStopped) this.send(order);
+        else this.notSentSettled(order);
+      } else if (refused === 'withdrawn') this.notSentSettled(order);
+      else {
+        this.withdrawn.delete(order.key);
+        this.finished(order, outcome);
+      }
       this.outcomesPending.delete(p);
-      this.finished(order, outcome);
     });
     this.outcomesPending.add(p);
+  }
+
+  private notSentSettled(order: DispatchOrder): void {
+    this.withdrawn.delete(order.key);
+    this.core.dispatchWithdrawn(order.key);
+    this.pump();
   }
 
   // --- timers -------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ import { decideDue, missingTaskOutcome, occurrenceKey, outcomeOf, type Attempt }
 import type { DispatchOrder, OccurrenceKey, Withdrawal } from './types.js';
 
 /** Without a valid lease a due occurrence is looked at again this much later (a heartbeat round renews it). */
-const leaseRetryMs = 5;
+const leaseRetryMs = nodeLimits.leaseRetryMs;
 
 /**
  * Where an armed attempt waits: the wheel, the due backlog, `parked` (wheel full), buffered (overlap), or due
