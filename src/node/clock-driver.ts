@@ -12,8 +12,7 @@ import { performance } from 'node:perf_hooks';
 import type { ManualClock } from '../core/clock.js';
 import { PunctualError, invalid } from '../core/errors.js';
 import { clockLimits } from '../core/limits.js';
-import type { FiringEngine } from './engine.js';
-import type { Proposer } from './proposer.js';
+import type { NodeShell } from './shell.js';
 
 export interface AdvanceResult {
   /** The clock after the advance: the target, or the last instant completed when a bound stopped it. */
@@ -32,8 +31,7 @@ export class ClockDriver {
 
   constructor(
     readonly clock: ManualClock,
-    private readonly engine: FiringEngine,
-    private readonly proposer: Proposer,
+    private readonly engine: NodeShell,
     /** Lower bounds for tests (default clockLimits). */
     private readonly bounds: { advanceAttemptsMax: number; advanceRealMsMax: number } = clockLimits,
   ) {}
@@ -78,8 +76,8 @@ export class ClockDriver {
       if (rounds === 0) await this.engine.runLoader();
       this.engine.kick();
       // Engine items wait a few ms for company before a flush: with nothing in flight there is none to wait for.
-      if (this.engine.inFlightCount() === 0) this.proposer.flushAll();
-      if (this.engine.settled() && this.proposer.idle()) return;
+      if (this.engine.inFlightCount() === 0) this.engine.flushAll();
+      if (this.engine.settled() && this.engine.idle()) return;
       if (this.engine.isStopped || performance.now() >= untilPerfMs) return;
       // Callbacks take real time: poll at once first, then every millisecond.
       await new Promise<void>((resolve) => (rounds < 100 ? setImmediate(resolve) : setTimeout(resolve, 1)));

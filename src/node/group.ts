@@ -6,7 +6,7 @@
 import type { Entry, RawNode, Role } from '../raft/index.js';
 import type { SqliteRaftStorage } from '../store/raft-storage.js';
 import type { SqliteShardStore } from '../store/shard-store.js';
-import type { Applied } from './proposer.js';
+import type { Applied } from '../nodecore/index.js';
 
 /** What a proposer waits for: its entry applied in the term it was proposed in. */
 export interface Waiter {

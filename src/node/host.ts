@@ -9,7 +9,6 @@ import { ManualClock, systemClock, type Clock } from '../core/clock.js';
 import { createLogger, type Logger } from '../core/log.js';
 import { clusterLimits, nodeLimits, queueLimits } from '../core/limits.js';
 import { Prng } from '../core/prng.js';
-import { Dispatcher } from '../dispatch/dispatcher.js';
 import { targetPolicyFromLists, type TargetPolicy } from '../dispatch/target-policy.js';
 import { PunctualError } from '../core/errors.js';
 import { PeerTransport } from '../http/peer/index.js';
@@ -22,9 +21,8 @@ import type { NodeConfig } from './api.js';
 import { ClockDriver } from './clock-driver.js';
 import { ClusterOps } from './cluster-ops.js';
 import { MemberBook, Membership, membershipKind, startPeers, type MembershipOptions, type MembershipResult } from './membership.js';
-import { FiringEngine } from './engine.js';
 import type { ShardGroup } from './group.js';
-import { Proposer } from './proposer.js';
+import { NodeShell } from './shell.js';
 import { RaftHost } from './raft-host.js';
 import { answerForward, apiKind, ShardRouter } from './router.js';
 import { NodeService, type ServiceOptions } from './service.js';
@@ -74,9 +72,10 @@ export interface OpenNode {
   readonly service: MemberNodeService;
   readonly membership: Membership;
   readonly metrics: NodeMetrics;
-  readonly engine: FiringEngine;
-  /** Group commit of every proposal and of the engine's items (foldedTotal: fired items folded into outcomes). */
-  readonly proposer: Proposer;
+  /** The shell of the node's NodeCore: firing (the wheel, the dispatcher) and group commit (foldedTotal). */
+  readonly engine: NodeShell;
+  /** The same shell, by the name of its group commit side. */
+  readonly proposer: NodeShell;
   readonly host: RaftHost;
   readonly cluster: ClusterOps;
   readonly logger: Logger;
@@ -128,14 +127,14 @@ function sumCounts(shards: ShardGroup[]): Record<JobState, number> {
 }
 
 /** The bounded queues of the node, for punctual_queue_depth / punctual_queue_limit (src/core/limits.ts queueLimits). */
-function queueDepths(proposer: Proposer, host: RaftHost, engine: FiringEngine | null, dispatcher: Dispatcher): Array<{ queue: string; depth: number; limit: number }> {
-  const e = engine?.queueDepths() ?? { dueBacklog: 0, wheel: 0, parked: 0 };
+function queueDepths(shell: NodeShell, host: RaftHost): Array<{ queue: string; depth: number; limit: number }> {
+  const e = shell.core.queueDepths();
   return [
-    { queue: 'proposer', depth: proposer.queuedCount(), limit: queueLimits.proposerCommandsMax },
-    { queue: 'proposer_engine_items', depth: proposer.engineItemsCount(), limit: queueLimits.proposerEngineItemsMax },
+    { queue: 'proposer', depth: e.proposer, limit: queueLimits.proposerCommandsMax },
+    { queue: 'proposer_engine_items', depth: e.engineItems, limit: queueLimits.proposerEngineItemsMax },
     { queue: 'apply', depth: host.applyBacklog(), limit: queueLimits.applyQueueEntriesMax },
     { queue: 'due_backlog', depth: e.dueBacklog, limit: queueLimits.dueBacklogMax },
-    { queue: 'dispatch_queued', depth: dispatcher.queued(), limit: queueLimits.dispatchQueuedMax },
+    { queue: 'dispatch_queued', depth: shell.dispatcher.queued(), limit: queueLimits.dispatchQueuedMax },
     { queue: 'wheel', depth: e.wheel, limit: queueLimits.wheelEntriesMax },
     { queue: 'wheel_loaded', depth: e.wheel, limit: queueLimits.wheelLoadedMax },
     { queue: 'wheel_parked', depth: e.parked, limit: queueLimits.wheelEntriesMax - queueLimits.wheelLoadedMax },
@@ -212,26 +211,18 @@ interface Parts extends Durability {
 
 function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode {
   const { db, clock, logger, onFatal } = p;
-  // The engine and transport are created below; callbacks reach them through these late-bound references.
-  let engine: FiringEngine | null = null;
+  // The shell and transport are created below; the Raft host's events reach the shell through this reference
+  // until the Raft groups move into NodeCore.
+  let shell: NodeShell | null = null;
   let transport: PeerTransport | null = null;
   const targetPolicy = targetPolicyFromLists(config.callbackAllow, config.callbackDeny);
-  const dispatcher = new Dispatcher({
-    targetPolicy,
-    clock,
-    logger: logger.child({ component: 'dispatch' }),
-    onStart: (d, startedAtMs) => {
-      if (d.attempt === 1) metrics.fireLatenessMs.observe(startedAtMs - d.scheduledAtMs);
-      engine?.onDispatchStart(d, startedAtMs);
-    },
-  });
   const metrics: NodeMetrics = new NodeMetrics({
     jobCounts: (): Record<JobState, number> => sumCounts(host.groups),
-    wheelSize: () => engine?.wheelSize ?? 0,
-    dispatchInFlight: () => dispatcher.inFlight(),
+    wheelSize: () => shell?.wheelSize ?? 0,
+    dispatchInFlight: () => shell?.dispatcher.inFlight() ?? 0,
     shards: () => host.groups.map((g) => ({ shard: g.shard, role: g.role, term: g.raw.status().term, commit: g.raw.status().commit, applied: g.applied })),
     peers: () => transport?.stats() ?? null,
-    queues: () => queueDepths(proposer, host, engine, dispatcher),
+    queues: () => (shell === null ? [] : queueDepths(shell, host)),
   });
   const book = new MemberBook(db);
   const peerList = startPeers(book, config.nodeId, config.peers, logger);
@@ -247,11 +238,11 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
     rand: new Prng(randomInt(2 ** 31)),
     logger: logger.child({ component: 'raft' }),
     metrics,
-    onApplied: (shard, command, effects) => engine?.onApplied(shard, command, effects),
-    onLeaderStart: (shard, term) => engine?.startShard(shard, term),
-    onLeaderStop: (shard) => engine?.stopShard(shard),
+    onApplied: (shard, command, effects) => shell?.onApplied(shard, command, effects),
+    onLeaderStart: (shard, term) => shell?.startShard(shard, term),
+    onLeaderStop: (shard) => shell?.stopShard(shard),
     onFatal,
-    fireDue: () => engine?.fireDue() ?? false,
+    fireDue: () => shell?.fireDue() ?? false,
     onConfChange: (shard, conf) => membership.onConfChange(shard, conf),
     compaction: options.compaction,
   });
@@ -265,30 +256,24 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
     // Called only on an add-node, long after assembly: growTransport is defined below by then.
     startTransport: () => growTransport(),
   });
-  const proposer = new Proposer({
+  const firing = new NodeShell({
     nodeId: config.nodeId,
+    shards: host.groups,
     sink: host,
     fsync: config.fsync,
     clock,
-    logger,
-    onDropped: (shard, command, effects) => engine?.onApplied(shard, command, effects),
-  });
-  engine = new FiringEngine({
-    shards: host.groups,
-    proposer,
-    dispatcher,
-    clock,
     logger: logger.child({ component: 'engine' }),
     metrics,
-    leaseValid: (shard) => host.leaseValid(shard),
+    dispatcher: { targetPolicy, clock, logger: logger.child({ component: 'dispatch' }) },
     manualClock: p.manualClock !== null,
   });
-  const firing = engine;
+  shell = firing;
+  const dispatcher = firing.dispatcher;
   const router = new ShardRouter(config.nodeId, host, logger);
   const cluster = new ClusterOps(config, host, logger.child({ component: 'cluster' }));
   cluster.setMembers(() => membership.peers());
-  const clockDriver = p.manualClock === null ? null : new ClockDriver(p.manualClock, engine, proposer, options.clockLimits);
-  const service = new MemberNodeService({ config, shards: host.groups, proposer, engine, host, router, cluster, clock, metrics, clockDriver }, membership);
+  const clockDriver = p.manualClock === null ? null : new ClockDriver(p.manualClock, firing, options.clockLimits);
+  const service = new MemberNodeService({ config, shards: host.groups, proposer: firing, engine: firing, host, router, cluster, clock, metrics, clockDriver }, membership);
   const makeTransport = (): PeerTransport => {
     // Also a node whose member book has peers (restarted without --peers) or that grows with add-node.
     if (p.manualClock !== null) throw new PunctualError('conflict', manualClockRefusal);
@@ -336,7 +321,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
     firing.stop();
     await dispatcher.close(options.closeGraceMs ?? nodeLimits.closeGraceMs);
     await firing.drain();
-    await proposer.close(clusterLimits.leaderWaitMs);
+    await firing.close(clusterLimits.leaderWaitMs);
     await host.close();
     await transport?.close();
     if (p.walSync !== null) {
@@ -352,8 +337,8 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
     service,
     membership,
     metrics,
-    engine,
-    proposer,
+    engine: firing,
+    proposer: firing,
     host,
     cluster,
     logger,

@@ -10,7 +10,7 @@ import { PunctualError } from '../core/errors.js';
 import { shardOf } from '../core/ids.js';
 import type { NodeConfig } from './api.js';
 import type { OpenNode } from './host.js';
-import type { Applied } from './proposer.js';
+import type { Applied } from '../nodecore/index.js';
 import { clusterConfigs } from './testing/cluster.js';
 import { callbackSpec, jobSpec } from './testing/fixtures.js';
 import { useNodeBed } from './testing/bed.js';

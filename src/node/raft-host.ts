@@ -40,7 +40,7 @@ import { AppliedIndexes, encodeShardImage, restoreShardImage } from '../store/sh
 import { SqliteShardStore } from '../store/shard-store.js';
 import type { WalSyncer } from '../store/wal-sync.js';
 import { ShardGroup, type Waiter } from './group.js';
-import type { Applied } from './proposer.js';
+import type { Applied } from '../nodecore/index.js';
 
 /** The part of PeerTransport the host uses (null for a single node). */
 export interface MessageSender {

@@ -32,9 +32,9 @@ import type { NodeConfig } from './api.js';
 import type { ClockDriver } from './clock-driver.js';
 import type { ClusterOps } from './cluster-ops.js';
 import { decodeExecutionCursor, decodeJobCursor, encodeCursor } from './cursor.js';
-import type { FiringEngine } from './engine.js';
 import type { ShardStorage } from './group.js';
-import { queueFull, type Proposer } from './proposer.js';
+import { queueFull } from '../nodecore/index.js';
+import type { NodeShell } from './shell.js';
 import { notLeader, type RaftHost } from './raft-host.js';
 import { createItemsOf, deleteCalendarOutcome, deleteTaskOutcome, jobOf, putCalendarOf, putTaskOf } from './results.js';
 import { checkForwardOp } from './forward-check.js';
@@ -43,8 +43,10 @@ import { fromWireError, toWireError, type ForwardOp, type ShardRouter, type Wire
 export interface ServiceOptions {
   config: NodeConfig;
   shards: ShardStorage[];
-  proposer: Proposer;
-  engine: FiringEngine;
+  /** Client writes go through the shell's NodeCore (group commit). */
+  proposer: Pick<NodeShell, 'propose'>;
+  /** The firing side's views: the overlay, and room in the wheel for a run. */
+  engine: Pick<NodeShell, 'overlayState' | 'hasRoom'>;
   host: RaftHost;
   router: ShardRouter;
   cluster: ClusterOps;
@@ -285,15 +287,7 @@ export class NodeService implements SchedulerApi {
   }
 
   private async jobLocal(action: JobAction, id: string, patch: JobPatch | null, runKey: string | null): Promise<JobView> {
-    const { shard, store } = this.shardFor(id);
-    if (action === 'pause') {
-      // A one-off job whose callback is on its way is RUNNING, even before the fired record is stored (the
-      // engine holds it for its outcome): pausing it is refused, as the state machine refuses a stored RUNNING.
-      const job = store.getJob(id);
-      if (job !== null && job.schedule.kind === 'once' && job.state === 'PENDING' && this.o.engine.hasInFlight(id)) {
-        throw new PunctualError('conflict', `cannot pause job ${JSON.stringify(id)} in state RUNNING`);
-      }
-    }
+    const { shard } = this.shardFor(id);
     // A run arms a timer the loader cannot find again: refused while the wheel is at the loader's limit.
     if (action === 'run' && !this.o.engine.hasRoom()) throw queueFull('wheel_full', `the timer wheel of shard ${shard}'s leader is full`);
     const nowMs = this.nowMs();

@@ -96,7 +96,10 @@ export type Reply = { opId: number; ok: true; applied: Applied } | { opId: numbe
  *  3. `replies`: answer the clients;
  *  4. arm one timer for `nextDeadlineMs` (null: nothing is waiting on time; a value at or before now: call
  *     `tick` on the next turn of the event loop). `nextFireAtMs` is the part of it that is a callback's due time:
- *     the host may wake a little before it and spin, the rest (batching, polls) needs no precision.
+ *     the host may wake a little before it and spin, the rest (loader pages and runs, polls) needs no precision.
+ *  5. arm one timer for `flushAtMs` and call `flush` when it expires (at or before now: on the next turn). It
+ *     is a separate timer because it measures a wait (how long records wait for company), which the host
+ *     counts on real time even when the scheduler's clock is a manual one.
  */
 export interface CoreReady {
   propose: Proposal[];
@@ -105,6 +108,7 @@ export interface CoreReady {
   replies: Reply[];
   nextDeadlineMs: number | null;
   nextFireAtMs: number | null;
+  flushAtMs: number | null;
 }
 
 /** Depths of the core's bounded queues (punctual_queue_depth). */
@@ -125,8 +129,10 @@ export interface CoreQueueDepths {
  * IO. `nowMs` is the scheduler's clock as the host read it.
  */
 export interface NodeCoreInputs {
-  /** Time passed: fire what is due, run the loader, flush the group commit when its time came. */
+  /** Time passed: fire what is due, run the loader's next page or run. */
   tick(nowMs: number): void;
+  /** The flush timer expired (`flushAtMs`): one group commit of what waits (held records once their hold ended). */
+  flush(nowMs: number): void;
   /** This node leads `shard` in `term` and applied everything before its term: start firing it. */
   leaderStart(shard: number, term: number, nowMs: number): void;
   /** This node no longer leads `shard`: stop firing it (in-flight callbacks finish; withdrawals go out). */

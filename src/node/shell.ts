@@ -1,0 +1,386 @@
+/**
+ * The shell around NodeCore (src/nodecore): the IO of firing and group commit. It feeds the core its inputs
+ * (the clock's time, applied commands, leadership, client proposals, the dispatcher's starts and outcomes), then
+ * `pump()`s: takes `ready()` and carries it out (proposals to the shard's Raft group, orders to the dispatcher,
+ * replies to the waiting callers) and arms its two timers. It decides nothing; every rule is in the core.
+ *
+ * Timers: ONE timer for the core's next deadline (never a 1 ms interval). Node timers may fire early or late by
+ * about a millisecond, so for a callback's due time the shell wakes nodeLimits.firingSpinMs early and spins on
+ * setImmediate; the core itself never orders anything before `nowMs >= dueAtMs`. A second timer runs the group
+ * commit's flush (`flushAtMs`), on the next turn for client proposals.
+ */
+import type { Clock } from '../core/clock.js';
+import { assert } from '../core/assert.js';
+import { PunctualError } from '../core/errors.js';
+import type { Logger } from '../core/log.js';
+import { nodeLimits } from '../core/limits.js';
+import { Dispatcher, type AttemptOutcome, type Delivery, type DispatcherOptions } from '../dispatch/dispatcher.js';
+import type { NodeMetrics } from '../metrics/metrics.js';
+import { NodeCore, occurrenceKey, type Applied, type CoreReady, type DispatchOrder, type Proposal } from '../nodecore/index.js';
+import { encodeCommand } from '../scheduler/codec.js';
+import type { Command, Effect } from '../scheduler/commands.js';
+import type { JobRecord, JobState } from '../scheduler/types.js';
+import type { FsyncMode } from '../store/db.js';
+import type { ShardStorage } from './group.js';
+import type { Waiter } from './group.js';
+
+/** Where proposals go: the Raft host (the shard's group on this node, which must lead it). */
+export interface ProposalSink {
+  propose(shard: number, data: Uint8Array, waiter: Waiter): void;
+  /** Committed entries not applied yet on this node. */
+  applyBacklog(): number;
+}
+
+function empty(rd: CoreReady): boolean {
+  return rd.propose.length === 0 && rd.withdraw.length === 0 && rd.dispatch.length === 0 && rd.replies.length === 0;
+}
+
+export interface ShellOptions {
+  nodeId: string;
+  shards: ShardStorage[];
+  /** Where proposals go (the Raft host), and its lease and apply backlog, which the core asks about. */
+  sink: ProposalSink & { leaseValid(shard: number): boolean };
+  fsync: FsyncMode;
+  /** The scheduler's clock (a ManualClock with `serve --clock manual`). */
+  clock: Clock;
+  logger: Logger;
+  metrics: NodeMetrics;
+  /** The dispatcher's options but its onStart, which is the shell's. */
+  dispatcher: Omit<DispatcherOptions, 'onStart'>;
+  /** Random numbers for retry jitter, in [0, 1). */
+  rand01?: () => number;
+  manualClock?: boolean;
+}
+
+interface Caller {
+  resolve(a: Applied): void;
+  reject(e: unknown): void;
+}
+
+export class NodeShell {
+  readonly core: NodeCore;
+  readonly dispatcher: Dispatcher;
+  private readonly callers = new Map<number, Caller>();
+  private opNext = 1;
+  private timer: NodeJS.Timeout | null = null;
+  private timerAtMs: number | null = null;
+  private spin: NodeJS.Immediate | null = null;
+  private flushTimer: NodeJS.Timeout | null = null;
+  private flushImmediate: NodeJS.Immediate | null = null;
+  private flushTimerAtMs: number | null = null;
+  private pumping = false;
+  private readonly outcomesPending = new Set<Promise<void>>();
+  private idleWaiters: Array<() => void> = [];
+
+  constructor(private readonly o: ShellOptions) {
+    this.core = new NodeCore({
+      nodeId: o.nodeId,
+      stores: o.shards.map((s) => s.store),
+      startMs: o.clock.nowMs(),
+      rand01: o.rand01 ?? Math.random,
+      mergeCreates: o.fsync !== 'always',
+      leaseValid: (shard) => o.sink.leaseValid(shard),
+      applyBacklog: () => o.sink.applyBacklog(),
+      manualClock: o.manualClock === true,
+      logger: o.logger,
+    });
+    this.dispatcher = new Dispatcher({ ...o.dispatcher, onStart: (d, startedAtMs) => this.started(d, startedAtMs) });
+  }
+
+  // --- inputs -------------------------------------------------------------------------------------------
+
+  /** A client write for `shard`'s log: answered once applied (its effects reached the core first). */
+  propose(shard: number, command: Command): Promise<Applied> {
+    const opId = this.opNext++;
+    const refused = this.core.propose(opId, shard, command, this.o.clock.nowMs());
+    if (refused !== null) return Promise.reject(refused);
+    const p = new Promise<Applied>((resolve, reject) => this.callers.set(opId, { resolve, reject }));
+    this.pump();
+    return p;
+  }
+
+  /** Every applied command, in log order (the Raft host's applier). */
+  onApplied(shard: number, command: Command, effects: Effect[]): void {
+    this.core.applied(shard, command, effects, this.o.clock.nowMs());
+    this.pump();
+  }
+
+  startShard(shard: number, term: number): void {
+    this.core.leaderStart(shard, term, this.o.clock.nowMs());
+    this.pump();
+  }
+
+  stopShard(shard: number): void {
+    this.core.leaderStop(shard);
+    this.pump();
+  }
+
+  private started(d: Delivery, startedAtMs: number): void {
+    if (d.attempt === 1) this.o.metrics.fireLatenessMs.observe(startedAtMs - d.scheduledAtMs);
+    this.core.dispatchStarted(occurrenceKey(d.jobId, d.scheduledAtMs), startedAtMs);
+    this.pump();
+  }
+
+  private finished(order: DispatchOrder, outcome: AttemptOutcome): void {
+    this.o.metrics.callbacks.inc({ outcome: outcome.kind });
+    this.core.dispatchOutcome(order.key, outcome);
+    this.pump();
+  }
+
+  // --- outputs ------------------------------------------------------------------------------------------
+
+  /** Carries out what the core decided, until it has nothing more; then arms the timers. */
+  private pump(): void {
+    if (this.pumping) return;
+    this.pumping = true;
+    let rd: CoreReady;
+    try {
+      // Carrying out one ready() may feed the core again (a dispatcher that starts an order at once, a
+      // proposal refused at once): the last, empty ready() has the deadlines that count.
+      for (rd = this.core.ready(); !empty(rd); rd = this.core.ready()) this.carryOut(rd);
+    } finally {
+      this.pumping = false;
+    }
+    this.armTick(rd.nextDeadlineMs, rd.nextFireAtMs);
+    this.armFlush(rd.flushAtMs);
+    if (this.idleWaiters.length > 0 && this.core.idle()) for (const w of this.idleWaiters.splice(0)) w();
+  }
+
+  private carryOut(rd: CoreReady): void {
+    for (const p of rd.propose) this.proposeToLog(p);
+    // The dispatcher cannot take an order back: a withdrawn order's start and outcome come as usual.
+    for (const order of rd.dispatch) this.send(order);
+    for (const r of rd.replies) {
+      const c = this.callers.get(r.opId)!;
+      this.callers.delete(r.opId);
+      if (r.ok) c.resolve(r.applied);
+      else c.reject(r.error);
+    }
+  }
+
+  private proposeToLog(p: Proposal): void {
+    this.o.sink.propose(p.shard, encodeCommand(p.command), {
+      resolve: (applied) => {
+        this.core.proposalDone(p.ticket, { ok: true, applied });
+        this.pump();
+      },
+      reject: (err) => {
+        const error = err instanceof PunctualError ? err : new PunctualError('unavailable', 'proposal failed');
+        if (p.command.type === 'fired' || p.command.type === 'skipped' || p.command.type === 'outcomes') {
+          this.o.logger.debug('engine items not recorded', { shard: p.shard, type: p.command.type, err: error.message });
+        }
+        this.core.proposalDone(p.ticket, { ok: false, error });
+        this.pump();
+      },
+    });
+  }
+
+  private send(order: DispatchOrder): void {
+    const p: Promise<void> = this.dispatcher.send(order.delivery).then((outcome) => {
+      this.outcomesPending.delete(p);
+      this.finished(order, outcome);
+    });
+    this.outcomesPending.add(p);
+  }
+
+  // --- timers -------------------------------------------------------------------------------------------
+
+  private clearTick(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    if (this.spin !== null) clearImmediate(this.spin);
+    this.timer = null;
+    this.timerAtMs = null;
+    this.spin = null;
+  }
+
+  /** One timer for the core's next deadline; the last firingSpinMs before a callback's due time are spun. */
+  private armTick(atMs: number | null, fireAtMs: number | null): void {
+    if (atMs === null) return this.clearTick();
+    if (this.spin !== null) return;
+    const delayMs = atMs - this.o.clock.nowMs();
+    const spinMs = atMs === fireAtMs ? nodeLimits.firingSpinMs : 0;
+    if (delayMs <= spinMs) {
+      if (this.timer !== null) clearTimeout(this.timer);
+      this.timer = null;
+      this.timerAtMs = null;
+      this.spin = setImmediate(() => this.onTick());
+      return;
+    }
+    if (this.timer !== null && this.timerAtMs === atMs) return;
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timerAtMs = atMs;
+    this.timer = setTimeout(() => this.onTick(), delayMs - spinMs);
+  }
+
+  private onTick(): void {
+    this.timer = null;
+    this.timerAtMs = null;
+    this.spin = null;
+    this.core.tick(this.o.clock.nowMs());
+    this.pump();
+  }
+
+  /** The flush timer: kept when it already runs at or before the time asked (a burst shares one flush). */
+  private armFlush(atMs: number | null): void {
+    if (atMs === null) return;
+    if (this.flushImmediate !== null) return;
+    const delayMs = atMs - this.o.clock.nowMs();
+    if (delayMs <= 0) {
+      if (this.flushTimer !== null) clearTimeout(this.flushTimer);
+      this.flushTimer = null;
+      this.flushTimerAtMs = null;
+      this.flushImmediate = setImmediate(() => this.onFlush());
+      return;
+    }
+    if (this.flushTimer !== null && this.flushTimerAtMs !== null && this.flushTimerAtMs <= atMs) return;
+    if (this.flushTimer !== null) clearTimeout(this.flushTimer);
+    this.flushTimerAtMs = atMs;
+    this.flushTimer = setTimeout(() => this.onFlush(), delayMs);
+  }
+
+  private onFlush(): void {
+    if (this.flushTimer !== null) clearTimeout(this.flushTimer);
+    this.flushTimer = null;
+    this.flushTimerAtMs = null;
+    this.flushImmediate = null;
+    this.core.flush(this.o.clock.nowMs());
+    this.pump();
+  }
+
+  // --- life ---------------------------------------------------------------------------------------------
+
+  /** Loads what is due within the horizon now (the core keeps loading on its own time after). */
+  async start(): Promise<void> {
+    if (this.core.firingShards().size > 0) await this.runLoader();
+  }
+
+  /** A complete loader run, a page per turn of the event loop. */
+  async runLoader(): Promise<void> {
+    this.core.load(this.o.clock.nowMs());
+    this.pump();
+    while (this.core.loading() && !this.core.isStopped) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      this.core.tick(this.o.clock.nowMs());
+      this.pump();
+    }
+  }
+
+  /** Fires what is due at the clock's now at once (the manual clock just moved). */
+  kick(): void {
+    if (this.core.isStopped) return;
+    this.clearTick();
+    this.onTick();
+  }
+
+  /** Stops firing and loading; callbacks out continue (see drain). */
+  stop(): void {
+    this.core.stop();
+    this.clearTick();
+  }
+
+  /** Resolves once every callback out has its outcome in the core. */
+  async drain(): Promise<void> {
+    while (this.outcomesPending.size > 0) await Promise.all([...this.outcomesPending]);
+  }
+
+  /** Refuses new proposals, proposes everything waiting and waits (at most waitMs) until it is answered. */
+  async close(waitMs: number): Promise<void> {
+    this.core.closeProposals();
+    this.flushAll();
+    if (this.flushTimer !== null) clearTimeout(this.flushTimer);
+    if (this.flushImmediate !== null) clearImmediate(this.flushImmediate);
+    this.flushTimer = null;
+    this.flushImmediate = null;
+    this.flushTimerAtMs = null;
+    if (this.core.idle()) return;
+    let timer: NodeJS.Timeout | null = null;
+    await Promise.race([
+      new Promise<void>((resolve) => this.idleWaiters.push(resolve)),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs))),
+    ]);
+    if (timer !== null) clearTimeout(timer);
+    // Callbacks are drained before the close: no record comes after it, so no flush is needed any more.
+    if (this.flushTimer !== null) clearTimeout(this.flushTimer);
+    if (this.flushImmediate !== null) clearImmediate(this.flushImmediate);
+    this.flushTimer = null;
+    this.flushImmediate = null;
+  }
+
+  /** Proposes whatever waits now, held fired records too (close, the manual clock). */
+  flushAll(): void {
+    this.core.flushAll(this.o.clock.nowMs());
+    this.pump();
+  }
+
+  // --- views --------------------------------------------------------------------------------------------
+
+  overlayState(job: JobRecord): JobState {
+    return this.core.overlayState(job);
+  }
+
+  hasRoom(): boolean {
+    return this.core.hasRoom();
+  }
+
+  get wheelSize(): number {
+    return this.core.queueDepths().wheel;
+  }
+
+  queueDepths(): { dueBacklog: number; wheel: number; parked: number; dispatchQueued: number } {
+    const d = this.core.queueDepths();
+    return { dueBacklog: d.dueBacklog, wheel: d.wheel, parked: d.parked, dispatchQueued: d.dispatchQueued };
+  }
+
+  /** Client writes waiting for the next group commit. */
+  queuedCount(): number {
+    return this.core.queueDepths().proposer;
+  }
+
+  engineItemsCount(): number {
+    return this.core.queueDepths().engineItems;
+  }
+
+  inFlightCount(): number {
+    return this.core.ordersOut();
+  }
+
+  /** A callback is due now or within the spin window: the applier's slices yield. */
+  fireDue(): boolean {
+    return this.spin !== null || this.core.fireDue(this.o.clock.nowMs());
+  }
+
+  nextDeadlineAfterNow(untilMs: number): number | null {
+    return this.core.nextDeadlineAfter(this.o.clock.nowMs(), untilMs);
+  }
+
+  settled(): boolean {
+    assert(!this.pumping, 'settled() asked while pumping');
+    return this.core.settled(this.o.clock.nowMs());
+  }
+
+  idle(): boolean {
+    return this.core.idle();
+  }
+
+  get isStopped(): boolean {
+    return this.core.isStopped;
+  }
+
+  /** Callback attempts ordered since start (the manual clock's advance counts them). */
+  get sentTotal(): number {
+    return this.core.counters.dispatched;
+  }
+
+  /** Fired records folded into their outcomes since start. */
+  get foldedTotal(): number {
+    return this.core.counters.folded;
+  }
+
+  heldCount(): number {
+    return this.core.heldCount();
+  }
+
+  firingShards(): ReadonlyMap<number, number> {
+    return this.core.firingShards();
+  }
+}

@@ -1,0 +1,286 @@
+/**
+ * NodeCore alone: numbers for time, MemoryStores, a log that applies at once (testing/harness.ts). No sockets,
+ * no timers: every case is a sequence of inputs and the outputs they must produce.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { AssertionError } from '../core/assert.js';
+import { queueLimits, stallLimits } from '../core/limits.js';
+import type { Command, OutcomeItem } from '../scheduler/commands.js';
+import { Harness, T0, ok, once, retryable } from './testing/harness.js';
+
+const savedQueueLimits = { ...queueLimits };
+afterEach(() => {
+  Object.assign(queueLimits as Record<string, number>, savedQueueLimits);
+});
+
+function create(h: Harness, ...jobs: ReturnType<typeof once>[]): void {
+  h.must(0, { type: 'create_jobs', nowMs: h.nowMs, shard: 0, jobs });
+}
+
+function outcomes(h: Harness): OutcomeItem[] {
+  return h.applied('outcomes').flatMap((c) => (c as Extract<Command, { type: 'outcomes' }>).items);
+}
+
+describe('NodeCore firing', () => {
+  it('orders an occurrence at its due time, never before, with everything needed to send it', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 1_000));
+    expect(h.core.ready().nextFireAtMs).toBe(T0 + 1_000);
+    h.advance(T0 + 999);
+    expect(h.orders).toHaveLength(0);
+    h.advance(T0 + 1_000);
+    expect(h.orders).toHaveLength(1);
+    const [o] = h.orders;
+    expect(o).toMatchObject({ key: `a\n${T0 + 1_000}`, shard: 0, jobId: 'a', scheduledAtMs: T0 + 1_000, attempt: 1, fencingToken: '0.1', dueAtMs: T0 + 1_000 });
+    expect(o!.delivery).toMatchObject({ jobId: 'a', attempt: 1, fencingToken: '0.1', concurrencyKey: 'hook' });
+    expect(o!.delivery.spec.url).toBe('http://127.0.0.1:9/hook');
+    expect(h.core.overlayState(h.stores[0]!.getJob('a')!)).toBe('QUEUED');
+    h.started(o!);
+    expect(h.core.overlayState(h.stores[0]!.getJob('a')!)).toBe('RUNNING');
+  });
+
+  it('a time that steps back orders nothing until it is due again', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100));
+    h.advance(T0 + 50);
+    h.advance(T0 + 20);
+    expect(h.orders).toHaveLength(0);
+    h.advance(T0 + 100);
+    expect(h.orders).toHaveLength(1);
+  });
+
+  it('a cancel before the due time drops the occurrence', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100));
+    h.must(0, { type: 'cancel_job', nowMs: h.nowMs, id: 'a' });
+    h.advance(T0 + 1_000);
+    expect(h.orders).toHaveLength(0);
+    expect(h.core.settled(h.nowMs)).toBe(true);
+  });
+
+  it('a cancel after the order but before its start withdraws it; taken back, nothing is recorded', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100));
+    h.advance(T0 + 100);
+    const [o] = h.orders;
+    h.must(0, { type: 'cancel_job', nowMs: h.nowMs, id: 'a' });
+    expect(h.withdrawals).toEqual([{ key: o!.key, shard: 0, reason: 'disarmed' }]);
+    h.core.dispatchWithdrawn(o!.key);
+    h.advance(T0 + 1_000);
+    expect(h.applied('fired')).toHaveLength(0);
+    expect(outcomes(h)).toHaveLength(0);
+    expect(h.core.ordersOut()).toBe(0);
+    expect(h.stores[0]!.getJob('a')!.state).toBe('CANCELLED');
+  });
+
+  it('leadership lost: nothing more is ordered, orders not started are withdrawn; a new term fences higher', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100), once('b', T0 + 200));
+    h.advance(T0 + 100);
+    expect(h.orders).toHaveLength(1);
+    h.core.leaderStop(0);
+    h.drain();
+    expect(h.withdrawals).toEqual([{ key: h.orders[0]!.key, shard: 0, reason: 'leadership_lost' }]);
+    h.advance(T0 + 500);
+    expect(h.orders).toHaveLength(1);
+    // The old order's outcome still arrives (the dispatcher could not take it back) and is recorded.
+    h.finish(h.orders[0]!, ok(h.nowMs));
+    h.advance(h.nowMs + stallLimits.engineItemsDelayMs);
+    expect(h.stores[0]!.getJob('a')!.state).toBe('SUCCEEDED');
+    // A new term: open executions fire again and the rest is loaded, with the new fencing token.
+    h.core.leaderStart(0, 2, h.nowMs);
+    h.advance(h.nowMs);
+    expect(h.orders.slice(1).map((o) => [o.jobId, o.fencingToken])).toEqual([['b', '0.2']]);
+  });
+
+  it('without a lease a due occurrence waits, keeping its due time, and goes once the lease is back', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100));
+    h.lease = false;
+    h.advance(T0 + 100);
+    expect(h.orders).toHaveLength(0);
+    const rd = h.drain();
+    expect(rd.nextFireAtMs).toBe(T0 + 105); // a poll, not a spin
+    h.advance(T0 + 105);
+    expect(h.orders).toHaveLength(0);
+    h.lease = true;
+    h.advance(T0 + 110);
+    expect(h.orders.map((o) => [o.jobId, o.dueAtMs])).toEqual([['a', T0 + 100]]);
+  });
+
+  it('a retryable failure arms the next attempt at finishedAt + backoff, same occurrence key', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100));
+    h.advance(T0 + 100);
+    h.started(h.orders[0]!);
+    h.finish(h.orders[0]!, retryable(T0 + 150));
+    h.advance(T0 + 200);
+    expect(outcomes(h)).toMatchObject([{ jobId: 'a', attempt: 1, result: 'retry', retryAtMs: T0 + 250 }]);
+    h.advance(T0 + 249);
+    expect(h.orders).toHaveLength(1);
+    h.advance(T0 + 250);
+    expect(h.orders.map((o) => [o.key, o.attempt, o.dueAtMs])).toEqual([
+      [`a\n${T0 + 100}`, 1, T0 + 100],
+      [`a\n${T0 + 100}`, 2, T0 + 250],
+    ]);
+  });
+});
+
+describe('NodeCore group commit', () => {
+  it('folds a fired record into its outcome when the callback finishes before the flush', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100, { schedule: { kind: 'every', everyMs: 1_000, startAtMs: T0 + 100 } }));
+    h.advance(T0 + 100);
+    h.started(h.orders[0]!, T0 + 101);
+    h.finish(h.orders[0]!, ok(T0 + 105));
+    h.advance(T0 + 100 + stallLimits.engineItemsDelayMs + 5);
+    expect(h.applied('fired')).toHaveLength(0);
+    expect(outcomes(h)).toMatchObject([{ jobId: 'a', attempt: 1, result: 'succeeded', startedAtMs: T0 + 101 }]);
+    expect(h.core.counters.folded).toBe(1);
+  });
+
+  it('a slow callback gets its fired record alone once the items delay is over', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100, { schedule: { kind: 'every', everyMs: 1_000, startAtMs: T0 + 100 } }));
+    h.advance(T0 + 100);
+    h.started(h.orders[0]!, T0 + 100);
+    h.advance(T0 + 100 + stallLimits.engineItemsDelayMs);
+    expect(h.applied('fired')).toHaveLength(1);
+    expect(h.stores[0]!.getExecution('a', T0 + 100)!.state).toBe('RUNNING');
+    h.finish(h.orders[0]!, ok(T0 + 300));
+    h.advance(T0 + 300 + stallLimits.engineItemsDelayMs);
+    expect(outcomes(h)).toHaveLength(1);
+    expect(outcomes(h)[0]!.startedAtMs).toBeUndefined();
+    expect(h.core.counters.folded).toBe(0);
+  });
+
+  it("a one-off's first fired record is held up to firedHoldMs for its outcome", () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100));
+    h.advance(T0 + 100);
+    h.started(h.orders[0]!, T0 + 100);
+    h.advance(T0 + 100 + stallLimits.firedHoldMs - 1);
+    expect(h.applied('fired')).toHaveLength(0);
+    expect(h.core.heldCount()).toBe(1);
+    h.finish(h.orders[0]!, ok(h.nowMs));
+    h.advance(h.nowMs + stallLimits.engineItemsDelayMs);
+    expect(h.applied('fired')).toHaveLength(0);
+    expect(outcomes(h)).toMatchObject([{ result: 'succeeded', startedAtMs: T0 + 100 }]);
+    expect(h.stores[0]!.getJob('a')!.state).toBe('SUCCEEDED');
+  });
+
+  it('merges concurrent creates of one shard into one command, each caller getting its own items', () => {
+    const h = new Harness();
+    h.setup();
+    const before = h.applied('create_jobs').length;
+    const a = h.client(0, { type: 'create_jobs', nowMs: h.nowMs, shard: 0, jobs: [once('a', T0 + 1_000)] });
+    const b = h.client(0, { type: 'create_jobs', nowMs: h.nowMs, shard: 0, jobs: [once('b', T0 + 1_000), once('c', T0 + 1_000)] });
+    h.flushNow();
+    expect(h.applied('create_jobs').length - before).toBe(1);
+    const ids = (op: number) => {
+      const r = h.replies.get(op)!;
+      if (!r.ok) throw r.error;
+      return (r.applied.result as { items: Array<{ job: { id: string } }> }).items.map((i) => i.job.id);
+    };
+    expect(ids(a)).toEqual(['a']);
+    expect(ids(b)).toEqual(['b', 'c']);
+  });
+
+  it("a pause of a one-off whose callback is out is refused by the state machine: the fired record goes first", () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100));
+    h.advance(T0 + 100);
+    h.started(h.orders[0]!);
+    expect(h.stores[0]!.getJob('a')!.state).toBe('PENDING'); // the fired record is held
+    const op = h.client(0, { type: 'pause_job', nowMs: h.nowMs, id: 'a' });
+    h.flushNow();
+    const types = h.log.map((l) => l.command.type);
+    expect(types.slice(-2)).toEqual(['fired', 'pause_job']);
+    const r = h.replies.get(op)!;
+    expect(r.ok).toBe(true);
+    const result = (r as { applied: { result: { result: { ok: boolean; message?: string } } } }).applied.result.result;
+    expect(result.ok).toBe(false);
+    expect(result.message).toMatch(/RUNNING/);
+  });
+
+  it('refuses client operations once closing, and proposes everything held on flushAll', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100));
+    h.advance(T0 + 100);
+    h.started(h.orders[0]!);
+    h.core.closeProposals();
+    const op = h.client(0, { type: 'cancel_job', nowMs: h.nowMs, id: 'a' });
+    expect(h.replies.get(op)).toMatchObject({ ok: false, error: { code: 'unavailable', reason: 'shutting_down' } });
+    h.core.flushAll(h.nowMs);
+    h.drain();
+    expect(h.applied('fired')).toHaveLength(1);
+    expect(h.core.idle()).toBe(true);
+  });
+});
+
+describe('NodeCore back-pressure', () => {
+  it('orders at most dispatchQueuedMax not started; the rest wait due, none dropped', () => {
+    Object.assign(queueLimits as Record<string, number>, { dispatchQueuedMax: 3 });
+    const h = new Harness();
+    h.setup();
+    create(h, ...Array.from({ length: 10 }, (_, i) => once(`j${i}`, T0 + 100)));
+    h.advance(T0 + 100);
+    expect(h.orders).toHaveLength(3);
+    expect(h.core.queueDepths()).toMatchObject({ dispatchQueued: 3, dueBacklog: 7 });
+    expect(h.drain().nextFireAtMs).toBe(T0 + 100 + queueLimits.holdBackRetryMs);
+    for (const o of h.orders.slice(0)) h.started(o);
+    h.advance(T0 + 105);
+    expect(h.orders).toHaveLength(6);
+    for (let round = 0; round < 5 && h.orders.length < 10; round++) {
+      for (const o of h.orders) if (h.core.overlayState(h.stores[0]!.getJob(o.jobId)!) === 'QUEUED') h.started(o);
+      h.advance(h.nowMs + 5);
+    }
+    expect(new Set(h.orders.map((o) => o.jobId)).size).toBe(10);
+    expect(h.orders).toHaveLength(10);
+  });
+
+  it('refuses client writes 429 past proposerCommandsMax; the ones admitted all apply', () => {
+    Object.assign(queueLimits as Record<string, number>, { proposerCommandsMax: 2 });
+    const h = new Harness();
+    h.setup();
+    const ops = [1, 2, 3].map((i) => h.client(0, { type: 'create_jobs', nowMs: h.nowMs, shard: 0, jobs: [once(`j${i}`, T0 + 1_000)] }));
+    expect(h.replies.get(ops[2]!)).toMatchObject({ ok: false, error: { code: 'rate_limited', reason: 'proposer_queue_full' } });
+    h.flushNow();
+    expect(h.replies.get(ops[0]!)?.ok).toBe(true);
+    expect(h.replies.get(ops[1]!)?.ok).toBe(true);
+  });
+});
+
+describe('NodeCore boundary', () => {
+  it('is deterministic: the same inputs give the same outputs', () => {
+    const run = (): unknown => {
+      const h = new Harness(2, 7);
+      h.setup();
+      for (let i = 0; i < 20; i++) h.must(i % 2, { type: 'create_jobs', nowMs: h.nowMs, shard: i % 2, jobs: [once(`j${i}`, T0 + 10 * i)] });
+      h.advance(T0 + 100);
+      for (const o of h.orders) h.finish(o, o.jobId.endsWith('3') ? retryable(h.nowMs) : ok(h.nowMs));
+      h.advance(T0 + 2_000);
+      return { orders: h.orders, log: h.log.map((l) => [l.shard, l.command.type]) };
+    };
+    expect(run()).toEqual(run());
+  });
+
+  it('refuses inputs a host must not send: an outcome for no order, an unknown shard, a time that is not a number', () => {
+    const h = new Harness();
+    expect(() => h.core.dispatchOutcome(`x\n${T0}`, ok(T0))).toThrow(AssertionError);
+    expect(() => h.core.leaderStart(5, 1, T0)).toThrow(AssertionError);
+    expect(() => h.core.tick(Number.NaN)).toThrow(AssertionError);
+  });
+});

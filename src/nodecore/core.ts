@@ -1,0 +1,241 @@
+/**
+ * NodeCore: the node's decisions as one synchronous object (README.md: how a host drives it). It joins the
+ * firing side (firing.ts: one record per occurrence, every firing rule through rules.ts) and the group commit
+ * (batcher.ts), checks what comes in, and gathers what goes out for `ready()`.
+ */
+import { assert } from '../core/assert.js';
+import type { PunctualError } from '../core/errors.js';
+import { nodeLimits } from '../core/limits.js';
+import type { AttemptOutcome } from '../dispatch/dispatcher.js';
+import type { Command, Effect } from '../scheduler/commands.js';
+import type { JobRecord, JobState } from '../scheduler/types.js';
+import { Batcher } from './batcher.js';
+import { Firing } from './firing.js';
+import type {
+  CoreQueueDepths,
+  CoreReady,
+  DispatchOrder,
+  NodeCoreApi,
+  NodeCoreDeps,
+  OccurrenceKey,
+  Proposal,
+  ProposalResult,
+  Reply,
+  Withdrawal,
+} from './types.js';
+
+function checkShard(shard: number, shards: number): void {
+  assert(Number.isInteger(shard), 'shard must be an integer');
+  assert(shard >= 0 && shard < shards, `shard ${shard} out of range (${shards} shards)`);
+}
+
+function checkTime(ms: number, name: string): void {
+  assert(Number.isFinite(ms), `${name} must be a finite number`);
+}
+
+export class NodeCore implements NodeCoreApi {
+  private readonly batcher: Batcher;
+  private readonly firing: Firing;
+  private propose_: Proposal[] = [];
+  private readonly outbox: { dispatch: DispatchOrder[]; withdraw: Withdrawal[] } = { dispatch: [], withdraw: [] };
+  private replies_: Reply[] = [];
+  /** Orders handed out by ready() and not finished or taken back (outputs are checked against it). */
+  private readonly outKeys = new Set<OccurrenceKey>();
+  private readonly opsOpen = new Set<number>();
+  private nowMs: number;
+
+  constructor(private readonly d: NodeCoreDeps) {
+    assert(d.stores.length >= 1, 'NodeCore needs at least one shard');
+    checkTime(d.startMs, 'startMs');
+    this.nowMs = d.startMs;
+    this.batcher = new Batcher(d.nodeId, d.mergeCreates);
+    this.firing = new Firing(
+      { stores: d.stores, startMs: d.startMs, rand01: d.rand01, leaseValid: (s) => d.leaseValid(s), manualClock: d.manualClock === true, logger: d.logger },
+      this.batcher,
+      this.outbox,
+    );
+  }
+
+  // --- inputs ---------------------------------------------------------------------------------------------
+
+  tick(nowMs: number): void {
+    this.see(nowMs);
+    this.firing.tick(nowMs);
+  }
+
+  flush(nowMs: number): void {
+    this.see(nowMs);
+    this.batcher.flush(nowMs, false, this.propose_);
+  }
+
+  leaderStart(shard: number, term: number, nowMs: number): void {
+    checkShard(shard, this.d.stores.length);
+    assert(Number.isInteger(term) && term >= 1, 'term must be a positive integer');
+    this.see(nowMs);
+    this.firing.leaderStart(shard, term, nowMs);
+  }
+
+  leaderStop(shard: number): void {
+    checkShard(shard, this.d.stores.length);
+    this.firing.leaderStop(shard);
+  }
+
+  applied(shard: number, command: Command, effects: Effect[], nowMs: number): void {
+    checkShard(shard, this.d.stores.length);
+    this.see(nowMs);
+    this.firing.applied(shard, command, effects, nowMs);
+  }
+
+  propose(opId: number, shard: number, command: Command, nowMs: number): PunctualError | null {
+    checkShard(shard, this.d.stores.length);
+    assert(!this.opsOpen.has(opId), `client op ${opId} is already open`);
+    this.see(nowMs);
+    const refused = this.batcher.admit({ opId, shard, command }, this.d.applyBacklog());
+    if (refused !== null) return refused;
+    this.opsOpen.add(opId);
+    if (command.type === 'pause_job') this.firing.recordOrdersOf(shard, command.id, nowMs);
+    return null;
+  }
+
+  proposalDone(ticket: number, result: ProposalResult): void {
+    const lost = this.batcher.answer(ticket, result, this.replies_);
+    // The firing side's records were not applied (not the leader any more, lost): the loader may arm them again.
+    if (lost !== null) this.firing.recorded(lost.command);
+  }
+
+  dispatchStarted(key: OccurrenceKey, startedAtMs: number): void {
+    checkTime(startedAtMs, 'startedAtMs');
+    this.firing.started(key, startedAtMs);
+  }
+
+  dispatchOutcome(key: OccurrenceKey, outcome: AttemptOutcome): void {
+    assert(this.outKeys.delete(key), 'an outcome for an order that is not out');
+    checkTime(outcome.finishedAtMs, 'finishedAtMs');
+    this.firing.outcome(key, outcome);
+  }
+
+  dispatchWithdrawn(key: OccurrenceKey): void {
+    assert(this.outKeys.delete(key), 'a withdrawal of an order that is not out');
+    this.firing.withdrawn(key);
+  }
+
+  load(nowMs: number): void {
+    this.see(nowMs);
+    this.firing.load(nowMs);
+  }
+
+  stop(): void {
+    this.firing.stop();
+  }
+
+  closeProposals(): void {
+    this.batcher.close();
+  }
+
+  flushAll(nowMs: number): void {
+    this.see(nowMs);
+    while (this.batcher.hasWork()) this.batcher.flush(nowMs, true, this.propose_);
+  }
+
+  // --- outputs --------------------------------------------------------------------------------------------
+
+  /** Takes the outputs gathered since the last call (see CoreReady for the order of their effects). */
+  ready(): CoreReady {
+    const rd: CoreReady = {
+      propose: this.propose_,
+      withdraw: this.outbox.withdraw.splice(0),
+      dispatch: this.outbox.dispatch.splice(0),
+      replies: this.replies_,
+      nextDeadlineMs: minOf(this.firing.nextFireAtMs(), this.firing.nextLoadAtMs()),
+      nextFireAtMs: this.firing.nextFireAtMs(),
+      flushAtMs: this.batcher.flushAtMs(this.nowMs),
+    };
+    this.propose_ = [];
+    this.replies_ = [];
+    this.checkReady(rd);
+    return rd;
+  }
+
+  /** The outputs keep the promises of CoreReady: one order per occurrence out, never before it is due. */
+  private checkReady(rd: CoreReady): void {
+    for (const w of rd.withdraw) assert(this.outKeys.has(w.key), 'a withdrawal of an order that is not out');
+    for (const o of rd.dispatch) {
+      assert(!this.outKeys.has(o.key), 'a second order for an occurrence already out');
+      assert(o.dueAtMs <= this.nowMs, 'an order before its due time');
+      assert(o.attempt >= 1, 'an order with attempt below 1');
+      this.outKeys.add(o.key);
+    }
+    for (const r of rd.replies) assert(this.opsOpen.delete(r.opId), `a reply to client op ${r.opId}, which is not open`);
+  }
+
+  /** True when ready() has outputs to carry out. */
+  hasReady(): boolean {
+    return this.propose_.length + this.outbox.withdraw.length + this.outbox.dispatch.length + this.replies_.length > 0;
+  }
+
+  private see(nowMs: number): void {
+    checkTime(nowMs, 'nowMs');
+    this.nowMs = nowMs;
+  }
+
+  // --- queries --------------------------------------------------------------------------------------------
+
+  overlayState(job: JobRecord): JobState {
+    return this.firing.overlayState(job);
+  }
+
+  hasRoom(): boolean {
+    return this.firing.hasRoom();
+  }
+
+  queueDepths(): CoreQueueDepths {
+    return { proposer: this.batcher.queuedCount(), engineItems: this.batcher.engineItems, ...this.firing.depths() };
+  }
+
+  firingShards(): ReadonlyMap<number, number> {
+    return this.firing.firingShards();
+  }
+
+  fireDue(nowMs: number): boolean {
+    const at = this.firing.nextFireAtMs();
+    return at !== null && at - nodeLimits.firingSpinMs <= nowMs;
+  }
+
+  nextDeadlineAfter(nowMs: number, untilMs: number): number | null {
+    return this.firing.nextDeadlineAfter(nowMs, untilMs);
+  }
+
+  settled(nowMs: number): boolean {
+    return this.firing.settled(nowMs);
+  }
+
+  idle(): boolean {
+    return this.batcher.idle();
+  }
+
+  loading(): boolean {
+    return this.firing.loading();
+  }
+
+  ordersOut(): number {
+    return this.firing.ordersOut();
+  }
+
+  get isStopped(): boolean {
+    return this.firing.stopped;
+  }
+
+  get counters(): { dispatched: number; folded: number } {
+    return { dispatched: this.firing.dispatched, folded: this.batcher.folded };
+  }
+
+  heldCount(): number {
+    return this.batcher.heldCount();
+  }
+}
+
+function minOf(a: number | null, b: number | null): number | null {
+  if (a === null) return b;
+  if (b === null) return a;
+  return Math.min(a, b);
+}

@@ -1,0 +1,713 @@
+/**
+ * The leader's duties for the shards this node fires, as decisions: one record per occurrence in flight
+ * (`Occurrence`: its armed attempt, its order out, whether its record is being applied), one TimerWheel keyed by
+ * occurrence, the due backlog, the parked arms, the buffered occurrences and the loader's window.
+ *
+ * A shard is fired from `leaderStart(shard, term)` (fencing token `${shard}.${term}`) to `leaderStop(shard)`:
+ * then its armed attempts are forgotten and its orders not started yet are withdrawn; those already sent finish
+ * and their records are proposed to a group this node no longer leads, so they are dropped (at-least-once: the
+ * new leader fires again with the same deduplication key and a higher fencing token). Right before each order
+ * the shard's lease is asked: without it, the attempt waits a few ms and is looked at again.
+ *
+ * At fire time rules.ts `decideDue` reads the stored job and execution and asks the scheduler's policy; an order
+ * then leaves at once. Its `fired` record goes to the batcher when the host reports the start (startedAtMs says
+ * when it was really sent), or with the outcome if it never started, and may be folded into the outcome.
+ *
+ * The loader keeps the wheel filled with occurrences due within limits.wheelHorizonMs (every
+ * limits.loaderIntervalMs, one page per tick); when a shard starts, its open executions are loaded: RUNNING ones
+ * fire again at once (attempt + 1, same deduplication key), QUEUED ones at their retryAtMs.
+ *
+ * Back-pressure (queueLimits): a stored occurrence is never refused, only held back. The loader (and the arm of
+ * a regular first attempt, which the loader finds again) fills the wheel only up to wheelLoadedMax; the headroom
+ * takes the arms nothing else would find again, and one that still finds the wheel full waits in `parked`. At
+ * most dueBacklogMax due keys are taken from the wheel. While dispatchQueuedMax orders wait to start or the
+ * batcher holds proposerEngineItemsMax records, nothing new fires; the core looks again holdBackRetryMs later.
+ */
+import { assert } from '../core/assert.js';
+import { limits, nodeLimits, queueLimits, stallLimits } from '../core/limits.js';
+import type { Logger } from '../core/log.js';
+import type { AttemptOutcome } from '../dispatch/dispatcher.js';
+import type { Command, Effect, FiredItem } from '../scheduler/commands.js';
+import type { SchedulerStore } from '../scheduler/store.js';
+import type { CallbackSpec, JobRecord, JobState } from '../scheduler/types.js';
+import { TimerWheel } from '../timerwheel/wheel.js';
+import type { Batcher } from './batcher.js';
+import { decideDue, missingTaskOutcome, occurrenceKey, outcomeOf, type Attempt } from './rules.js';
+import type { DispatchOrder, OccurrenceKey, Withdrawal } from './types.js';
+
+/** Without a valid lease a due occurrence is looked at again this much later (a heartbeat round renews it). */
+const leaseRetryMs = 5;
+
+/**
+ * Where an armed attempt waits: the wheel, the due backlog, `parked` (wheel full), buffered (overlap), or due
+ * but waiting for the shard's lease (looked at again on the next tick, which the host runs leaseRetryMs later).
+ */
+type Where = 'wheel' | 'due' | 'parked' | 'buffered' | 'lease';
+
+interface Armed extends Attempt {
+  where: Where;
+}
+
+/** The attempt ordered out: handed to the host, not finished. */
+interface Out {
+  attempt: number;
+  spec: CallbackSpec;
+  /** The host reported its start (past the dispatcher's concurrency queue): the RUNNING overlay. */
+  started: boolean;
+  /** The fired record, until it goes to the batcher (at the start, or with the outcome). */
+  fired: FiredItem | null;
+  /** A one-off's first attempt: its fired record may wait in the batcher for the outcome. */
+  hold: boolean;
+}
+
+/** Everything this node knows about one occurrence in flight. Gone once nothing of it is pending. */
+interface Occurrence {
+  key: OccurrenceKey;
+  shard: number;
+  jobId: string;
+  scheduledAtMs: number;
+  armed: Armed | null;
+  out: Out | null;
+  /** A fired or skipped record of it is proposed and not applied yet: the loader must not arm it again. */
+  recording: boolean;
+}
+
+interface Load {
+  shard: number;
+  untilMs: number;
+  after: { atMs: number; id: string } | null;
+  /** Part of a periodic loader run (the window it covers is recorded once all its loads are done). */
+  periodic: boolean;
+}
+
+export interface FiringOutbox {
+  dispatch: DispatchOrder[];
+  withdraw: Withdrawal[];
+}
+
+export interface FiringDeps {
+  stores: readonly SchedulerStore[];
+  startMs: number;
+  rand01: () => number;
+  leaseValid(shard: number): boolean;
+  manualClock: boolean;
+  logger: Logger;
+}
+
+export class Firing {
+  private readonly wheel: TimerWheel<OccurrenceKey>;
+  private readonly occ = new Map<OccurrenceKey, Occurrence>();
+  private readonly byJob = new Map<string, Set<OccurrenceKey>>();
+  /** The shards this node fires: shard -> the term it leads in (the fencing token). */
+  private readonly firing = new Map<number, number>();
+  /** Due keys taken from the wheel and not looked at yet (a hot instant is fired in batches). */
+  private dueBacklog: OccurrenceKey[] = [];
+  private dueHead = 0;
+  /** Keys whose arm found the wheel at wheelEntriesMax, oldest first (moved in as room frees). */
+  private parked: OccurrenceKey[] = [];
+  /** Set when the last tick stopped on a full queue downstream: the next look is a poll, not a spin. */
+  private heldBackAtMs: number | null = null;
+  /**
+   * Due attempts whose shard had no valid lease, and since when. They keep their due time and are looked at again
+   * on every tick: a poll the host times on real time, so a lease that lapsed for a moment (a stall) cannot strand
+   * them behind a scheduler clock that does not move.
+   */
+  private leaseWaiting: OccurrenceKey[] = [];
+  private leaseWaitAtMs: number | null = null;
+  /** Lease waiters put back into the backlog by this tick (they may exceed its limit by that much). */
+  private leaseRetried = 0;
+  private outCount = 0;
+  private startedCount = 0;
+  private loads: Load[] = [];
+  private periodicUntilMs: number | null = null;
+  private periodicArmed = 0;
+  private nextLoaderAtMs: number;
+  /** The end of the window the last complete loader run covered (null before the first). */
+  private loadedUntilMs: number | null = null;
+  private loaderRuns = 0;
+  /** The loader (or a skipped arm) left due occurrences in the store for want of room: the next run reads everything. */
+  private loadIncomplete = false;
+  private nowMs: number;
+  stopped = false;
+  /** Orders handed out since start. */
+  dispatched = 0;
+
+  constructor(
+    private readonly d: FiringDeps,
+    private readonly batcher: Batcher,
+    private readonly outbox: FiringOutbox,
+  ) {
+    this.wheel = new TimerWheel<OccurrenceKey>(d.startMs);
+    this.nowMs = d.startMs;
+    this.nextLoaderAtMs = d.startMs + limits.loaderIntervalMs;
+  }
+
+  // --- leadership -----------------------------------------------------------------------------------------
+
+  leaderStart(shard: number, term: number, nowMs: number): void {
+    if (this.stopped) return;
+    this.see(nowMs);
+    this.firing.set(shard, term);
+    this.loadOpenExecutions(shard);
+    // A full load: the incremental window of the other shards says nothing about this one. Its first page now.
+    const load: Load = { shard, untilMs: nowMs + limits.wheelHorizonMs, after: null, periodic: false };
+    if (!this.loadPage(load)) this.loads.push(load);
+    this.unpark();
+  }
+
+  leaderStop(shard: number): void {
+    if (!this.firing.delete(shard)) return;
+    for (const rec of [...this.occ.values()]) {
+      if (rec.shard !== shard) continue;
+      this.unarm(rec);
+      rec.recording = false;
+      this.withdraw(rec, 'leadership_lost');
+      this.forgetIfDone(rec);
+    }
+    this.parked = this.parked.filter((k) => this.occ.get(k)?.armed?.where === 'parked');
+    this.unpark();
+  }
+
+  firingShards(): ReadonlyMap<number, number> {
+    return this.firing;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.loads = [];
+    this.periodicUntilMs = null;
+  }
+
+  // --- applied commands -----------------------------------------------------------------------------------
+
+  applied(shard: number, command: Command, effects: Effect[], nowMs: number): void {
+    this.see(nowMs);
+    this.recorded(command);
+    if (this.stopped || !this.firing.has(shard)) return;
+    const horizonMs = nowMs + limits.wheelHorizonMs;
+    for (const e of effects) {
+      if (e.type === 'arm') {
+        // A first attempt beyond the horizon is left to the loader, so memory stays bounded.
+        if (e.attempt === 1 && e.dueAtMs > horizonMs) continue;
+        const a: Attempt = { shard, jobId: e.jobId, scheduledAtMs: e.scheduledAtMs, attempt: e.attempt, dueAtMs: e.dueAtMs, fromEffect: true, released: false };
+        if (!this.hasRoom() && this.loaderFinds(a)) {
+          // Left in the store: the next loader run reads everything and arms it when there is room.
+          this.loadIncomplete = true;
+          continue;
+        }
+        this.arm(a);
+      } else if (e.type === 'disarm') {
+        this.disarm(e.jobId);
+      } else {
+        this.release(e.jobId, nowMs);
+      }
+    }
+    this.unpark();
+  }
+
+  /** The records of a command were applied, or lost with their proposal: the loader may arm the occurrence again. */
+  recorded(command: Command): void {
+    if (command.type === 'fired' || command.type === 'skipped') {
+      for (const it of command.items) this.unrecord(occurrenceKey(it.jobId, it.scheduledAtMs));
+    } else if (command.type === 'outcomes') {
+      // An outcome with its fired item folded in (the batcher's folding) is that fired item's apply too.
+      for (const it of command.items) if (it.startedAtMs !== undefined) this.unrecord(occurrenceKey(it.jobId, it.scheduledAtMs));
+    }
+  }
+
+  private unrecord(key: OccurrenceKey): void {
+    const rec = this.occ.get(key);
+    if (rec === undefined) return;
+    rec.recording = false;
+    this.forgetIfDone(rec);
+  }
+
+  /** The job's `finished` effect: its buffered occurrence (overlap=buffer_one) goes now. */
+  private release(jobId: string, nowMs: number): void {
+    const rec = this.bufferedOf(jobId);
+    if (rec === null) return;
+    const b = rec.armed!;
+    rec.armed = null;
+    // Held back: back to the wheel, due now, so it waits its turn like every other due occurrence.
+    if (this.firingHeld()) this.arm({ ...b, dueAtMs: nowMs, released: true });
+    else this.fire(rec, { ...b, released: true }, nowMs);
+    this.forgetIfDone(rec);
+  }
+
+  /** A regular first attempt of a PENDING job: the loader arms it again from the store, so it may wait there. */
+  private loaderFinds(a: Attempt): boolean {
+    if (a.attempt !== 1) return false;
+    const store = this.d.stores[a.shard]!;
+    const job = store.getJob(a.jobId);
+    return job !== null && job.state === 'PENDING' && job.nextFireAtMs === a.scheduledAtMs && store.getExecution(a.jobId, a.scheduledAtMs) === null;
+  }
+
+  // --- orders -----------------------------------------------------------------------------------------------
+
+  started(key: OccurrenceKey, startedAtMs: number): void {
+    const rec = this.occ.get(key);
+    if (rec === undefined || rec.out === null) return;
+    this.handFired(rec, startedAtMs, startedAtMs);
+    if (rec.out.started) return;
+    rec.out.started = true;
+    this.startedCount++;
+  }
+
+  outcome(key: OccurrenceKey, o: AttemptOutcome): void {
+    const rec = this.occ.get(key);
+    assert(rec !== undefined, 'an outcome for an occurrence that has no order out');
+    assert(rec.out !== null, 'an outcome for an occurrence whose order is not out');
+    this.handFired(rec, null, o.finishedAtMs);
+    const out = rec.out;
+    this.endOrder(rec);
+    const a = { jobId: rec.jobId, scheduledAtMs: rec.scheduledAtMs, attempt: out.attempt };
+    this.batcher.addOutcome(rec.shard, outcomeOf(a, out.spec, o, this.d.rand01), o.finishedAtMs);
+    this.forgetIfDone(rec);
+  }
+
+  /** The host took a withdrawn order back: it was never sent, so nothing of it is recorded. */
+  withdrawn(key: OccurrenceKey): void {
+    const rec = this.occ.get(key);
+    if (rec === undefined || rec.out === null) return;
+    assert(!rec.out.started, 'a started order cannot be withdrawn');
+    assert(rec.out.fired !== null, 'an order whose fired record left cannot be withdrawn');
+    this.endOrder(rec);
+    rec.recording = false;
+    this.forgetIfDone(rec);
+  }
+
+  /**
+   * A pause of a one-off job is refused by the state machine while its execution is RUNNING: the fired records
+   * of its orders out go into the next flush now, ahead of the pause, so the machine sees what this node sent.
+   */
+  recordOrdersOf(shard: number, jobId: string, nowMs: number): void {
+    for (const key of this.byJob.get(jobId) ?? []) {
+      const rec = this.occ.get(key)!;
+      if (rec.out === null) continue;
+      rec.out.hold = false;
+      this.handFired(rec, null, nowMs);
+    }
+    this.batcher.releaseHeld(shard, jobId, nowMs);
+  }
+
+  private endOrder(rec: Occurrence): void {
+    if (rec.out!.started) this.startedCount--;
+    rec.out = null;
+    this.outCount--;
+  }
+
+  /** Hands the order's fired record to the batcher (once: at its start, or with its outcome). */
+  private handFired(rec: Occurrence, startedAtMs: number | null, nowMs: number): void {
+    const out = rec.out!;
+    if (out.fired === null) return;
+    if (startedAtMs !== null) out.fired.startedAtMs = startedAtMs;
+    this.batcher.addFired(rec.shard, out.fired, out.hold, nowMs);
+    out.fired = null;
+  }
+
+  /** An order not started (its fired record still here) is asked back. */
+  private withdraw(rec: Occurrence, reason: Withdrawal['reason']): void {
+    if (rec.out === null || rec.out.started || rec.out.fired === null) return;
+    this.outbox.withdraw.push({ key: rec.key, shard: rec.shard, reason });
+  }
+
+  // --- time -------------------------------------------------------------------------------------------------
+
+  /** Fires what is due (at most stallLimits.fireBatchMax per tick: the rest waits in the backlog, still armed). */
+  tick(nowMs: number): void {
+    this.see(nowMs);
+    if (this.stopped) return;
+    const room = queueLimits.dueBacklogMax - (this.dueBacklog.length - this.dueHead);
+    if (room > 0) {
+      for (const key of this.wheel.advanceTo(nowMs, room)) {
+        const rec = this.occ.get(key);
+        if (rec?.armed?.where !== 'wheel') continue;
+        rec.armed.where = 'due';
+        this.dueBacklog.push(key);
+      }
+    }
+    this.retryLeaseWaiting();
+    assert(this.dueBacklog.length - this.dueHead <= queueLimits.dueBacklogMax + this.leaseRetried, 'due backlog over its limit');
+    this.heldBackAtMs = null;
+    let n = 0;
+    while (this.dueHead < this.dueBacklog.length && n < stallLimits.fireBatchMax) {
+      if (this.firingHeld()) {
+        this.heldBackAtMs = nowMs;
+        break;
+      }
+      const rec = this.occ.get(this.dueBacklog[this.dueHead++]!);
+      if (rec?.armed?.where !== 'due') continue;
+      n++;
+      const a = rec.armed;
+      rec.armed = null;
+      this.fire(rec, a, nowMs);
+      this.forgetIfDone(rec);
+    }
+    this.compactBacklog();
+    this.loaderTick(nowMs);
+    this.unpark();
+  }
+
+  /** The attempts that waited for a lease go back to the due backlog, to be looked at in this tick. */
+  private retryLeaseWaiting(): void {
+    this.leaseRetried = 0;
+    if (this.leaseWaiting.length === 0) return;
+    for (const key of this.leaseWaiting) {
+      const rec = this.occ.get(key);
+      if (rec?.armed?.where !== 'lease') continue;
+      rec.armed.where = 'due';
+      this.dueBacklog.push(key);
+      this.leaseRetried++;
+    }
+    this.leaseWaiting = [];
+    this.leaseWaitAtMs = null;
+  }
+
+  private compactBacklog(): void {
+    if (this.dueHead >= this.dueBacklog.length) {
+      this.dueBacklog = [];
+      this.dueHead = 0;
+    } else if (this.dueHead >= stallLimits.fireBatchMax * 16) {
+      this.dueBacklog = this.dueBacklog.slice(this.dueHead);
+      this.dueHead = 0;
+    }
+  }
+
+  /** When the next attempt comes due (or the held-back poll); null when nothing waits on time. */
+  nextFireAtMs(): number | null {
+    if (this.stopped) return null;
+    if (this.heldBackAtMs !== null) return this.heldBackAtMs + queueLimits.holdBackRetryMs;
+    if (this.dueHead < this.dueBacklog.length) return this.nowMs;
+    let next = this.wheel.nextDeadlineMs();
+    // A manual clock reaches a later deadline only through an advance, which ticks the core.
+    if (next !== null && this.d.manualClock && next > this.nowMs) next = null;
+    if (this.leaseWaitAtMs !== null) next = Math.min(next ?? Infinity, this.leaseWaitAtMs + leaseRetryMs);
+    return next;
+  }
+
+  /** When the loader wants a tick: now while pages are left, else its next periodic run. */
+  nextLoadAtMs(): number | null {
+    if (this.stopped) return null;
+    if (this.loads.length > 0) return this.nowMs;
+    if (this.d.manualClock && this.nextLoaderAtMs > this.nowMs) return null;
+    return this.nextLoaderAtMs;
+  }
+
+  /** A queue downstream is full: the orders waiting to start, or the records waiting to be proposed. */
+  private firingHeld(): boolean {
+    return this.outCount - this.startedCount >= queueLimits.dispatchQueuedMax || this.batcher.engineItems >= queueLimits.proposerEngineItemsMax;
+  }
+
+  private see(nowMs: number): void {
+    assert(Number.isFinite(nowMs), 'nowMs must be a finite number');
+    this.nowMs = nowMs;
+  }
+
+  // --- firing -------------------------------------------------------------------------------------------
+
+  /** Decides what to do with a due attempt (rules.ts), then orders it. */
+  private fire(rec: Occurrence, a: Armed, nowMs: number): void {
+    if (nowMs < a.dueAtMs) {
+      // Never early (a clock that stepped back): wait again.
+      this.arm(a);
+      return;
+    }
+    if (!this.firing.has(a.shard)) return;
+    if (!this.d.leaseValid(a.shard)) {
+      rec.armed = { ...a, where: 'lease' };
+      this.leaseWaiting.push(rec.key);
+      this.leaseWaitAtMs ??= nowMs;
+      return;
+    }
+    if (rec.out !== null) return;
+    const store = this.d.stores[a.shard]!;
+    const job = store.getJob(a.jobId);
+    const exec = job === null ? null : store.getExecution(a.jobId, a.scheduledAtMs);
+    const d = decideDue(a, job, exec, nowMs, { recording: rec.recording, otherOpen: () => this.hasOtherOpen(a) });
+    if (d.kind === 'drop') return;
+    if (d.kind === 'buffer') {
+      this.buffer(rec, a);
+    } else if (d.kind === 'skip') {
+      rec.recording = true;
+      this.batcher.addSkipped(a.shard, { jobId: a.jobId, scheduledAtMs: a.scheduledAtMs, reason: d.reason }, nowMs);
+    } else {
+      this.order(rec, a, d.job, nowMs, d.firstOfOnce);
+    }
+  }
+
+  /** overlap=buffer_one keeps one occurrence per job waiting for the run before it. */
+  private buffer(rec: Occurrence, a: Armed): void {
+    const other = this.bufferedOf(a.jobId);
+    if (other !== null && other !== rec) {
+      other.armed = null;
+      this.forgetIfDone(other);
+    }
+    rec.armed = { ...a, where: 'buffered' };
+  }
+
+  private hasOtherOpen(a: Attempt): boolean {
+    for (const key of this.byJob.get(a.jobId) ?? []) if (this.occ.get(key)?.out != null) return true;
+    return this.d.stores[a.shard]!.openExecutions(a.jobId).some((e) => e.scheduledAtMs !== a.scheduledAtMs);
+  }
+
+  private order(rec: Occurrence, a: Armed, job: JobRecord, nowMs: number, firstOfOnce: boolean): void {
+    const spec: CallbackSpec | null = job.callback ?? (job.task === null ? null : this.d.stores[a.shard]!.getTask(job.task));
+    const fired: FiredItem = { jobId: a.jobId, scheduledAtMs: a.scheduledAtMs, attempt: a.attempt, startedAtMs: nowMs };
+    rec.recording = true;
+    if (spec === null) {
+      this.batcher.addFired(a.shard, fired, false, nowMs);
+      this.batcher.addOutcome(a.shard, missingTaskOutcome(a, job.task, nowMs), nowMs);
+      return;
+    }
+    rec.out = { attempt: a.attempt, spec, started: false, fired, hold: firstOfOnce };
+    this.outCount++;
+    this.dispatched++;
+    const fencingToken = `${a.shard}.${this.firing.get(a.shard)!}`;
+    this.outbox.dispatch.push({
+      key: rec.key,
+      shard: a.shard,
+      jobId: a.jobId,
+      scheduledAtMs: a.scheduledAtMs,
+      attempt: a.attempt,
+      fencingToken,
+      dueAtMs: a.dueAtMs,
+      delivery: {
+        jobId: a.jobId,
+        scheduledAtMs: a.scheduledAtMs,
+        attempt: a.attempt,
+        fencingToken,
+        spec,
+        body: job.payload,
+        bodyEncoding: job.payloadEncoding,
+        concurrencyKey: job.task ?? `job:${job.id}`,
+      },
+    });
+  }
+
+  // --- the records --------------------------------------------------------------------------------------
+
+  private recordOf(a: Attempt): Occurrence {
+    const key = occurrenceKey(a.jobId, a.scheduledAtMs);
+    let rec = this.occ.get(key);
+    if (rec === undefined) {
+      rec = { key, shard: a.shard, jobId: a.jobId, scheduledAtMs: a.scheduledAtMs, armed: null, out: null, recording: false };
+      this.occ.set(key, rec);
+      let keys = this.byJob.get(a.jobId);
+      if (keys === undefined) {
+        keys = new Set();
+        this.byJob.set(a.jobId, keys);
+      }
+      keys.add(key);
+    }
+    return rec;
+  }
+
+  private forgetIfDone(rec: Occurrence): void {
+    if (rec.armed !== null || rec.out !== null || rec.recording) return;
+    this.occ.delete(rec.key);
+    const keys = this.byJob.get(rec.jobId);
+    if (keys === undefined) return;
+    keys.delete(rec.key);
+    if (keys.size === 0) this.byJob.delete(rec.jobId);
+  }
+
+  private bufferedOf(jobId: string): Occurrence | null {
+    for (const key of this.byJob.get(jobId) ?? []) {
+      const rec = this.occ.get(key)!;
+      if (rec.armed?.where === 'buffered') return rec;
+    }
+    return null;
+  }
+
+  /** Into the wheel, or `parked` when the wheel is at its ceiling (only arms the loader cannot find again get here). */
+  private arm(a: Attempt): void {
+    const rec = this.recordOf(a);
+    if (this.wheel.full && !this.wheel.has(rec.key)) {
+      if (rec.armed?.where !== 'parked') this.parked.push(rec.key);
+      rec.armed = { ...a, where: 'parked' };
+      return;
+    }
+    rec.armed = { ...a, where: 'wheel' };
+    this.wheel.add(rec.key, a.dueAtMs);
+  }
+
+  private unarm(rec: Occurrence): void {
+    if (rec.armed?.where === 'wheel') this.wheel.cancel(rec.key);
+    rec.armed = null;
+  }
+
+  /** Cancel, pause or a new schedule: every armed attempt of the job goes, orders not started are withdrawn. */
+  private disarm(jobId: string): void {
+    const keys = this.byJob.get(jobId);
+    if (keys === undefined) return;
+    let parked = false;
+    for (const key of [...keys]) {
+      const rec = this.occ.get(key)!;
+      parked ||= rec.armed?.where === 'parked';
+      this.unarm(rec);
+      this.withdraw(rec, 'disarmed');
+      this.forgetIfDone(rec);
+    }
+    if (parked) this.parked = this.parked.filter((k) => this.occ.get(k)?.armed?.where === 'parked');
+  }
+
+  /** Parked arms go into the wheel as it has room, oldest first. */
+  private unpark(): void {
+    if (this.parked.length === 0) return;
+    let i = 0;
+    while (i < this.parked.length && !this.wheel.full) {
+      const rec = this.occ.get(this.parked[i++]!);
+      if (rec?.armed?.where !== 'parked') continue;
+      rec.armed.where = 'wheel';
+      this.wheel.add(rec.key, rec.armed.dueAtMs);
+    }
+    this.parked.splice(0, i);
+  }
+
+  // --- loading ------------------------------------------------------------------------------------------
+
+  /** RUNNING executions fire again now (attempt + 1, same deduplication key); QUEUED ones at their retryAtMs. */
+  private loadOpenExecutions(shard: number): void {
+    const store = this.d.stores[shard]!;
+    let refired = 0;
+    let requeued = 0;
+    let after: { jobId: string; scheduledAtMs: number } | null = null;
+    for (;;) {
+      const page = store.allOpenExecutions(nodeLimits.openExecutionsPageMax, after);
+      for (const e of page) {
+        const running = e.state === 'RUNNING';
+        // Retries of a paused job wait for resume (which re-arms them); one in flight at the crash fires again.
+        if (!running && store.getJob(e.jobId)?.state === 'PAUSED') continue;
+        const dueAtMs = running ? this.nowMs : Math.max(e.retryAtMs ?? this.nowMs, e.scheduledAtMs);
+        this.arm({ shard, jobId: e.jobId, scheduledAtMs: e.scheduledAtMs, attempt: e.attempt + 1, dueAtMs, fromEffect: true, released: false });
+        if (running) refired++;
+        else requeued++;
+      }
+      if (page.length < nodeLimits.openExecutionsPageMax) break;
+      const last = page[page.length - 1]!;
+      after = { jobId: last.jobId, scheduledAtMs: last.scheduledAtMs };
+    }
+    if (refired + requeued > 0) this.d.logger.info('open executions loaded', { shards: [shard], refired, requeued });
+  }
+
+  /**
+   * Starts a loader run (unless one runs). A run reads only the window (previous run's end, now + horizon]:
+   * whatever came due before it was armed by its effect or by an earlier run. Every
+   * nodeLimits.loaderFullScanEveryRuns runs (and the first) the whole range up to now + horizon is read again,
+   * which heals any gap (a clock that stepped back).
+   */
+  load(nowMs: number): void {
+    this.see(nowMs);
+    if (this.periodicUntilMs !== null || this.stopped) return;
+    this.nextLoaderAtMs = nowMs + limits.loaderIntervalMs;
+    const untilMs = nowMs + limits.wheelHorizonMs;
+    const full = this.loadedUntilMs === null || this.loadIncomplete || this.loaderRuns % nodeLimits.loaderFullScanEveryRuns === 0;
+    if (full) this.loadIncomplete = false;
+    const after = full ? null : { atMs: this.loadedUntilMs!, id: '' };
+    this.loaderRuns++;
+    this.periodicUntilMs = untilMs;
+    this.periodicArmed = 0;
+    for (const shard of this.firing.keys()) this.loads.push({ shard, untilMs, after, periodic: true });
+    this.loadNext();
+  }
+
+  /** Loading work of a tick: one page, or a periodic run when its time came (or when room came back). */
+  private loaderTick(nowMs: number): void {
+    if (this.loads.length > 0) return this.loadNext();
+    if (nowMs >= this.nextLoaderAtMs) return this.load(nowMs);
+    if (this.loadIncomplete && this.wheel.size <= queueLimits.wheelLoadedMax / 2) this.load(nowMs);
+  }
+
+  /** One page of the first load waiting; a periodic run ends when its last load does. */
+  private loadNext(): void {
+    const load = this.loads[0];
+    if (load !== undefined && this.loadPage(load)) this.loads.shift();
+    if (this.periodicUntilMs === null || this.loads.some((l) => l.periodic)) return;
+    this.loadedUntilMs = Math.max(this.loadedUntilMs ?? this.periodicUntilMs, this.periodicUntilMs);
+    if (this.periodicArmed > 0) this.d.logger.debug('loader armed occurrences', { armed: this.periodicArmed });
+    this.periodicUntilMs = null;
+  }
+
+  /** Arms one page of the load's PENDING jobs; true when the load is done. */
+  private loadPage(load: Load): boolean {
+    if (this.stopped || !this.firing.has(load.shard)) return true;
+    if (!this.hasRoom()) {
+      // The rest stays in the store: a later run (a full one) arms it once firing made room.
+      this.loadIncomplete = true;
+      return true;
+    }
+    const want = Math.min(limits.loaderBatchMax, queueLimits.wheelLoadedMax - this.wheel.size);
+    const page = this.d.stores[load.shard]!.dueJobs(load.untilMs, want, load.after);
+    for (const job of page) if (this.armLoaded(load.shard, job) && load.periodic) this.periodicArmed++;
+    if (page.length < want) return true;
+    const last = page[page.length - 1]!;
+    load.after = { atMs: last.nextFireAtMs ?? 0, id: last.id };
+    return false;
+  }
+
+  private armLoaded(shard: number, job: JobRecord): boolean {
+    if (job.nextFireAtMs === null) return false;
+    const rec = this.occ.get(occurrenceKey(job.id, job.nextFireAtMs));
+    // Armed (or buffered), out, or recorded and not applied yet: nothing to arm.
+    if (rec !== undefined && (rec.armed !== null || rec.out !== null || rec.recording)) return false;
+    this.arm({ shard, jobId: job.id, scheduledAtMs: job.nextFireAtMs, attempt: 1, dueAtMs: job.nextFireAtMs, fromEffect: false, released: false });
+    return true;
+  }
+
+  // --- queries ------------------------------------------------------------------------------------------
+
+  hasRoom(): boolean {
+    return this.wheel.size < queueLimits.wheelLoadedMax;
+  }
+
+  overlayState(job: JobRecord): JobState {
+    if (job.state !== 'PENDING' && job.state !== 'RUNNING') return job.state;
+    let queued = false;
+    for (const key of this.byJob.get(job.id) ?? []) {
+      const rec = this.occ.get(key)!;
+      if (rec.out?.started === true) return 'RUNNING';
+      if (rec.out !== null || (rec.armed !== null && rec.armed.where !== 'parked')) queued = true;
+    }
+    return queued ? 'QUEUED' : job.state;
+  }
+
+  depths(): { dueBacklog: number; wheel: number; parked: number; dispatchQueued: number } {
+    return { dueBacklog: this.dueBacklog.length - this.dueHead, wheel: this.wheel.size, parked: this.parked.length, dispatchQueued: this.outCount - this.startedCount };
+  }
+
+  ordersOut(): number {
+    return this.outCount;
+  }
+
+  loading(): boolean {
+    return this.loads.length > 0;
+  }
+
+  /**
+   * The earliest instant in (nowMs, untilMs] at which something may come due: an armed or parked attempt, or a
+   * PENDING job of a shard fired here that the loader has not armed yet. A lower bound, never later than the
+   * real next occurrence.
+   */
+  nextDeadlineAfter(nowMs: number, untilMs: number): number | null {
+    let next: number | null = null;
+    const consider = (ms: number | null | undefined): void => {
+      if (ms != null && ms > nowMs && ms <= untilMs && (next === null || ms < next)) next = ms;
+    };
+    consider(this.wheel.nextDeadlineMs());
+    for (const key of this.parked) consider(this.occ.get(key)?.armed?.dueAtMs);
+    for (const shard of this.firing.keys()) {
+      // The cursor skips the jobs due at or before now (ids are never empty): those are the loader's already.
+      const [job] = this.d.stores[shard]!.dueJobs(untilMs, 1, { atMs: nowMs + 1, id: '' });
+      consider(job?.nextFireAtMs);
+    }
+    return next;
+  }
+
+  /** Nothing due at nowMs, nothing out, no record waiting to apply, nothing buffered, no load running. */
+  settled(nowMs: number): boolean {
+    if (this.dueHead < this.dueBacklog.length || this.outCount > 0 || this.loads.length > 0 || this.leaseWaiting.length > 0) return false;
+    for (const rec of this.occ.values()) if (rec.recording || rec.armed?.where === 'buffered') return false;
+    const next = this.wheel.nextDeadlineMs();
+    return next === null || next > nowMs;
+  }
+}
