@@ -5,7 +5,7 @@
 // callback), a few hundred recurring jobs (every_ms 1000, cron `*/2 * * * * *`, mixed overlap / misfire),
 // cancels, pauses / resumes, PATCH reschedules, /run, retries, batches and GET / list reads.
 // Every 10 s it samples the node's RSS (/proc/PID/status), its /metrics gauges, the size of every Map / Set /
-// array inside the firing engine, proposer, dispatcher and Raft host (read by a probe preloaded into the node
+// array inside the node's shell and NodeCore (firing records, group commit), the dispatcher and Raft host (read by a probe preloaded into the node
 // with --import: it wraps a few prototype methods to find the instances, changes nothing), and the data
 // directory's size. Prints a table, writes bench/results/soak-<timestamp>.json.
 //   npm run build && node bench/tools/soak.mjs [--minutes 10] [--rate 300] [--recurring 300] [--heap]
@@ -39,18 +39,17 @@ async function probe(file) {
       };
     }
   };
-  await hook('src/node/engine.js', 'FiringEngine', ['start', 'startShard', 'onApplied'], 'engine');
-  await hook('src/node/proposer.js', 'Proposer', ['propose', 'addFired', 'addOutcome'], 'proposer');
+  await hook('src/node/shell.js', 'NodeShell', ['start', 'startShard', 'onApplied', 'propose'], 'shell');
   await hook('src/node/raft-host.js', 'RaftHost', ['start', 'propose'], 'raftHost');
   const write = () => {
     const out = { atMs: Date.now(), heapUsedBytes: process.memoryUsage().heapUsed, sizes: {} };
     for (const [name, obj] of Object.entries(found)) collectSizes(obj, name, 0, new Set(), out.sizes);
-    const e = found.engine;
+    const e = found.shell;
     if (e !== undefined) {
-      out.dispatcher = { inFlight: e.o.dispatcher.inFlight?.(), queued: e.o.dispatcher.queued?.() };
-      out.foldedTotal = found.proposer?.foldedTotal;
-      out.proposerHeld = found.proposer?.heldCount();
-      out.armedBy = armedHistogram(e);
+      out.dispatcher = { inFlight: e.dispatcher.inFlight?.(), queued: e.dispatcher.queued?.() };
+      out.foldedTotal = e.foldedTotal;
+      out.proposerHeld = e.heldCount();
+      out.armedBy = armedHistogram(e.core.firing);
     }
     writeFileSync(file + '.tmp', JSON.stringify(out));
     writeFileSync(file, readFileSync(file + '.tmp'));
@@ -65,10 +64,12 @@ async function probe(file) {
 }
 
 /** The armed occurrences by how far ahead they are due, by attempt and by where they came from. */
-function armedHistogram(engine) {
+function armedHistogram(firing) {
   const now = Date.now();
   const h = { overdue: 0, within5s: 0, within60s: 0, later: 0, retries: 0, fromLoader: 0, recurring: 0 };
-  for (const a of engine.armed.values()) {
+  for (const rec of firing.occ.values()) {
+    const a = rec.armed;
+    if (a === null) continue;
     const d = a.dueAtMs - now;
     if (d < 0) h.overdue++;
     else if (d <= 5000) h.within5s++;
@@ -79,12 +80,12 @@ function armedHistogram(engine) {
     if (a.jobId.startsWith('r-')) h.recurring++;
   }
   // Timers in the wheel without an armed record (they fire into nothing): how many, and how far ahead.
-  const pool = engine.wheel.pool;
+  const pool = firing.wheel.pool;
   h.wheelOnly = 0;
   h.wheelOnlyLaterThan60s = 0;
   h.wheelOnlySample = [];
-  for (const [key, handle] of engine.wheel.handles) {
-    if (engine.armed.has(key)) continue;
+  for (const [key, handle] of firing.wheel.handles) {
+    if (firing.occ.get(key)?.armed?.where === 'wheel') continue;
     h.wheelOnly++;
     if (pool.deadlineMs[handle] - now > 60000) h.wheelOnlyLaterThan60s++;
     if (h.wheelOnlySample.length < 5) h.wheelOnlySample.push({ key, dueInMs: pool.deadlineMs[handle] - now });
@@ -417,17 +418,17 @@ async function sample(child, startMs, o) {
   };
 }
 
-/** The collections worth a column: the engine's maps, the proposer, the limiter, the wheel, the Raft log. */
+/** The collections worth a column: NodeCore's records and queues, the wheel, the limiter, the Raft log. */
 const columns = [
-  ['armed', 'engine.armed'],
-  ['byJob', 'engine.armedByJob'],
-  ['inFl', 'engine.inFlight'],
-  ['start', 'engine.started'],
-  ['await', 'engine.awaitingApply'],
-  ['fPend', 'engine.firedPending'],
-  ['buf', 'engine.buffered'],
-  ['pool', 'engine.wheel.pool.keys'],
-  ['keys', 'engine.o.dispatcher.engine.limiter.keys'],
+  ['occ', 'shell.core.firing.occ'],
+  ['byJob', 'shell.core.firing.byJob'],
+  ['due', 'shell.core.firing.dueBacklog'],
+  ['park', 'shell.core.firing.parked'],
+  ['items', 'shell.core.batcher.items'],
+  ['staged', 'shell.core.batcher.staged'],
+  ['calls', 'shell.callers'],
+  ['pool', 'shell.core.firing.wheel.pool.keys'],
+  ['keys', 'shell.dispatcher.engine.limiter.keys'],
   ['uns0', 'raftHost.groups[0].raw.raft.log.unstable.entries'],
 ];
 
@@ -629,7 +630,7 @@ function census(file) {
 
 /** Non-empty collections, without the copies reached through other paths (metrics registry, shared options). */
 function nonZero(sizes) {
-  const noise = /\.metrics\.|\.o\.sink\.|\.activeHead\.|^engine\.o\.shards\[|^proposer\.o\./;
+  const noise = /\.metrics\.|\.o\.sink\.|\.activeHead\.|^shell\.o\.shards\[|^shell\.core\.d\.stores\[|\.firing\.d\.stores\[/;
   return Object.fromEntries(Object.entries(sizes).filter(([k, n]) => n > 0 && !noise.test(k)));
 }
 

@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { AssertionError } from '../core/assert.js';
 import { queueLimits, stallLimits } from '../core/limits.js';
 import type { Command, OutcomeItem } from '../scheduler/commands.js';
+import { apply } from '../scheduler/machine.js';
 import { Harness, T0, ok, once, retryable } from './testing/harness.js';
 
 const savedQueueLimits = { ...queueLimits };
@@ -75,6 +76,21 @@ describe('NodeCore firing', () => {
     expect(outcomes(h)).toHaveLength(0);
     expect(h.core.ordersOut()).toBe(0);
     expect(h.stores[0]!.getJob('a')!.state).toBe('CANCELLED');
+  });
+
+  it('an order cancelled before the host took it never leaves: no dispatch, no withdrawal', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100));
+    h.nowMs = T0 + 100;
+    h.core.tick(h.nowMs); // the order waits in the outbox
+    const cancel: Command = { type: 'cancel_job', nowMs: h.nowMs, id: 'a' };
+    h.core.applied(0, cancel, apply(h.stores[0]!, cancel).effects, h.nowMs);
+    h.drain();
+    expect(h.orders).toHaveLength(0);
+    expect(h.withdrawals).toHaveLength(0);
+    expect(h.core.ordersOut()).toBe(0);
+    expect(h.core.settled(h.nowMs)).toBe(true);
   });
 
   it('leadership lost: nothing more is ordered, orders not started are withdrawn; a new term fences higher', () => {

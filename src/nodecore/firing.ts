@@ -305,10 +305,20 @@ export class Firing {
     out.fired = null;
   }
 
-  /** An order not started (its fired record still here) is asked back. */
+  /**
+   * An order not started (its fired record still here) is asked back. One the host has not taken yet (still in
+   * the outbox) is simply dropped: a withdrawal always names an order of an earlier ready().
+   */
   private withdraw(rec: Occurrence, reason: Withdrawal['reason']): void {
     if (rec.out === null || rec.out.started || rec.out.fired === null) return;
-    this.outbox.withdraw.push({ key: rec.key, shard: rec.shard, reason });
+    const at = this.outbox.dispatch.findIndex((o) => o.key === rec.key);
+    if (at < 0) {
+      this.outbox.withdraw.push({ key: rec.key, shard: rec.shard, reason });
+      return;
+    }
+    this.outbox.dispatch.splice(at, 1);
+    this.endOrder(rec);
+    rec.recording = false;
   }
 
   // --- time -------------------------------------------------------------------------------------------------
