@@ -6,7 +6,7 @@
 import type { Entry, RawNode, Role } from '../raft/index.js';
 import type { SqliteRaftStorage } from '../store/raft-storage.js';
 import type { SqliteShardStore } from '../store/shard-store.js';
-import type { Applied } from '../nodecore/index.js';
+import { ShardLeadership, type Applied } from '../nodecore/index.js';
 
 /** What a proposer waits for: its entry applied in the term it was proposed in. */
 export interface Waiter {
@@ -35,15 +35,8 @@ export interface ShardStorage {
 }
 
 export class ShardGroup implements ShardStorage {
-  role: Role = 'follower';
-  /** The leader this node knows ('' when none). */
-  leader = '';
-  /** The term this node leads in (when role is leader). */
-  leaderTerm = 0;
-  /** A new leader starts firing once it applied up to here (its no-op: everything earlier is applied too). */
-  leaderFromIndex = 0;
-  /** The firing engine runs this shard (leader, caught up). */
-  firing = false;
+  /** When this node fires the shard (src/nodecore/leadership.ts decides). */
+  readonly lead = new ShardLeadership();
   applied: number;
   appliedSinceCompact = 0;
   /** Log index -> the proposer waiting for it. */
@@ -60,6 +53,25 @@ export class ShardGroup implements ShardStorage {
     applied: number,
   ) {
     this.applied = applied;
+  }
+
+  get role(): Role {
+    return this.lead.role;
+  }
+
+  /** The leader this node knows ('' when none). */
+  get leader(): string {
+    return this.lead.leader;
+  }
+
+  /** The term this node leads in (when role is leader): the fencing token's term. */
+  get leaderTerm(): number {
+    return this.lead.term;
+  }
+
+  /** NodeCore fires this shard here (leader, caught up). */
+  get firing(): boolean {
+    return this.lead.firing;
   }
 
   /** The leader's term, commit and membership as this node sees them (GET /v1/cluster, metrics). */

@@ -600,10 +600,8 @@ export class RaftHost {
   }
 
   private maybeStartFiring(g: ShardGroup): void {
-    if (g.role === 'leader' && !g.firing && g.applied >= g.leaderFromIndex) {
-      g.firing = true;
-      this.o.onLeaderStart(g.shard, g.leaderTerm);
-    }
+    const term = g.lead.caughtUp(g.applied);
+    if (term !== null) this.o.onLeaderStart(g.shard, term);
   }
 
   private installRows(g: ShardGroup, rd: Ready): void {
@@ -701,35 +699,21 @@ export class RaftHost {
 
   private onSoftState(g: ShardGroup, soft: SoftState): void {
     const wasLeader = g.role === 'leader';
-    g.role = soft.role;
-    g.leader = soft.leader;
-    if (wasLeader && soft.role !== 'leader') this.stopFiring(g);
-    if (!wasLeader && soft.role === 'leader') {
-      const s = g.raw.status();
-      g.leaderTerm = s.term;
-      g.leaderFromIndex = s.lastIndex;
-      this.o.logger.info('leading shard', { shard: g.shard, term: s.term });
-    }
+    if (g.lead.softState(soft.role, soft.leader, g.raw.status())) this.o.onLeaderStop(g.shard);
+    if (!wasLeader && soft.role === 'leader') this.o.logger.info('leading shard', { shard: g.shard, term: g.leaderTerm });
     if (soft.role !== 'leader') {
       for (const r of g.reads.splice(0)) r.reject(notLeader(g.shard));
     }
   }
 
   private stopFiring(g: ShardGroup): void {
-    if (!g.firing) return;
-    g.firing = false;
-    this.o.onLeaderStop(g.shard);
+    if (g.lead.stop()) this.o.onLeaderStop(g.shard);
   }
 
   /** Step 5 follow-ups: term change while leading, firing start, reads, compaction, requested snapshots. */
   private afterAdvance(g: ShardGroup, rd: Ready): void {
-    if (g.role === 'leader' && rd.hardState !== null && rd.hardState.term !== g.leaderTerm) {
-      // Deposed and re-elected between two rounds: same soft state, new term (new fencing token).
-      this.stopFiring(g);
-      const s = g.raw.status();
-      g.leaderTerm = s.term;
-      g.leaderFromIndex = s.lastIndex;
-    }
+    // Deposed and re-elected between two rounds: same soft state, new term (new fencing token).
+    if (rd.hardState !== null && g.lead.hardTerm(rd.hardState.term, g.raw.status())) this.o.onLeaderStop(g.shard);
     this.maybeStartFiring(g);
     for (const rs of rd.readStates) {
       const r = g.reads.find((x) => x.ctx === rs.ctx);

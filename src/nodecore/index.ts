@@ -2,3 +2,4 @@ export { NodeCore } from './core.js';
 export { queueFull, shuttingDown } from './batcher.js';
 export { occurrenceKey } from './rules.js';
 export type * from './types.js';
+export { ShardLeadership, type RaftStatus } from './leadership.js';
