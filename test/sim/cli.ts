@@ -1,6 +1,7 @@
 /**
  * npm run sim -- [--seed N | --seeds N [--start-seed S]] [--nodes 3|5] [--shards G] [--safety-ms MS]
- *                [--liveness-ms MS] [--bug NAME] [--json] [--workers W] [--trace]
+ *                [--liveness-ms MS] [--no-transfers] [--no-lease-invariant] [--bug NAME] [--json] [--workers W]
+ *                [--trace]
  * npm run sim -- --raft-only [--seed N | --seeds N ...] [--groups G] [--steps N] [--bug NAME] ...
  * Runs the seeded simulator and prints a summary; any violation prints the line that replays it. Exit 1 on a
  * violation. The default mode is the whole-node simulator (node/simulator.ts: NodeCore, scheduler invariants);
@@ -46,6 +47,8 @@ function parse(argv: string[]): CliArgs {
       steps: { type: 'string' },
       'safety-ms': { type: 'string' },
       'liveness-ms': { type: 'string' },
+      'no-transfers': { type: 'boolean', default: false },
+      'no-lease-invariant': { type: 'boolean', default: false },
       bug: { type: 'string' },
       json: { type: 'boolean', default: false },
       workers: { type: 'string' },
@@ -84,6 +87,8 @@ function parse(argv: string[]): CliArgs {
           shards: int(values.shards, defaultNodeSimOptions.shards, 'shards'),
           safetyMs: int(values['safety-ms'], defaultNodeSimOptions.safetyMs, 'safety-ms'),
           livenessMs: int(values['liveness-ms'], defaultNodeSimOptions.livenessMs, 'liveness-ms'),
+          transfers: !values['no-transfers'],
+          leaseInvariant: !values['no-lease-invariant'],
           bug: bug as SimBugName | null,
           trace: values.trace,
         },
@@ -115,6 +120,8 @@ export function reproduceLine(seed: number, mode: Mode): string {
   if (b.shards !== defaultNodeSimOptions.shards) s += ` --shards ${b.shards}`;
   if (b.safetyMs !== defaultNodeSimOptions.safetyMs) s += ` --safety-ms ${b.safetyMs}`;
   if (b.livenessMs !== defaultNodeSimOptions.livenessMs) s += ` --liveness-ms ${b.livenessMs}`;
+  if (!b.transfers) s += ' --no-transfers';
+  if (!b.leaseInvariant) s += ' --no-lease-invariant';
   if (b.bug !== null) s += ` --bug ${b.bug}`;
   return s;
 }

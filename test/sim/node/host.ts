@@ -1,8 +1,8 @@
 /**
  * One simulated node: the production NodeCore (src/nodecore) driven by a shell that mirrors the real node's
  * (src/node): the replication layer of src/node/raft-host.ts (a RawNode per shard over a SimDisk, apply into a
- * MemoryStore, leadership start/stop, proposals and their answers, wall time to ticks with the catch-up after a
- * stall) and the dispatcher (concurrency per key, due times, withdrawals, timeouts), against simulated clocks,
+ * MemoryStore, when to fire through NodeCore's own ShardLeadership, proposals and their answers, wall time to ticks
+ * with the catch-up after a stall) and the dispatcher (concurrency per key, due times, withdrawals, timeouts), against simulated clocks,
  * network and receivers. raft-host.ts does IO (SQLite, timers, performance.now) and cannot run here, so this file
  * restates its rules; each one names the method it mirrors.
  */
@@ -13,6 +13,7 @@ import { clusterLimits, stallLimits } from '../../../src/core/limits.js';
 import type { Logger } from '../../../src/core/log.js';
 import type { AttemptOutcome } from '../../../src/dispatch/dispatcher.js';
 import { classifyStatus } from '../../../src/dispatch/classify.js';
+import { ShardLeadership } from '../../../src/nodecore/leadership.js';
 import type { CoreReady, DispatchOrder, NodeCoreApi, NodeCoreDeps, ProposalResult } from '../../../src/nodecore/types.js';
 import { HostBugs } from '../../../src/raft/bugs.js';
 import { RawNode } from '../../../src/raft/index.js';
@@ -66,13 +67,10 @@ class Group {
       return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(s) : v;
     },
   });
-  role: Role = 'follower';
-  leader = '';
+  /** When this node fires the shard: NodeCore's ShardLeadership, as the Raft host uses it. */
+  lead = new ShardLeadership();
   term = 0;
   commit = 0;
-  leaderTerm = 0;
-  leaderFromIndex = 0;
-  firing = false;
   applied = 0;
   hash = emptyStateHash;
   readonly proposals = new Map<number, PendingProposal>();
@@ -83,6 +81,10 @@ class Group {
     bootstrap: ConfState,
   ) {
     this.disk = new SimDisk(bootstrap);
+  }
+
+  get role(): Role {
+    return this.lead.role;
   }
 }
 
@@ -171,9 +173,7 @@ export class SimNode {
     const hs = g.disk.initialState().hardState;
     g.term = hs.term;
     g.commit = Math.max(hs.commit, snap.metadata.index);
-    g.role = 'follower';
-    g.leader = '';
-    g.firing = false;
+    g.lead = new ShardLeadership();
     g.proposals.clear();
     g.raw = new RawNode(
       {
@@ -258,7 +258,7 @@ export class SimNode {
   /** raft-host.ts leaseValid: the engine's check right before each send. */
   private leaseValid(shard: number): boolean {
     const g = this.groups[shard]!;
-    return this.catchUpTicks() && g.firing && g.raw.leaseValid();
+    return this.catchUpTicks() && g.lead.firing && g.raw.leaseValid();
   }
 
   /** The lease as the checker sees it: held only if the node could act on it now (no stale ticks). */
@@ -383,41 +383,24 @@ export class SimNode {
     this.w.event(`${this.id} s${g.shard} installs snapshot at ${g.applied}`);
   }
 
+  /** raft-host.ts onSoftState. */
   private softState(g: Group, rd: Ready): void {
     const soft = rd.softState!;
     const wasLeader = g.role === 'leader';
-    g.role = soft.role;
-    g.leader = soft.leader;
-    if (wasLeader && soft.role !== 'leader') this.stopFiring(g);
-    if (!wasLeader && soft.role === 'leader') {
-      const s = g.raw.status();
-      g.leaderTerm = s.term;
-      g.leaderFromIndex = s.lastIndex;
-      if (this.w.raft.leaderElected(g.shard, s.term, this.id)) {
-        this.w.raft.leaderComplete(g.shard, this.id, s.term, g.disk.lastIndex(), (i) => termOrNull(g, i));
-      }
+    const status = g.raw.status();
+    if (g.lead.softState(soft.role, soft.leader, status)) this.core.leaderStop(g.shard);
+    if (!wasLeader && soft.role === 'leader' && this.w.raft.leaderElected(g.shard, status.term, this.id)) {
+      this.w.raft.leaderComplete(g.shard, this.id, status.term, g.disk.lastIndex(), (i) => termOrNull(g, i));
     }
-    this.w.event(`${this.id} s${g.shard} ${soft.role} term ${g.raw.status().term} lead ${soft.leader}`);
+    this.w.event(`${this.id} s${g.shard} ${soft.role} term ${status.term} lead ${soft.leader}`);
   }
 
-  private stopFiring(g: Group): void {
-    if (!g.firing) return;
-    g.firing = false;
-    this.core.leaderStop(g.shard);
-  }
-
+  /** raft-host.ts afterAdvance: a new term while leading, firing start, compaction and requested snapshots. */
   private afterAdvance(g: Group, rd: Ready): void {
-    if (g.role === 'leader' && rd.hardState !== null && rd.hardState.term !== g.leaderTerm) {
-      this.stopFiring(g);
-      const s = g.raw.status();
-      g.leaderTerm = s.term;
-      g.leaderFromIndex = s.lastIndex;
-    }
-    if (g.role === 'leader' && !g.firing && g.applied >= g.leaderFromIndex) {
-      g.firing = true;
-      this.core.leaderStart(g.shard, g.leaderTerm, this.wallMs);
-    }
-    if (rd.snapshotRequested || g.applied - (g.disk.snapshot()!.metadata.index) > 200) this.compact(g);
+    if (rd.hardState !== null && g.lead.hardTerm(rd.hardState.term, g.raw.status())) this.core.leaderStop(g.shard);
+    const term = g.lead.caughtUp(g.applied);
+    if (term !== null) this.core.leaderStart(g.shard, term, this.wallMs);
+    if (rd.snapshotRequested || g.applied - g.disk.snapshot()!.metadata.index > 200) this.compact(g);
   }
 
   /** raft-host.ts applyEntry + deliver: apply, hand the command to the core, answer its proposer. */
@@ -448,6 +431,7 @@ export class SimNode {
   }
 
   private proposalFailed(ticket: number, reason: FailureReason): void {
+    this.w.event(`${this.id} proposal ${ticket} failed: ${reason}`);
     const result: ProposalResult = { ok: false, error: new PunctualError('unavailable', `proposal failed: ${reason}`, [], reason) };
     this.core.proposalDone(ticket, result);
   }
@@ -477,7 +461,7 @@ export class SimNode {
     let worked = false;
     for (const p of rd.propose) {
       worked = true;
-      this.w.event(`${this.id} proposes ${p.command.type} to s${p.shard}`);
+      this.w.event(`${this.id} proposes ${p.ticket} ${p.command.type} to s${p.shard}`);
       const g = this.groups[p.shard]!;
       const r = g.raw.propose(encodeCommand(p.command));
       if (!r.ok) this.proposalFailed(p.ticket, r.reason === 'not_leader' ? 'not_leader' : 'proposal_refused');
