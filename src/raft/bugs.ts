@@ -14,6 +14,11 @@ export const RaftBugs = {
    * of a previous term committed by count can later be overwritten).
    */
   commitPreviousTermByCount: false,
+  /**
+   * A leader that abandons a transfer after its timeout_now went out keeps leading: its lease stays void for the
+   * rest of the term, so it never fires (nor serves lease reads) again while it leads.
+   */
+  keepLeadingAfterAbandonedTransfer: false,
 };
 
 export type RaftBugName = keyof typeof RaftBugs;
@@ -21,4 +26,23 @@ export type RaftBugName = keyof typeof RaftBugs;
 /** Turns every switch off (tests call it in afterEach). */
 export function resetRaftBugs(): void {
   for (const k of Object.keys(RaftBugs) as RaftBugName[]) RaftBugs[k] = false;
+}
+
+/**
+ * TEST-ONLY switches for rules of the node's host (src/node/raft-host.ts) that the whole-node simulator restates
+ * in its shell (test/sim/node/host.ts), since the host itself does IO. Same contract as RaftBugs.
+ */
+export const HostBugs = {
+  /**
+   * A process that wakes from a stall (SIGSTOP) ticks once per interval however long it slept, and takes its
+   * lease as Raft last saw it: a deposed leader fires (and serves lease reads) for its old term before it has
+   * counted the time it missed.
+   */
+  leaseOnStaleTicks: false,
+};
+
+export type HostBugName = keyof typeof HostBugs;
+
+export function resetHostBugs(): void {
+  for (const k of Object.keys(HostBugs) as HostBugName[]) HostBugs[k] = false;
 }

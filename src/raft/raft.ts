@@ -271,7 +271,7 @@ export class Raft {
         this.becomeFollower(this.term, noNode);
         return;
       }
-      if (this.leadTransferee !== noNode && this.leaseVoid) {
+      if (this.leadTransferee !== noNode && this.leaseVoid && !RaftBugs.keepLeadingAfterAbandonedTransfer) {
         // An abandoned transfer whose timeout_now went out: the transferee may still act on it (its campaign
         // bypasses the voters' lease checks), so this leader's lease stays void for the term and it could never
         // fire or serve lease reads again. Step down: the next election (which it may win) starts a term with

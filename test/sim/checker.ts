@@ -26,7 +26,18 @@ export type ViolationKind =
   | 'two_lease_holders'
   | 'acked_proposal_lost'
   | 'liveness'
-  | 'raft_exception';
+  | 'raft_exception'
+  // The whole-node simulator's scheduler invariants (node/invariants.ts).
+  | 'acked_job_lost'
+  | 'acked_cancel_lost'
+  | 'fired_early'
+  | 'fired_after_cancel'
+  | 'fencing_token_decreased'
+  | 'dedup_key_changed'
+  | 'unknown_occurrence'
+  | 'replicas_diverge'
+  | 'not_fired_in_time'
+  | 'node_exception';
 
 export class SimViolation extends Error {
   override name = 'SimViolation';

@@ -1,4 +1,6 @@
 /** Runs many seeds and folds their results into one summary (the CLI and the vitest tests share it). */
+import type { NodeSimOptions } from './node/params.js';
+import { runNodeSeed } from './node/simulator.js';
 import type { SimOptions } from './params.js';
 import type { SeedResult } from './simulator.js';
 import { runSeed } from './simulator.js';
@@ -73,12 +75,39 @@ export interface RunSeedsOptions {
 }
 
 export function runSeeds(o: RunSeedsOptions): Summary {
+  return loop(o, (seed) => runSeed({ ...o.base, seed }));
+}
+
+export interface RunNodeSeedsOptions extends Omit<RunSeedsOptions, 'base'> {
+  readonly base: Omit<NodeSimOptions, 'seed'>;
+}
+
+/** The whole-node simulator over many seeds (node/simulator.ts). */
+export function runNodeSeeds(o: RunNodeSeedsOptions): Summary {
+  return loop(o, (seed) => runNodeSeed({ ...o.base, seed }));
+}
+
+function loop(o: Omit<RunSeedsOptions, 'base'>, run: (seed: number) => SeedResult): Summary {
   const s = emptySummary();
   for (let seed = o.startSeed; seed < o.startSeed + o.seeds; seed++) {
-    const r = runSeed({ ...o.base, seed });
+    const r = run(seed);
     addResult(s, r);
     o.onResult?.(r);
     if (r.violation && o.stopAtFirst) break;
   }
   return s;
+}
+
+/**
+ * The mutation check: the first seed in [1, within] where the run with `base.bug` switched on violates an
+ * invariant and the same seed with it off does not (so the violation is the mutation's, not another bug's).
+ */
+export function firstCatch(base: Omit<NodeSimOptions, 'seed'>, within: number): { seed: number; kind: string; message: string } | null {
+  for (let seed = 1; seed <= within; seed++) {
+    const r = runNodeSeed({ ...base, seed });
+    if (!r.violation) continue;
+    if (runNodeSeed({ ...base, seed, bug: null }).violation) continue;
+    return { seed, kind: r.violation.kind, message: r.violation.message };
+  }
+  return null;
 }

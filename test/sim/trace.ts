@@ -39,6 +39,13 @@ export class Trace {
     if (this.keep) this.lines.push(what);
   }
 
+  /** An event known only by its text (the whole-node simulator): every character goes into the hash. */
+  text(line: string, atMs: number): void {
+    this.mix(atMs);
+    for (let i = 0; i < line.length; i++) this.mix(line.charCodeAt(i));
+    if (this.keep) this.lines.push(`${atMs} ${line}`);
+  }
+
   message(m: Message, step: number): void {
     this.mix(step);
     this.mix(typeCodes[m.type]);

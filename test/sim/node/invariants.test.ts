@@ -1,0 +1,129 @@
+/** The scheduler checker on its own: each invariant fires on a hand-made violation and stays quiet otherwise. */
+import { describe, expect, it } from 'vitest';
+import { MemoryStore } from '../../../src/scheduler/memory-store.js';
+import { apply } from '../../../src/scheduler/machine.js';
+import { SimViolation } from '../checker.js';
+import type { DispatchStart } from './invariants.js';
+import { SchedulerChecker, storeDigest } from './invariants.js';
+import type { OpRecord } from './workload.js';
+import { jobSpecOf } from './workload.js';
+
+function kindOf(f: () => void): string | null {
+  try {
+    f();
+    return null;
+  } catch (err) {
+    return err instanceof SimViolation ? err.kind : `other: ${String(err)}`;
+  }
+}
+
+const t0 = 1_800_000_000_000;
+
+function start(over: Partial<DispatchStart> = {}): DispatchStart {
+  const jobId = over.jobId ?? 'j1';
+  const scheduledAtMs = over.scheduledAtMs ?? t0;
+  return {
+    node: 'n1', shard: 0, key: `${jobId}\n${scheduledAtMs}`, jobId, scheduledAtMs, attempt: 1, fencingToken: '0.3',
+    dueAtMs: scheduledAtMs, dedupKey: `${jobId}:${scheduledAtMs}`, nodeWallMs: scheduledAtMs, trueMs: scheduledAtMs, ...over,
+  };
+}
+
+function acked(kind: 'create' | 'cancel', jobId: string, ackMs: number): OpRecord {
+  const op = kind === 'create'
+    ? { kind, jobId, schedule: { kind: 'now' as const }, receiver: 0, timeoutMs: 1000, maxAttempts: 1, maxRuns: 0, misfire: 'skip' as const, overlap: 'allow' as const }
+    : { kind, jobId };
+  return { seq: 0, op, node: 'n1', issuedMs: ackMs - 5, outcome: 'ok', ackMs };
+}
+
+describe('SchedulerChecker', () => {
+  it('an attempt for a job no client submitted', () => {
+    const c = new SchedulerChecker(1);
+    expect(kindOf(() => c.dispatchStarted(start()))).toBe('unknown_occurrence');
+    c.submittedJob('j1');
+    expect(kindOf(() => c.dispatchStarted(start()))).toBeNull();
+  });
+
+  it('ordered before its time: the first attempt by the scheduled time, every attempt by its due time', () => {
+    const c = new SchedulerChecker(1);
+    c.submittedJob('j1');
+    const o = { node: 'n1', key: `j1\n${t0}`, jobId: 'j1', scheduledAtMs: t0, attempt: 1, dueAtMs: t0 };
+    expect(kindOf(() => c.ordered({ ...o, nodeWallMs: t0 - 1 }))).toBe('fired_early');
+    expect(kindOf(() => c.ordered({ ...o, nodeWallMs: t0 }))).toBeNull();
+    c.dispatchStarted(start());
+    // A later attempt on a node whose clock is behind: held to its own due time only.
+    expect(kindOf(() => c.ordered({ ...o, attempt: 2, dueAtMs: t0 - 500, nodeWallMs: t0 - 400 }))).toBeNull();
+    expect(kindOf(() => c.ordered({ ...o, attempt: 2, dueAtMs: t0 + 500, nodeWallMs: t0 + 400 }))).toBe('fired_early');
+  });
+
+  it('an attempt started after an acknowledged cancel (one started before it is fine)', () => {
+    const c = new SchedulerChecker(1);
+    c.submittedJob('j1');
+    c.acknowledged(acked('cancel', 'j1', t0 + 100));
+    expect(kindOf(() => c.dispatchStarted(start({ trueMs: t0 + 99 })))).toBeNull();
+    expect(kindOf(() => c.dispatchStarted(start({ attempt: 2, trueMs: t0 + 101 })))).toBe('fired_after_cancel');
+  });
+
+  it('fencing tokens of one occurrence never go down; other occurrences are independent', () => {
+    const c = new SchedulerChecker(1);
+    c.submittedJob('j1');
+    c.dispatchStarted(start({ fencingToken: '0.5' }));
+    c.dispatchStarted(start({ attempt: 2, fencingToken: '0.5' }));
+    c.dispatchStarted(start({ scheduledAtMs: t0 + 1000, fencingToken: '0.4' }));
+    expect(kindOf(() => c.dispatchStarted(start({ attempt: 3, fencingToken: '0.4' })))).toBe('fencing_token_decreased');
+    expect(kindOf(() => c.dispatchStarted(start({ attempt: 3, fencingToken: '1.9' })))).toBe('fencing_token_decreased');
+  });
+
+  it('one deduplication key for every attempt of an occurrence', () => {
+    const c = new SchedulerChecker(1);
+    c.submittedJob('j1');
+    c.dispatchStarted(start());
+    expect(kindOf(() => c.dispatchStarted(start({ attempt: 2, dedupKey: `j1:${t0 + 1}` })))).toBe('dedup_key_changed');
+  });
+
+  it('replicas at the same applied index with another state', () => {
+    const c = new SchedulerChecker(2);
+    c.appliedState(0, 'n1', 64, 'aa');
+    c.appliedState(0, 'n2', 64, 'aa');
+    c.appliedState(1, 'n2', 64, 'bb');
+    expect(kindOf(() => c.appliedState(0, 'n3', 64, 'ab'))).toBe('replicas_diverge');
+  });
+
+  it('final checks: acknowledged job and cancel lost, replicas differ, an occurrence left overdue', () => {
+    const create = (store: MemoryStore, id: string, atMs: number): void => {
+      const op = acked('create', id, atMs).op as Parameters<typeof jobSpecOf>[0];
+      apply(store, { type: 'create_jobs', nowMs: atMs, shard: 0, jobs: [{ ...jobSpecOf(op, atMs), schedule: { kind: 'once', atMs } }] });
+    };
+    const a = new MemoryStore();
+    const b = new MemoryStore();
+    create(a, 'j1', t0);
+    create(b, 'j1', t0);
+    const c = new SchedulerChecker(1);
+    c.acknowledged(acked('create', 'j1', t0));
+    c.acknowledged(acked('create', 'j2', t0));
+    const nodes = [{ id: 'n1', stores: [a] }, { id: 'n2', stores: [b] }];
+    expect(kindOf(() => c.checkFinal(nodes, t0 + 1000, 5000, t0))).toBe('acked_job_lost');
+    create(a, 'j2', t0 + 10_000);
+    expect(kindOf(() => c.checkFinal(nodes, t0 + 20_000, 5000, t0))).toBe('replicas_diverge');
+    create(b, 'j2', t0 + 10_000);
+    // j1 (due at t0) and j2 (due at t0 + 10 s) never fired: overdue 20 s later.
+    expect(kindOf(() => c.checkFinal(nodes, t0 + 20_000, 5000, t0))).toBe('not_fired_in_time');
+    apply(a, { type: 'cancel_job', nowMs: t0 + 1, id: 'j1' });
+    apply(b, { type: 'cancel_job', nowMs: t0 + 1, id: 'j1' });
+    c.acknowledged(acked('cancel', 'j1', t0 + 2));
+    // Within the bound: j2 is due 4 s before the end, the bound is 5 s.
+    expect(kindOf(() => c.checkFinal(nodes, t0 + 14_000, 5000, t0))).toBeNull();
+    c.acknowledged(acked('cancel', 'j2', t0 + 3));
+    expect(kindOf(() => c.checkFinal(nodes, t0 + 14_000, 5000, t0))).toBe('acked_cancel_lost');
+  });
+
+  it('storeDigest sees every record', () => {
+    const a = new MemoryStore();
+    const h0 = storeDigest(a);
+    const op = acked('create', 'j1', t0).op as Parameters<typeof jobSpecOf>[0];
+    apply(a, { type: 'create_jobs', nowMs: t0, shard: 0, jobs: [jobSpecOf(op, t0)] });
+    const h1 = storeDigest(a);
+    expect(h1).not.toBe(h0);
+    apply(a, { type: 'run_job', nowMs: t0 + 5, id: 'j1' });
+    expect(storeDigest(a)).not.toBe(h1);
+  });
+});

@@ -1,0 +1,246 @@
+/**
+ * The scheduler's promises, checked as events happen (the first violation throws a SimViolation with its kind):
+ *  - no occurrence fired before its time: the core orders the first attempt of an occurrence only once its node's
+ *    wall clock reads the scheduled time, and every attempt only once that clock reads the order's due time;
+ *  - none fired after an acknowledged cancel: an attempt STARTED after the cancel was acknowledged to the
+ *    client is a violation (one started before is not: the cancel raced it);
+ *  - fencing tokens of one occurrence's attempts never go down across failovers (by the true time they start);
+ *  - one deduplication key per occurrence: every attempt of an occurrence carries the same key on the wire;
+ *  - every attempt names a job a client submitted;
+ *  - replicas agree: a shard's scheduler state is the same on every node that applied the same index;
+ * and at the end of the liveness phase (checkFinal):
+ *  - no acknowledged job lost, no acknowledged cancel lost, on any node;
+ *  - every due occurrence fired within `boundMs` once the cluster is healthy: nothing PENDING overdue, no retry
+ *    overdue, no attempt open past its timeout.
+ */
+import type { SchedulerStore } from '../../../src/scheduler/store.js';
+import type { ExecutionRecord, JobRecord } from '../../../src/scheduler/types.js';
+import { fail } from '../checker.js';
+import type { OpRecord } from './workload.js';
+
+/** An attempt the moment its node starts sending it. */
+export interface DispatchStart {
+  readonly node: string;
+  readonly shard: number;
+  /** The core's name of the occurrence. */
+  readonly key: string;
+  readonly jobId: string;
+  readonly scheduledAtMs: number;
+  readonly attempt: number;
+  readonly fencingToken: string;
+  readonly dueAtMs: number;
+  /** The X-Deduplication-Key the request carries. */
+  readonly dedupKey: string;
+  /** The sending node's wall clock (the scheduler's clock) when it started the attempt. */
+  readonly nodeWallMs: number;
+  readonly trueMs: number;
+}
+
+interface OccurrenceFacts {
+  dedupKey: string;
+  term: number;
+  attempt: number;
+  trueMs: number;
+  node: string;
+}
+
+/** A node's stores, for the final checks. */
+export interface NodeStores {
+  readonly id: string;
+  readonly stores: readonly SchedulerStore[];
+}
+
+export class SchedulerChecker {
+  private readonly submitted = new Set<string>();
+  /** jobId -> true time its create was acknowledged. */
+  readonly createdAck = new Map<string, number>();
+  /** jobId -> true time of the first acknowledged cancel. */
+  readonly cancelAck = new Map<string, number>();
+  private readonly occurrences = new Map<string, OccurrenceFacts>();
+  /** Occurrence key -> true time its first attempt started (anywhere). */
+  private readonly firstStart = new Map<string, number>();
+  /** Per shard: applied index -> [node, digest] of the first node that reported it. */
+  private readonly digests: Map<number, [string, string]>[] = [];
+  dispatches = 0;
+  digestChecks = 0;
+
+  constructor(shards: number) {
+    for (let s = 0; s < shards; s++) this.digests.push(new Map());
+  }
+
+  /** A client sent a create (whatever comes of it): attempts for that job are not phantoms. */
+  submittedJob(jobId: string): void {
+    this.submitted.add(jobId);
+  }
+
+  /** The client got a positive answer for `rec` at rec.ackMs. */
+  acknowledged(rec: OpRecord): void {
+    const at = rec.ackMs!;
+    if (rec.op.kind === 'create' && !this.createdAck.has(rec.op.jobId)) this.createdAck.set(rec.op.jobId, at);
+    if (rec.op.kind === 'cancel' && !this.cancelAck.has(rec.op.jobId)) this.cancelAck.set(rec.op.jobId, at);
+  }
+
+  /**
+   * The core handed out an order at `nodeWallMs` (its node's clock); the shell sends it at once, as the node's
+   * does. Before the order's due time is early; before the scheduled time is early unless an attempt of the
+   * occurrence already started (a later attempt follows that start, perhaps on another node's clock).
+   */
+  ordered(d: Omit<DispatchStart, 'dedupKey' | 'trueMs' | 'fencingToken' | 'shard'>): void {
+    const where = `${d.node} ${d.key.replace('\n', '@')} attempt ${d.attempt}`;
+    if (d.nodeWallMs < d.dueAtMs) fail('fired_early', `${where}: ordered at ${d.nodeWallMs} (node clock), due ${d.dueAtMs}`);
+    if (!this.occurrences.has(d.key) && d.nodeWallMs < d.scheduledAtMs) {
+      fail('fired_early', `${where}: ordered at ${d.nodeWallMs} (node clock), scheduled ${d.scheduledAtMs}`);
+    }
+  }
+
+  dispatchStarted(d: DispatchStart): void {
+    this.dispatches++;
+    const where = `${d.node} ${d.key.replace('\n', '@')} attempt ${d.attempt} token ${d.fencingToken}`;
+    if (!this.submitted.has(d.jobId)) fail('unknown_occurrence', `${where}: no client submitted job ${d.jobId}`);
+    if (d.key !== `${d.jobId}\n${d.scheduledAtMs}`) fail('unknown_occurrence', `${where}: order for ${d.jobId}@${d.scheduledAtMs}`);
+    const prev = this.occurrences.get(d.key);
+    const cancelled = this.cancelAck.get(d.jobId);
+    if (cancelled !== undefined && d.trueMs > cancelled) {
+      fail('fired_after_cancel', `${where}: started at ${d.trueMs}, cancel acknowledged at ${cancelled}`);
+    }
+    const term = fencingTerm(d.fencingToken, d.shard, where);
+    if (prev) {
+      if (prev.dedupKey !== d.dedupKey) fail('dedup_key_changed', `${where}: key ${d.dedupKey}, attempt ${prev.attempt} had ${prev.dedupKey}`);
+      if (term < prev.term) {
+        fail('fencing_token_decreased', `${where} at ${d.trueMs}: ${prev.node} sent attempt ${prev.attempt} with term ${prev.term} at ${prev.trueMs}`);
+      }
+    }
+    this.occurrences.set(d.key, { dedupKey: d.dedupKey, term, attempt: d.attempt, trueMs: d.trueMs, node: d.node });
+    if (!this.firstStart.has(d.key)) this.firstStart.set(d.key, d.trueMs);
+  }
+
+  /** `node` applied `shard` up to `index` and its state then digests to `digest`. */
+  appliedState(shard: number, node: string, index: number, digest: string): void {
+    this.digestChecks++;
+    const m = this.digests[shard]!;
+    const known = m.get(index);
+    if (!known) m.set(index, [node, digest]);
+    else if (known[1] !== digest) fail('replicas_diverge', `shard ${shard} at index ${index}: ${node} differs from ${known[0]}`);
+  }
+
+  /**
+   * After the liveness phase, every node having applied every shard to the same index: replicas equal, no
+   * acknowledged job or cancel lost, nothing due before `endWallMs - boundMs` still waiting.
+   */
+  checkFinal(nodes: readonly NodeStores[], endWallMs: number, boundMs: number, healTrueMs: number): void {
+    const first = nodes[0]!;
+    for (let s = 0; s < first.stores.length; s++) {
+      const want = storeDigest(first.stores[s]!);
+      for (const n of nodes) {
+        if (storeDigest(n.stores[s]!) !== want) fail('replicas_diverge', `shard ${s}: ${n.id} differs from ${first.id} at the end`);
+      }
+    }
+    for (const n of nodes) {
+      for (const [jobId, at] of this.createdAck) {
+        const job = findJob(n.stores, jobId);
+        if (!job) fail('acked_job_lost', `${n.id} has no job ${jobId} (create acknowledged at ${at})`);
+        if (this.cancelAck.has(jobId) && job.state !== 'CANCELLED') {
+          fail('acked_cancel_lost', `${n.id}: job ${jobId} is ${job.state}, cancel acknowledged at ${this.cancelAck.get(jobId)}`);
+        }
+      }
+    }
+    for (const store of first.stores) {
+      this.checkNothingOverdue(store, endWallMs - boundMs, boundMs);
+      this.checkLateness(store, healTrueMs, boundMs);
+    }
+  }
+
+  /**
+   * Every occurrence's first attempt started within boundMs of its time, or of the healing if it was due before
+   * (true times: after the healing every wall clock is within a few ms of true time, so a scheduled time is one).
+   */
+  private checkLateness(store: SchedulerStore, healTrueMs: number, boundMs: number): void {
+    for (const job of allJobs(store)) {
+      for (const e of store.listExecutions(job.id, 1_000_000, null)) {
+        const first = this.firstStart.get(`${e.jobId}\n${e.scheduledAtMs}`);
+        if (e.latenessMs === null || first === undefined || first <= healTrueMs) continue;
+        const due = Math.max(e.scheduledAtMs, healTrueMs);
+        if (first > due + boundMs + clockSlackMs) {
+          fail('not_fired_in_time', `job ${job.id}: occurrence ${e.scheduledAtMs} first started at ${first}, ${first - due} ms after it was due in a healthy cluster`);
+        }
+      }
+    }
+  }
+
+  private checkNothingOverdue(store: SchedulerStore, deadlineMs: number, boundMs: number): void {
+    for (const job of allJobs(store)) {
+      if (job.state === 'PENDING' && job.nextFireAtMs !== null && job.nextFireAtMs < deadlineMs) {
+        fail('not_fired_in_time', `job ${job.id}: occurrence ${job.nextFireAtMs} still pending ${boundMs} ms into a healthy cluster`);
+      }
+      if (job.state === 'PAUSED' || job.state === 'CANCELLED') continue;
+      for (const e of store.openExecutions(job.id)) this.checkExecution(job, e, deadlineMs);
+    }
+  }
+
+  private checkExecution(job: JobRecord, e: ExecutionRecord, deadlineMs: number): void {
+    const timeoutMs = job.callback?.timeoutMs ?? 0;
+    if (e.state === 'QUEUED' && e.retryAtMs !== null && e.retryAtMs < deadlineMs) {
+      fail('not_fired_in_time', `job ${job.id}: attempt ${e.attempt + 1} of ${e.scheduledAtMs} due ${e.retryAtMs} never sent`);
+    }
+    if (e.state === 'RUNNING' && e.startedAtMs !== null && e.startedAtMs + timeoutMs < deadlineMs) {
+      fail('not_fired_in_time', `job ${job.id}: attempt ${e.attempt} of ${e.scheduledAtMs} started ${e.startedAtMs} never finished`);
+    }
+  }
+}
+
+/** How far a healed node's wall clock may be from true time (the simulator resyncs them within 10 ms). */
+const clockSlackMs = 20;
+
+function fencingTerm(token: string, shard: number, where: string): number {
+  const m = /^(\d+)\.(\d+)$/.exec(token);
+  if (!m || Number(m[1]) !== shard) fail('fencing_token_decreased', `${where}: token is not ${shard}.<term>`);
+  return Number(m[2]);
+}
+
+function findJob(stores: readonly SchedulerStore[], id: string): JobRecord | null {
+  for (const s of stores) {
+    const j = s.getJob(id);
+    if (j) return j;
+  }
+  return null;
+}
+
+export function allJobs(store: SchedulerStore): JobRecord[] {
+  const out: JobRecord[] = [];
+  for (let after: string | null = null; ; ) {
+    const page = store.listJobs({ state: null, task: null, limit: 500, afterId: after });
+    out.push(...page);
+    if (page.length < 500) return out;
+    after = page[page.length - 1]!.id;
+  }
+}
+
+/** A digest of everything a shard's store holds (tasks, calendars, jobs, every execution). */
+export function storeDigest(store: SchedulerStore): string {
+  let h1 = 0x811c9dc5;
+  let h2 = 0x01000193;
+  const mix = (text: string): void => {
+    for (let i = 0; i < text.length; i++) {
+      h1 = Math.imul(h1 ^ text.charCodeAt(i), 0x01000193) >>> 0;
+      h2 = Math.imul(h2 ^ h1, 0x5bd1e995) >>> 0;
+    }
+  };
+  mix(stable(store.listTasks()));
+  mix(stable(store.listCalendars()));
+  for (const job of allJobs(store)) {
+    mix(stable(job));
+    mix(stable(store.listExecutions(job.id, 1_000_000, null)));
+  }
+  return h1.toString(16).padStart(8, '0') + h2.toString(16).padStart(8, '0');
+}
+
+/** JSON with sorted keys and byte arrays as lists, so equal records give equal text. */
+function stable(v: unknown): string {
+  if (v instanceof Uint8Array) return `b[${Array.from(v).join(',')}]`;
+  if (Array.isArray(v)) return `[${v.map(stable).join(',')}]`;
+  if (v !== null && typeof v === 'object') {
+    const o = v as Record<string, unknown>;
+    return `{${Object.keys(o).sort().filter((k) => o[k] !== undefined).map((k) => `${JSON.stringify(k)}:${stable(o[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(v) ?? 'undefined';
+}
