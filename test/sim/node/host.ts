@@ -9,7 +9,7 @@
 import type { Prng } from '../../../src/core/prng.js';
 import { PunctualError } from '../../../src/core/errors.js';
 import type { FailureReason } from '../../../src/core/errors.js';
-import { clusterLimits, stallLimits } from '../../../src/core/limits.js';
+import { clusterLimits, nodeLimits, stallLimits } from '../../../src/core/limits.js';
 import type { Logger } from '../../../src/core/log.js';
 import type { AttemptOutcome } from '../../../src/dispatch/dispatcher.js';
 import { classifyStatus } from '../../../src/dispatch/classify.js';
@@ -109,6 +109,8 @@ export class SimNode {
   private flushGen = 0;
   private flushAtMs: number | null = null;
   private readonly orders = new Map<string, OrderState>();
+  /** Orders the core withdrew that may still wait for a slot (NodeShell.withdrawn). */
+  private readonly withdrawn = new Set<string>();
   private readonly running = new Map<string, number>();
   private readonly waiting = new Map<string, string[]>();
   private settling = false;
@@ -467,10 +469,14 @@ export class SimNode {
       if (!r.ok) this.proposalFailed(p.ticket, r.reason === 'not_leader' ? 'not_leader' : 'proposal_refused');
       else g.proposals.set(r.index, { ticket: p.ticket, term: r.term, deadlineMono: this.monoMs + clusterLimits.proposalTimeoutMs });
     }
-    // NodeShell: the dispatcher cannot take an order back; a withdrawn order's start and outcome come as usual.
-    if (rd.withdraw.length > 0) worked = true;
+    // NodeShell: an order still waiting for its slot is refused when it gets it (admit); a started one reports as usual.
+    for (const w of rd.withdraw) {
+      worked = true;
+      this.withdrawn.add(w.key);
+    }
     for (const o of rd.dispatch) {
       worked = true;
+      this.withdrawn.delete(o.key);
       this.order(o);
     }
     for (const r of rd.replies) {
@@ -525,9 +531,30 @@ export class SimNode {
     this.waiting.set(ck, q);
   }
 
+  /** NodeShell.admit: the order still stands when it gets its slot, or it is not sent (or looked at again). */
+  private admitted(st: OrderState): boolean {
+    const o = st.order;
+    const term = Number(o.delivery.fencingToken.slice(o.delivery.fencingToken.indexOf('.') + 1));
+    if (this.withdrawn.has(o.key) || this.core.firingShards().get(o.shard) !== term) {
+      this.withdrawn.delete(o.key);
+      this.orders.delete(o.key);
+      this.core.dispatchWithdrawn(o.key);
+      return false;
+    }
+    if (this.leaseValid(o.shard)) return true;
+    const inc = this.incarnation;
+    this.w.at(this, this.w.nowMs + nodeLimits.leaseRetryMs, 'lease-retry', () => {
+      if (inc !== this.incarnation || this.orders.get(o.key) !== st) return;
+      this.startAttempt(st);
+      this.settle();
+    });
+    return false;
+  }
+
   private startAttempt(st: OrderState): void {
     const o = st.order;
     const d = o.delivery;
+    if (!this.admitted(st)) return this.nextWaiting(d.concurrencyKey);
     st.started = true;
     st.queued = false;
     const ck = d.concurrencyKey;
@@ -551,10 +578,15 @@ export class SimNode {
       this.orders.delete(o.key);
       this.running.set(ck, this.running.get(ck)! - 1);
       this.core.dispatchOutcome(o.key, outcomeOf(answer, at >= timeoutAt, d.spec.timeoutMs, startedAtMs, this.wallMs));
-      const next = this.waiting.get(ck)?.shift();
-      if (next !== undefined) this.startAttempt(this.orders.get(next)!);
+      this.nextWaiting(ck);
       this.settle();
     });
+  }
+
+  /** A slot of the key is free: the next order waiting for it tries to start. */
+  private nextWaiting(ck: string): void {
+    const next = this.waiting.get(ck)?.shift();
+    if (next !== undefined) this.startAttempt(this.orders.get(next)!);
   }
 }
 
