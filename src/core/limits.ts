@@ -182,6 +182,9 @@ assert(clientLimits.batchLineBytesMax <= limits.batchBodyBytesMax, 'a batch line
 
 // --- src/node and src/store (the single node host)
 export const nodeLimits = {
+  /** A firing record (fired, skipped, outcomes) refused by Raft in a way that proves it never applied (a leadership
+   * transfer in progress) is proposed again this much later while the node still leads the shard in that term. */
+  recordRetryMs: 20,
   /** A callback due (or out of the dispatcher's queue) while its shard's lease has lapsed is looked at again this much later. */
   leaseRetryMs: 5,
   /** Log entries kept below a shard's applied index; older ones are compacted away. */

@@ -77,6 +77,8 @@ export class Batcher {
   folded = 0;
   /** When the firing side's items wait since (the flush comes engineItemsDelayMs later); null when none wait. */
   private itemsSinceMs: number | null = null;
+  /** Firing records refused in a way that proves they never applied, proposed again at atMs (core.proposalDone). */
+  private retries: Array<{ shard: number; command: Command; atMs: number }> = [];
 
   constructor(
     private readonly nodeId: string,
@@ -160,12 +162,24 @@ export class Batcher {
 
   /** Nothing waits to be proposed and every proposal handed out was answered. */
   idle(): boolean {
-    return this.queue.length === 0 && this.items.size === 0 && this.staged.size === 0;
+    return this.queue.length === 0 && this.items.size === 0 && this.staged.size === 0 && this.retries.length === 0;
+  }
+
+  /** A firing record to propose again at atMs (it was refused and provably never applied). */
+  retry(shard: number, command: Command, atMs: number): void {
+    this.retries.push({ shard, command, atMs });
+  }
+
+  /** The records waiting to be proposed again for a shard this node no longer leads: they are given up. */
+  dropRetries(shard: number): Command[] {
+    const dropped = this.retries.filter((r) => r.shard === shard).map((r) => r.command);
+    this.retries = this.retries.filter((r) => r.shard !== shard);
+    return dropped;
   }
 
   /** Something waits for a flush (held items included). */
   hasWork(): boolean {
-    return this.queue.length > 0 || this.items.size > 0;
+    return this.queue.length > 0 || this.items.size > 0 || this.retries.length > 0;
   }
 
   /**
@@ -175,6 +189,13 @@ export class Batcher {
    */
   flushAtMs(nowMs: number): number | null {
     if (this.queue.length > 0) return nowMs;
+    const retryAtMs = this.retries.length === 0 ? null : Math.min(...this.retries.map((r) => r.atMs));
+    const itemsAtMs = this.itemsFlushAtMs();
+    if (retryAtMs === null) return itemsAtMs;
+    return itemsAtMs === null ? retryAtMs : Math.min(retryAtMs, itemsAtMs);
+  }
+
+  private itemsFlushAtMs(): number | null {
     if (this.itemsSinceMs !== null) return this.itemsSinceMs + stallLimits.engineItemsDelayMs;
     let heldUntilMs: number | null = null;
     for (const it of this.items.values()) {
@@ -187,6 +208,11 @@ export class Batcher {
   /** One group commit: the firing side's items first, then up to the batch limit of client proposals. `all`: held items too. */
   flush(nowMs: number, all: boolean, out: Proposal[]): void {
     const start = out.length;
+    if (this.retries.length > 0) {
+      const due = this.retries.filter((r) => all || r.atMs <= nowMs);
+      this.retries = this.retries.filter((r) => !(all || r.atMs <= nowMs));
+      for (const r of due) this.stage({ shard: r.shard, command: r.command, opId: null, parts: null }, out);
+    }
     for (const [shard, it] of this.items) this.flushItems(shard, it, nowMs, all, out);
     this.itemsSinceMs = null;
     const take = Math.max(0, limits.commitBatchCommandsMax - (out.length - start));

@@ -4,7 +4,8 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { AssertionError } from '../core/assert.js';
-import { queueLimits, stallLimits } from '../core/limits.js';
+import { PunctualError } from '../core/errors.js';
+import { nodeLimits, queueLimits, stallLimits } from '../core/limits.js';
 import type { Command, OutcomeItem } from '../scheduler/commands.js';
 import { apply } from '../scheduler/machine.js';
 import { Harness, T0, ok, once, retryable } from './testing/harness.js';
@@ -161,6 +162,57 @@ describe('NodeCore group commit', () => {
     expect(h.applied('fired')).toHaveLength(0);
     expect(outcomes(h)).toMatchObject([{ jobId: 'a', attempt: 1, result: 'succeeded', startedAtMs: T0 + 101 }]);
     expect(h.core.counters.folded).toBe(1);
+  });
+
+  it('a record refused in a way that proves it never applied is proposed again while the shard is led in that term', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100));
+    h.advance(T0 + 100);
+    h.started(h.orders[0]!, T0 + 101);
+    h.finish(h.orders[0]!, ok(T0 + 105));
+    h.holdLog = true;
+    h.advance(T0 + 100 + stallLimits.engineItemsDelayMs + 5);
+    expect(h.held.map((p) => p.command.type)).toEqual(['outcomes']);
+    // Raft refuses it (a leadership transfer in progress): it provably never applied.
+    const refused = h.held.splice(0)[0]!;
+    h.core.proposalDone(refused.ticket, { ok: false, error: new PunctualError('unavailable', 'transfer in progress', [], 'proposal_refused') });
+    h.drain();
+    h.advance(h.nowMs + nodeLimits.recordRetryMs);
+    expect(h.held.map((p) => p.command)).toEqual([refused.command]);
+    h.releaseLog();
+    expect(h.stores[0]!.getJob('a')!.state).toBe('SUCCEEDED');
+  });
+
+  it('a refused record is given up when the shard is no longer led (the next leader fires the occurrence again)', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100));
+    h.advance(T0 + 100);
+    h.started(h.orders[0]!, T0 + 101);
+    h.finish(h.orders[0]!, ok(T0 + 105));
+    h.holdLog = true;
+    h.advance(T0 + 100 + stallLimits.engineItemsDelayMs + 5);
+    const refused = h.held.splice(0)[0]!;
+    h.core.proposalDone(refused.ticket, { ok: false, error: new PunctualError('unavailable', 'transfer in progress', [], 'proposal_refused') });
+    h.core.leaderStop(0);
+    h.drain();
+    h.advance(h.nowMs + 10 * nodeLimits.recordRetryMs);
+    expect(h.held).toEqual([]);
+    // A timeout proves nothing (it may still apply): never proposed again either.
+    const t = new Harness();
+    t.setup();
+    create(t, once('b', T0 + 100));
+    t.advance(T0 + 100);
+    t.started(t.orders[0]!, T0 + 101);
+    t.finish(t.orders[0]!, ok(T0 + 105));
+    t.holdLog = true;
+    t.advance(T0 + 100 + stallLimits.engineItemsDelayMs + 5);
+    const timedOut = t.held.splice(0)[0]!;
+    t.core.proposalDone(timedOut.ticket, { ok: false, error: new PunctualError('unavailable', 'timed out', [], 'proposal_timeout') });
+    t.drain();
+    t.advance(t.nowMs + 10 * nodeLimits.recordRetryMs);
+    expect(t.held).toEqual([]);
   });
 
   it('a slow callback gets its fired record alone once the items delay is over', () => {

@@ -4,7 +4,7 @@
  * (batcher.ts), checks what comes in, and gathers what goes out for `ready()`.
  */
 import { assert } from '../core/assert.js';
-import type { PunctualError } from '../core/errors.js';
+import { provesNotApplied, type PunctualError } from '../core/errors.js';
 import { nodeLimits } from '../core/limits.js';
 import type { AttemptOutcome } from '../dispatch/dispatcher.js';
 import type { Command, Effect } from '../scheduler/commands.js';
@@ -42,6 +42,8 @@ export class NodeCore implements NodeCoreApi {
   /** Orders handed out by ready() and not finished or taken back (outputs are checked against it). */
   private readonly outKeys = new Set<OccurrenceKey>();
   private readonly opsOpen = new Set<number>();
+  /** The term in which each firing record out to Raft was proposed (by ticket): a refused one is retried only then. */
+  private readonly recordTerms = new Map<number, number>();
   private nowMs: number;
 
   constructor(private readonly d: NodeCoreDeps) {
@@ -77,6 +79,7 @@ export class NodeCore implements NodeCoreApi {
 
   leaderStop(shard: number): void {
     checkShard(shard, this.d.stores.length);
+    for (const command of this.batcher.dropRetries(shard)) this.firing.recorded(command);
     this.firing.leaderStop(shard);
   }
 
@@ -99,8 +102,18 @@ export class NodeCore implements NodeCoreApi {
 
   proposalDone(ticket: number, result: ProposalResult): void {
     const lost = this.batcher.answer(ticket, result, this.replies_);
+    const term = this.recordTerms.get(ticket);
+    this.recordTerms.delete(ticket);
+    if (lost === null) return;
+    // Refused in a way that proves it never applied (a leadership transfer in progress) while this node still
+    // fires the shard in the same term: nothing else would record it until the next leadership change, so again.
+    const sameTerm = term !== undefined && this.firing.firingShards().get(lost.shard) === term;
+    if (!result.ok && provesNotApplied(result.error) && sameTerm && !this.firing.stopped) {
+      this.batcher.retry(lost.shard, lost.command, this.nowMs + nodeLimits.recordRetryMs);
+      return;
+    }
     // The firing side's records were not applied (not the leader any more, lost): the loader may arm them again.
-    if (lost !== null) this.firing.recorded(lost.command);
+    this.firing.recorded(lost.command);
   }
 
   dispatchStarted(key: OccurrenceKey, startedAtMs: number): void {
@@ -150,6 +163,10 @@ export class NodeCore implements NodeCoreApi {
       nextFireAtMs: this.firing.nextFireAtMs(),
       flushAtMs: this.batcher.flushAtMs(this.nowMs),
     };
+    for (const p of rd.propose) {
+      const t = p.command.type;
+      if (t === 'fired' || t === 'skipped' || t === 'outcomes') this.recordTerms.set(p.ticket, this.firing.firingShards().get(p.shard) ?? 0);
+    }
     this.propose_ = [];
     this.replies_ = [];
     this.checkReady(rd);
