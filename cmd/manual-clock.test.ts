@@ -173,7 +173,13 @@ describe('serve --clock manual', () => {
 
     const executions = (await api(base, 'GET', '/v1/jobs/flaky/executions')).json.executions;
     expect(executions).toMatchObject([
-      { scheduled_at: '2027-03-15T01:00:00.000Z', attempt: 3, state: 'SUCCEEDED', started_at: '2027-03-15T01:00:15.000Z', status_code: 200 },
+      { scheduled_at: '2027-03-15T01:00:00.000Z', attempt: 3, state: 'SUCCEEDED', started_at: '2027-03-15T01:00:00.000Z', status_code: 200 },
+    ]);
+    // started_at is the first attempt's; each attempt has its own start on the virtual clock.
+    expect(executions[0].attempts.map((a: { attempt: number; started_at: string }) => [a.attempt, a.started_at])).toEqual([
+      [1, '2027-03-15T01:00:00.000Z'],
+      [2, '2027-03-15T01:00:05.000Z'],
+      [3, '2027-03-15T01:00:15.000Z'],
     ]);
     const daily = (await api(base, 'GET', '/v1/jobs/daily')).json;
     expect(daily.next_fire_at).toBe('2027-04-15T07:00:00.000Z');
