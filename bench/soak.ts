@@ -223,4 +223,6 @@ function main(): void {
 }
 
 const script = process.argv[1];
-if (script !== undefined && realpathSync(script) === realpathSync(fileURLToPath(import.meta.url))) main();
+// Run as a script only: imported by the bench command (and bundled into the single executable, which has no
+// import.meta.url), it does nothing.
+if (script !== undefined && typeof import.meta.url === 'string' && realpathSync(script) === realpathSync(fileURLToPath(import.meta.url))) main();

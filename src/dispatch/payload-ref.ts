@@ -17,7 +17,7 @@ import { Agent } from 'undici';
 import { payloadRefLimits } from '../core/limits.js';
 import type { PayloadRef } from '../scheduler/types.js';
 import { classifyError } from './classify.js';
-import { TargetPolicy } from './target-policy.js';
+import type { TargetPolicy } from './target-policy.js';
 
 export type PayloadFetch =
   | { ok: true; body: Uint8Array; contentType: string }
