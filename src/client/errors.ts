@@ -3,39 +3,19 @@
  * retryAfterMs from docs/api.md), it answered something that is not the API (a proxy's page), or it could not be
  * reached or did not answer in time (status 0). The retry decision reads these fields and nothing else.
  */
+import { reasonProvesNotApplied } from '../core/errors.js';
 import type { Problem } from './types.js';
 
 /** The `reason` of a 503 or 429 (docs/api.md, "503 and 429: the reason, and what is safe to repeat"). */
-export type FailureReason =
-  | 'not_leader'
-  | 'no_leader'
-  | 'shutting_down'
-  | 'proposal_refused'
-  | 'proposal_lost'
-  | 'proposal_timeout'
-  | 'snapshot_overtook'
-  | 'interrupted'
-  | 'leader_unreachable'
-  | 'read_timeout'
-  | 'proposer_queue_full'
-  | 'apply_queue_full'
-  | 'wheel_full';
+export type { FailureReason } from '../core/errors.js';
 
 /**
- * Reasons that prove the request was never proposed (or never applies): repeating it cannot apply it twice, so
- * any request may be repeated after them. `read_timeout` is a read, which is always safe.
+ * Whether a reason proves the request was never proposed (or never applies), so any request may be repeated:
+ * the node's own rule, plus `read_timeout`, which only a read meets (always safe to repeat).
  */
-const notAppliedReasons: ReadonlySet<string> = new Set([
-  'not_leader',
-  'no_leader',
-  'shutting_down',
-  'proposal_refused',
-  'proposal_lost',
-  'read_timeout',
-  'proposer_queue_full',
-  'apply_queue_full',
-  'wheel_full',
-]);
+function provesNotApplied(reason: string): boolean {
+  return reason === 'read_timeout' || reasonProvesNotApplied(reason);
+}
 
 /** Codes of the client itself, for calls that got no API answer. */
 export type ClientErrorCode = 'unreachable' | 'timeout' | 'bad_response' | 'aborted';
@@ -100,7 +80,7 @@ export class PunctualError extends Error {
   get provesNotApplied(): boolean {
     if (this.notSent) return true;
     if (this.status === 429) return true; // every 429 reason says "was not proposed"
-    return this.status === 503 && this.reason !== null && notAppliedReasons.has(this.reason);
+    return this.status === 503 && this.reason !== null && provesNotApplied(this.reason);
   }
 
   /**

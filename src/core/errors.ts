@@ -59,6 +59,11 @@ export function provesNotApplied(err: unknown): boolean {
   return err instanceof PunctualError && err.reason !== null && provenNotApplied.has(err.reason);
 }
 
+/** The same proof from a reason as a problem+json carries it (the package's client reads answers, not errors). */
+export function reasonProvesNotApplied(reason: string): boolean {
+  return provenNotApplied.has(reason as FailureReason);
+}
+
 export interface FieldError {
   field: string;
   message: string;
