@@ -368,17 +368,6 @@ export class RaftHost {
     return this.catchUpTicks() && g.firing && g.raw.leaseValid();
   }
 
-  /**
-   * Until when (performance.timeOrigin + performance.now(), ms) leaseValid(shard) holds at least, -Infinity when
-   * it does not: the lease's ticks left end at tick boundaries counted from tickedToMono. The firing thread obeys
-   * this deadline instead of asking Raft (src/dispatch/firing-port.ts).
-   */
-  leaseDeadlineMs(shard: number): number {
-    if (!this.leaseValid(shard)) return Number.NEGATIVE_INFINITY;
-    const left = this.groups[shard]!.raw.leaseTicksLeft();
-    return performance.timeOrigin + this.tickedToMono + left * clusterLimits.tickMs;
-  }
-
   // --- the Ready loop -----------------------------------------------------------------------------------
 
   /** True while a write failed on a full disk and has not succeeded since: proposals are refused (507). */

@@ -673,16 +673,6 @@ export class Raft {
     return this.tickCount < quorumMin(acks) + this.config.leaseTicks;
   }
 
-  /**
-   * Ticks the lease still holds for counting the current one (0 = not valid): leaseValid() stays true until that
-   * many more ticks have run. The firing thread turns it into a deadline it obeys without asking Raft.
-   */
-  leaseTicksLeft(): number {
-    if (!this.leaseValid()) return 0;
-    const acks = [...this.voters].map((id) => (id === this.id ? this.tickCount : this.progress.get(id)!.leaseAckTick));
-    return quorumMin(acks) + this.config.leaseTicks - this.tickCount;
-  }
-
   // ---------------------------------------------------------------- proposals
 
   propose(data: Uint8Array): ProposeResult {

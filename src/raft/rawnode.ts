@@ -126,11 +126,6 @@ export class RawNode {
     return this.raft.leaseValid();
   }
 
-  /** See Raft.leaseTicksLeft. */
-  leaseTicksLeft(): number {
-    return this.raft.leaseTicksLeft();
-  }
-
   /** A snapshot step() accepted that is not yet persisted (a stale snapshot is ignored and leaves none). */
   hasPendingSnapshot(): boolean {
     return this.raft.log.hasPendingSnapshot();
