@@ -1,30 +1,16 @@
 /**
- * One shard group on this node: its RawNode, its Raft log (SqliteRaftStorage, same SQLite file), its
- * state-machine store, the applied index, and what the host waits for on it (proposals by log index,
- * linearizable reads by ReadIndex context).
+ * One shard group on this node as the IO side sees it: its Raft log (SqliteRaftStorage, same SQLite file), its
+ * state-machine store, and the pure side's shard (src/nodecore/replication.ts ReplicaShard: the RawNode, when it
+ * fires, the applied index, the proposals and reads waiting on it).
  */
-import type { Entry, RawNode, Role } from '../raft/index.js';
+import type { RawNode, Role } from '../raft/index.js';
 import type { SqliteRaftStorage } from '../store/raft-storage.js';
 import type { SqliteShardStore } from '../store/shard-store.js';
-import { ShardLeadership, type Applied } from '../nodecore/index.js';
+import type { Applied, PendingProposal, ReplicaShard, ShardLeadership } from '../nodecore/index.js';
 
 /** What a proposer waits for: its entry applied in the term it was proposed in. */
 export interface Waiter {
   resolve(applied: Applied): void;
-  reject(err: unknown): void;
-}
-
-export interface PendingProposal extends Waiter {
-  term: number;
-  deadlineMs: number;
-}
-
-export interface PendingRead {
-  ctx: string;
-  /** The commit index the leader confirmed for this read (-1 until its ReadState arrives). */
-  index: number;
-  deadlineMs: number;
-  resolve(): void;
   reject(err: unknown): void;
 }
 
@@ -35,24 +21,30 @@ export interface ShardStorage {
 }
 
 export class ShardGroup implements ShardStorage {
-  /** When this node fires the shard (src/nodecore/leadership.ts decides). */
-  readonly lead = new ShardLeadership();
-  applied: number;
-  appliedSinceCompact = 0;
-  /** Log index -> the proposer waiting for it. */
-  readonly proposals = new Map<number, PendingProposal>();
-  readonly reads: PendingRead[] = [];
-  /** Snapshots received and stepped: resolved once the round that installs them is persisted. */
-  snapshotInstalls: Array<() => void> = [];
-
   constructor(
     readonly shard: number,
     readonly store: SqliteShardStore,
     readonly storage: SqliteRaftStorage,
-    readonly raw: RawNode,
-    applied: number,
-  ) {
-    this.applied = applied;
+    private readonly replica: ReplicaShard,
+  ) {}
+
+  get raw(): RawNode {
+    return this.replica.raw;
+  }
+
+  /** When this node fires the shard (src/nodecore/leadership.ts decides). */
+  get lead(): ShardLeadership {
+    return this.replica.lead;
+  }
+
+  /** What the shard's rows hold (the applied_index in SQLite once its write committed). */
+  get applied(): number {
+    return this.replica.applied;
+  }
+
+  /** Log index -> the proposal waiting for it. */
+  get proposals(): ReadonlyMap<number, PendingProposal> {
+    return this.replica.proposals;
   }
 
   get role(): Role {
@@ -81,7 +73,3 @@ export class ShardGroup implements ShardStorage {
   }
 }
 
-/** The last entry of a list (or null). */
-export function lastOf(entries: readonly Entry[]): Entry | null {
-  return entries.length === 0 ? null : entries[entries.length - 1]!;
-}

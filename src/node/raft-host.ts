@@ -1,35 +1,34 @@
 /**
- * RaftHost: one Raft group per shard on this node, and the Ready loop that drives them all.
- *
- * One loop round (Ready contract of src/raft, for every group at once):
- *  1. collect the Ready of every group that has one;
+ * RaftHost: the IO around the node's replication layer (src/nodecore/replication.ts `Replication`: every shard's
+ * RawNode, when to fire, the waiters, the conversion of monotonic time to ticks, and what each round asks). This
+ * file decides nothing about Raft; it carries out what Replication says:
+ *  1. take the round (every shard with a Ready at once);
  *  2. ONE SQLite transaction: install snapshots (Raft storage + the shard's rows), append entries, write hard
- *     states; and, only when the round's committed entries are few and small (inlineApply), their applies;
- *  3. fsync per --fsync (batch: the WAL on the thread pool; always: inside the commit; off: none);
- *  4. send every message; queue the committed entries for the applier; advance every group; then compaction
- *     and requested snapshots.
+ *     states; and, for an `inline` round (few and small committed entries), their applies;
+ *  3. send the early messages (heartbeats, a leader's appends), fsync per --fsync (batch: the WAL on the thread
+ *     pool; always: inside the commit; off: none), send the rest;
+ *  4. hand the committed entries to the applier (a conf change: wait until it applied them), advance; then carry
+ *     out the events: firing start and stop, answers, compaction and requested snapshots.
  * The applier applies queued entries in log order in transactions of at most stallLimits.applySliceMs /
  * applySliceEntriesMax (src/scheduler apply, each entry in a savepoint, applied_index in the same transaction),
  * yielding to the event loop between slices: a large batch of creates or a hot instant's fired records never
  * holds timers, the firing engine, Raft ticks or heartbeat answers for more than one slice. After each slice it
  * hands applied commands to the engine and answers their proposers (committed entries are durable on a quorum
  * already: the leader counts its own copy only after its fsync). Rounds go on while the applier works, so Raft
- * traffic never waits for applies; Raft's own applied index runs ahead of the host's (g.applied, what is in
- * SQLite), except across a conf change: a Ready that commits one waits for the applier to drain before its
- * advance (Raft applies the change at advance, and a snapshot's membership must match its rows).
+ * traffic never waits for applies.
  * A round runs on setImmediate after any tick, step or proposal; a new round never starts before the previous
- * one advanced. Ticks: one interval for all groups (clusterLimits.tickMs).
+ * one advanced. Ticks: one interval for all groups (clusterLimits.tickMs), counted on performance.now.
  *
  * A single node without --peers is the same thing with one voter per group: it campaigns at once and leads
  * every shard after its first round.
  */
-import { PunctualError, type FailureReason } from '../core/errors.js';
-import { clusterAuditLimits, clusterLimits, nodeLimits, quarantineLimits, stallLimits } from '../core/limits.js';
+import { PunctualError } from '../core/errors.js';
+import { clusterLimits, nodeLimits, quarantineLimits, stallLimits } from '../core/limits.js';
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
 import type { Rand } from '../core/prng.js';
 import type { NodeMetrics } from '../metrics/metrics.js';
-import { RawNode, type ConfChange, type ConfState, type Entry, type LogIndex, type Message, type NodeId, type Ready, type SoftState } from '../raft/index.js';
+import type { ConfChange, ConfState, Entry, LogIndex, Message, NodeId, Snapshot } from '../raft/index.js';
 import { CommandDecodeError, decodeCommand } from '../scheduler/codec.js';
 import { apply } from '../scheduler/machine.js';
 import type { Command, Effect } from '../scheduler/commands.js';
@@ -40,7 +39,9 @@ import { AppliedIndexes, encodeShardImage, restoreShardImage } from '../store/sh
 import { SqliteShardStore } from '../store/shard-store.js';
 import type { WalSyncer } from '../store/wal-sync.js';
 import { ShardGroup, type Waiter } from './group.js';
-import type { Applied } from '../nodecore/index.js';
+import { notLeader, proposalFailed, Replication, type Applied, type ReadAnswer, type ReplicaEvent, type ReplicaRound } from '../nodecore/index.js';
+
+export { notLeader };
 
 /** The part of PeerTransport the host uses (null for a single node). */
 export interface MessageSender {
@@ -97,37 +98,27 @@ export function diskFull(): PunctualError {
   return new PunctualError('insufficient_storage', `the disk of this node is full; writes are refused until space is freed (retry in ${quarantineLimits.diskFullRetryAfterS} s)`);
 }
 
-export function notLeader(shard: number): PunctualError {
-  return new PunctualError('unavailable', `this node does not lead shard ${shard}`, [], 'not_leader');
-}
-
-/** A proposal's failure, with what it proves (src/core/errors.ts FailureReason). */
-function proposalFailed(reason: FailureReason, message: string): PunctualError {
-  return new PunctualError('unavailable', message, [], reason);
-}
-
 export class RaftHost {
   readonly groups: ShardGroup[] = [];
+  /** The decisions (pure): this file carries them out. */
+  readonly replication: Replication;
   private sender: MessageSender | null = null;
   private readonly appliedIndexes: AppliedIndexes;
   /** Entries this node could not decode or apply (raft_quarantine). */
   readonly quarantined: QuarantineTable;
+  /** Who waits for a ticket of the replication layer (proposals, reads, snapshot installs). */
+  private readonly proposers = new Map<number, Waiter>();
+  private readonly readers = new Map<number, { resolve(): void; reject(err: unknown): void }>();
+  private readonly installs = new Map<number, () => void>();
   private scheduled: NodeJS.Immediate | null = null;
   private running: Promise<void> | null = null;
   private ticker: NodeJS.Timeout | null = null;
-  /** Ticks missed by a stall, counted after the poll phase (catchUpTicks). */
+  /** Ticks missed by a stall, counted after the poll phase (a `catch_up` event). */
   private catchUp: NodeJS.Immediate | null = null;
-  private ticks = 0;
-  /** Monotonic time (performance.now) up to which ticks have been counted. */
-  private tickedToMono = 0;
-  private readSeq = 0;
   private closed = false;
   private failed = false;
   /** A storage error: nothing more is written. */
   private fatal = false;
-  /** Committed entries waiting for the applier, in log order across groups (from applyHead on). */
-  private applyQueue: Array<{ g: ShardGroup; e: Entry }> = [];
-  private applyHead = 0;
   private applying: Promise<void> | null = null;
   /**
    * A full disk (SQLITE_FULL): the round whose transaction failed, kept as it is and persisted again later. Its
@@ -136,7 +127,7 @@ export class RaftHost {
    * while the round or the applier is stuck; both retry every quarantineLimits.diskFullRetryMs until a write
    * succeeds, then the node goes on by itself.
    */
-  private stuck: Array<[ShardGroup, Ready]> | null = null;
+  private stuck: ReplicaRound | null = null;
   private roundFull = false;
   private applierFull = false;
   private fullRetry: NodeJS.Timeout | null = null;
@@ -144,7 +135,21 @@ export class RaftHost {
   constructor(private readonly o: RaftHostOptions) {
     this.appliedIndexes = new AppliedIndexes(o.db);
     this.quarantined = new QuarantineTable(o.db);
-    for (let shard = 0; shard < o.shards; shard++) this.groups.push(this.openGroup(shard));
+    const storages: SqliteRaftStorage[] = [];
+    for (let shard = 0; shard < o.shards; shard++) {
+      if (o.voters.length > 0) bootstrapGroup(o.db, shard, [...o.voters].sort() as NodeId[]);
+      storages.push(new SqliteRaftStorage(o.db, shard, { markerSnapshots: true }));
+    }
+    this.replication = new Replication({
+      nodeId: o.nodeId,
+      shards: storages.map((storage, shard) => ({ storage, applied: this.storedApplied(shard, storage) })),
+      rand: o.rand,
+      compaction: o.compaction ?? { keepEntries: nodeLimits.logKeepEntries, everyEntries: nodeLimits.logCompactEveryEntries },
+      reachable: (peer) => this.sender === null || this.sender.reachable(peer),
+    });
+    storages.forEach((storage, shard) => {
+      this.groups.push(new ShardGroup(shard, new SqliteShardStore(o.db, shard), storage, this.replication.shards[shard]!));
+    });
     for (const q of this.quarantined.list()) {
       o.logger.error('log entry quarantined earlier (its effects were skipped on every replica)', {
         shard: q.shard, index: q.index, term: q.term, digest: q.digest, err: q.error,
@@ -152,29 +157,9 @@ export class RaftHost {
     }
   }
 
-  private openGroup(shard: number): ShardGroup {
-    const { db } = this.o;
-    if (this.o.voters.length > 0) bootstrapGroup(db, shard, [...this.o.voters].sort() as NodeId[]);
-    const storage = new SqliteRaftStorage(db, shard, { markerSnapshots: true });
-    const applied = Math.max(this.appliedIndexes.of(shard), storage.firstIndex() - 1);
-    const raw = new RawNode(
-      {
-        id: this.o.nodeId as NodeId,
-        group: shard,
-        electionTicks: clusterLimits.electionTicks,
-        heartbeatTicks: clusterLimits.heartbeatTicks,
-        preVote: true,
-        checkQuorum: true,
-        maxInflightMsgs: clusterLimits.maxInflightMsgs,
-        maxInflightBytes: clusterLimits.maxInflightBytes,
-        maxMsgBytes: clusterAuditLimits.appendBytesMax,
-        leaseTicks: clusterLimits.leaseTicks,
-        rand: this.o.rand,
-        applied: applied as LogIndex,
-      },
-      storage,
-    );
-    return new ShardGroup(shard, new SqliteShardStore(db, shard), storage, raw, applied);
+  /** What SQLite holds as applied for the shard (its rows are at least its snapshot's). */
+  private storedApplied(shard: number, storage: SqliteRaftStorage): number {
+    return Math.max(this.appliedIndexes.of(shard), storage.firstIndex() - 1);
   }
 
   /** The peer transport opened after start (a single node that grows into a cluster). */
@@ -186,72 +171,71 @@ export class RaftHost {
   /** Starts ticking; a group whose only voter is this node campaigns at once (no election timeout). */
   start(sender: MessageSender | null): void {
     this.sender = sender;
-    for (const g of this.groups) {
-      const voters = g.raw.status().confState.voters;
-      if (voters.length === 1 && voters[0] === this.o.nodeId) g.raw.campaign();
-    }
-    this.tickedToMono = performance.now();
-    this.ticker = setInterval(() => this.catchUpTicks(), clusterLimits.tickMs);
+    this.replication.start(performance.now());
+    this.ticker = setInterval(() => {
+      this.replication.tick(performance.now());
+      this.carryOut();
+      this.schedule();
+    }, clusterLimits.tickMs);
     this.schedule();
   }
 
-  /**
-   * Ticks once per clusterLimits.tickMs of MONOTONIC time elapsed, however late the interval runs. After a stall
-   * (SIGSTOP, a long GC or a slow transaction) the missed ticks run before anything relies on the lease, so a
-   * deposed leader that wakes up sees its lease expired instead of firing for its old term (found by
-   * jepsen-lite: a leader frozen 3.7 s fired for term 10 after term 11 had acknowledged a cancel). Raft counts
-   * time in ticks; this is where wall time becomes ticks.
-   */
-  private catchUpTicks(): boolean {
-    const due = Math.floor((performance.now() - this.tickedToMono) / clusterLimits.tickMs);
-    if (due <= 1) {
-      if (due === 1) this.runTicks(1);
-      return true;
-    }
-    // A stall: the messages that arrived meanwhile are still in the sockets. Count the missed ticks only after
-    // the poll phase has stepped them (setImmediate runs after it), so a leader whose followers did answer is
-    // not deposed by CheckQuorum, and a follower that did hear its leader does not campaign. Until then the
-    // lease counts as lapsed (leaseValid, readBarrier): never valid on stale ticks.
-    // Two immediates: the second runs after one full poll phase even when the stall was itself in a poll callback.
-    if (this.catchUp === null) {
-      this.catchUp = setImmediate(() => {
+  // --- events -------------------------------------------------------------------------------------------
+
+  /** Carries out what the replication layer decided since the last call, in order. */
+  private carryOut(): void {
+    for (const ev of this.replication.take()) this.handle(ev);
+  }
+
+  private handle(ev: ReplicaEvent): void {
+    switch (ev.kind) {
+      case 'leader_start':
+        return this.o.onLeaderStart(ev.shard, ev.term);
+      case 'leader_stop':
+        return this.o.onLeaderStop(ev.shard);
+      case 'leading':
+        return this.o.logger.info('leading shard', { shard: ev.shard, term: ev.term });
+      case 'proposal': {
+        const w = this.proposers.get(ev.ticket);
+        if (w === undefined) return;
+        this.proposers.delete(ev.ticket);
+        return ev.ok ? w.resolve(ev.applied) : w.reject(ev.error);
+      }
+      case 'read': {
+        const r = this.readers.get(ev.ticket);
+        if (r === undefined) return;
+        this.readers.delete(ev.ticket);
+        return ev.error === null ? r.resolve() : r.reject(ev.error);
+      }
+      case 'snapshot_installed': {
+        const done = this.installs.get(ev.ticket);
+        this.installs.delete(ev.ticket);
+        return done?.();
+      }
+      case 'snapshot': {
+        const g = this.groups[ev.shard]!;
+        return this.chore('snapshot', g, () => this.createSnapshot(g));
+      }
+      case 'compact': {
+        const g = this.groups[ev.shard]!;
+        return this.chore('compaction', g, () => this.compact(g, ev.upTo));
+      }
+      case 'conf_change':
+        return this.o.onConfChange?.(ev.shard, ev.conf);
+      case 'catch_up':
+        // The messages that arrived during the stall are still in the sockets: count the missed ticks only after
+        // the poll phase has stepped them (setImmediate runs after it). Two immediates: the second runs after one
+        // full poll phase even when the stall was itself in a poll callback.
+        if (this.catchUp !== null || this.closed) return;
         this.catchUp = setImmediate(() => {
-          this.catchUp = null;
-          const late = Math.floor((performance.now() - this.tickedToMono) / clusterLimits.tickMs);
-          if (late > 0) this.runTicks(late);
+          this.catchUp = setImmediate(() => {
+            this.catchUp = null;
+            this.replication.catchUp(performance.now());
+            this.carryOut();
+            this.schedule();
+          });
         });
-      });
-    }
-    return false;
-  }
-
-  /**
-   * `due` ticks of elapsed time: a group this node leads gets them all (up to catchUpTicksMax: its lease must
-   * expire); any other group at most stallLimits.followerCatchUpTicksMax, so a stalled follower that heard its
-   * leader does not campaign on time it spent frozen (it only votes and campaigns later: liveness, not safety).
-   */
-  private runTicks(due: number): void {
-    this.tickedToMono += due * clusterLimits.tickMs;
-    const ticks = Math.min(due, clusterLimits.catchUpTicksMax);
-    if (ticks === 1) return this.tick();
-    for (const g of this.groups) {
-      const n = g.raw.status().role === 'leader' ? ticks : Math.min(ticks, stallLimits.followerCatchUpTicksMax);
-      for (let i = 0; i < n; i++) g.raw.tick();
-    }
-    for (let i = 0; i < ticks; i++) this.countTick();
-    this.schedule();
-  }
-
-  private tick(): void {
-    for (const g of this.groups) g.raw.tick();
-    this.countTick();
-    this.schedule();
-  }
-
-  private countTick(): void {
-    if (++this.ticks % 20 === 0) {
-      this.expireWaiters();
-      this.reportUnreachable();
+        return;
     }
   }
 
@@ -259,14 +243,8 @@ export class RaftHost {
 
   /** Messages from a peer (any groups). Never throws: a bad message is logged and dropped. */
   step(messages: readonly Message[]): void {
-    for (const m of messages) {
-      const g = this.groups[m.group];
-      if (g === undefined) continue;
-      try {
-        g.raw.step(m);
-      } catch (err) {
-        this.o.logger.warn('raft message dropped', { group: m.group, type: m.type, from: m.from, err });
-      }
+    for (const { message: m, err } of this.replication.step(messages)) {
+      this.o.logger.warn('raft message dropped', { group: m.group, type: m.type, from: m.from, err });
     }
     this.schedule();
   }
@@ -276,21 +254,21 @@ export class RaftHost {
     const g = this.groups[message.group];
     if (g === undefined || message.type !== 'snapshot') return Promise.reject(new Error('not a snapshot of a known group'));
     return new Promise<void>((resolve) => {
-      this.step([message]);
+      const ticket = this.replication.installSnapshot(message);
+      this.schedule();
       // Raft ignores a snapshot at or behind what this node holds: no round will install it, so answer now.
-      if (g.raw.hasPendingSnapshot()) g.snapshotInstalls.push(resolve);
-      else resolve();
+      if (ticket === null) resolve();
+      else this.installs.set(ticket, resolve);
     });
   }
 
   /** Appends `data` to the shard's log if this node leads it; the waiter hears once it is applied (or lost). */
   propose(shard: number, data: Uint8Array, waiter: Waiter): void {
-    const g = this.groups[shard]!;
     if (this.closed) return waiter.reject(proposalFailed('shutting_down', 'node is shutting down'));
     if (this.diskFull()) return waiter.reject(diskFull());
-    const r = g.raw.propose(data);
-    if (!r.ok) return waiter.reject(r.reason === 'not_leader' ? notLeader(shard) : proposalFailed('proposal_refused', `shard ${shard}: ${r.reason}`));
-    g.proposals.set(r.index, { ...waiter, term: r.term, deadlineMs: this.o.clock.nowMs() + clusterLimits.proposalTimeoutMs });
+    const r = this.replication.propose(shard, data, performance.now());
+    if (!r.ok) return waiter.reject(r.error);
+    this.proposers.set(r.ticket, waiter);
     this.o.metrics.proposals.inc({ shard: String(shard) });
     this.schedule();
   }
@@ -300,17 +278,11 @@ export class RaftHost {
    * effect once the group's confState shows it; the caller watches that. Refusals are PunctualErrors.
    */
   proposeConfChange(shard: number, change: ConfChange): { index: number; term: number } {
-    const g = this.groups[shard]!;
     if (this.closed) throw new PunctualError('unavailable', 'node is shutting down');
     if (this.diskFull()) throw diskFull();
-    const r = g.raw.proposeConfChange(change);
-    if (r.ok) {
-      this.schedule();
-      return { index: r.index, term: r.term };
-    }
-    if (r.reason === 'not_leader') throw notLeader(shard);
-    if (r.reason === 'invalid_change') throw new PunctualError('conflict', `shard ${shard}: ${change.type} ${change.node} does not fit the membership`);
-    throw new PunctualError('conflict', `shard ${shard}: ${r.reason}`);
+    const r = this.replication.proposeConfChange(shard, change);
+    this.schedule();
+    return r;
   }
 
   /**
@@ -318,15 +290,7 @@ export class RaftHost {
    * leader's lease holds (and it applied its own term's no-op), else after a ReadIndex round.
    */
   readBarrier(shard: number): Promise<void> {
-    const g = this.groups[shard]!;
-    if (g.role !== 'leader') return Promise.reject(notLeader(shard));
-    if (this.catchUpTicks() && g.firing && g.raw.leaseValid()) return Promise.resolve();
-    const ctx = `r${++this.readSeq}`;
-    if (!g.raw.readIndex(ctx)) return Promise.reject(notLeader(shard));
-    return new Promise<void>((resolve, reject) => {
-      g.reads.push({ ctx, index: -1, deadlineMs: this.o.clock.nowMs() + clusterLimits.readIndexTimeoutMs, resolve, reject });
-      this.schedule();
-    });
+    return this.read(this.replication.readBarrier(shard, performance.now()));
   }
 
   /**
@@ -335,21 +299,20 @@ export class RaftHost {
    * write). Rejected when no leader is known, on a leader change, or after clusterLimits.readIndexTimeoutMs.
    */
   appliedBarrier(shard: number): Promise<void> {
-    const g = this.groups[shard]!;
-    if (g.role === 'leader') return this.readBarrier(shard);
-    const ctx = `r${++this.readSeq}`;
-    if (!g.raw.readIndex(ctx)) return Promise.reject(notLeader(shard));
-    return new Promise<void>((resolve, reject) => {
-      g.reads.push({ ctx, index: -1, deadlineMs: this.o.clock.nowMs() + clusterLimits.readIndexTimeoutMs, resolve, reject });
-      this.schedule();
-    });
+    return this.read(this.replication.readBarrier(shard, performance.now(), true));
+  }
+
+  private read(a: ReadAnswer): Promise<void> {
+    this.carryOut();
+    this.schedule();
+    if (a.kind === 'now') return Promise.resolve();
+    if (a.kind === 'refused') return Promise.reject(a.error);
+    return new Promise<void>((resolve, reject) => this.readers.set(a.ticket, { resolve, reject }));
   }
 
   /** The transport's outcome of a snapshot stream to `peer`. */
   reportSnapshot(shard: number, peer: string, ok: boolean): void {
-    const g = this.groups[shard];
-    if (g === undefined) return;
-    g.raw.reportSnapshot(peer as NodeId, ok);
+    this.replication.reportSnapshot(shard, peer, ok);
     this.schedule();
   }
 
@@ -364,8 +327,10 @@ export class RaftHost {
 
   /** True while this node fires the shard and holds its lease: the engine checks it before each send. */
   leaseValid(shard: number): boolean {
-    const g = this.groups[shard]!;
-    return this.catchUpTicks() && g.firing && g.raw.leaseValid();
+    const valid = this.replication.leaseValid(shard, performance.now());
+    this.carryOut();
+    if (this.replication.hasReady()) this.schedule();
+    return valid;
   }
 
   // --- the Ready loop -----------------------------------------------------------------------------------
@@ -381,39 +346,37 @@ export class RaftHost {
       this.scheduled = null;
       this.running = this.round().finally(() => {
         this.running = null;
-        if (this.groups.some((g) => g.raw.hasReady())) this.schedule();
+        if (this.replication.hasReady()) this.schedule();
       });
     });
   }
 
   private async round(): Promise<void> {
-    const batch: Array<[ShardGroup, Ready]> = this.stuck ?? [];
+    const rd = this.stuck ?? this.replication.ready();
     this.stuck = null;
-    if (batch.length === 0) for (const g of this.groups) if (g.raw.hasReady()) batch.push([g, g.raw.ready()]);
-    if (batch.length === 0) return;
-    const inline = this.inlineApply(batch);
+    if (rd === null) return;
     const out: AppliedOut[] = [];
     const touched = new Set<ShardGroup>();
     try {
-      this.persist(batch, inline ? { out, touched } : null);
+      this.persist(rd, rd.inline ? { out, touched } : null);
     } catch (err) {
       if (!isDiskFullError(err)) return this.fail(err);
       // Rolled back: the storages' cached state and the applied indexes go back to what SQLite holds.
-      for (const [g] of batch) this.rewind(g);
-      this.stuck = batch;
+      for (const { shard } of rd.shards) this.rewind(this.groups[shard]!);
+      this.stuck = rd;
+      this.carryOut();
       return this.diskFilled('round', err);
     }
     if (this.roundFull) this.spaceBack('round');
-    for (const [g, rd] of batch) if (rd.softState !== null) this.onSoftState(g, rd.softState);
-    if (inline) {
+    const { early, late } = this.replication.persisted(rd);
+    this.carryOut();
+    if (rd.inline) {
       this.deliver(out);
-      for (const g of touched) {
-        this.maybeStartFiring(g);
-        this.serveReads(g);
-      }
+      for (const g of touched) this.replication.afterApply(g.shard, false);
+      this.carryOut();
     }
-    const later = this.sendEarly(batch);
-    if (this.o.walSync !== null && batch.some(([, rd]) => rd.mustSync)) {
+    if (early.length > 0) this.sender?.send(early);
+    if (this.o.walSync !== null && rd.mustSync) {
       try {
         await this.o.walSync.sync();
       } catch (err) {
@@ -421,47 +384,20 @@ export class RaftHost {
         return;
       }
     }
-    if (later.length > 0) this.sender?.send(later);
-    let confChange = false;
-    for (const [g, rd] of inline ? [] : batch) {
-      for (const e of rd.committedEntries) {
-        this.applyQueue.push({ g, e });
-        if (e.type === 'conf_change') confChange = true;
-      }
-    }
+    if (late.length > 0) this.sender?.send(late);
+    this.replication.sent(rd);
     this.startApplier();
     // Raft applies a conf change at advance: the host must have applied everything up to it first.
-    if (confChange) await this.drainApplies();
+    if (rd.confChange) await this.drainApplies();
     if (this.fatal) return;
-    for (const [g, rd] of batch) {
-      g.raw.advance();
-      this.afterAdvance(g, rd);
-    }
-  }
-
-  /**
-   * Sends, before the WAL fsync, what needs nothing durable from this node: heartbeats and their answers, and a
-   * leader's appends (etcd sends those in parallel with its own write: the leader counts its own copy only after
-   * its fsync, and its term and vote were made durable when it campaigned). So a slow fsync delays neither the
-   * leader's lease nor its replication. Returns the rest (votes, append answers: only after the fsync).
-   */
-  private sendEarly(batch: Array<[ShardGroup, Ready]>): Message[] {
-    const early: Message[] = [];
-    const later: Message[] = [];
-    for (const [g, rd] of batch) {
-      for (const m of rd.messages) {
-        const now = m.type === 'heartbeat' || m.type === 'heartbeat_resp' || (m.type === 'append' && g.role === 'leader');
-        (now ? early : later).push(m);
-      }
-    }
-    if (early.length > 0) this.sender?.send(early);
-    return later;
+    this.replication.advance(rd);
+    this.carryOut();
   }
 
   /** After a rolled-back transaction: the group's cached Raft storage and applied index as SQLite holds them. */
   private rewind(g: ShardGroup): void {
     g.storage.reload();
-    g.applied = Math.max(this.appliedIndexes.of(g.shard), g.storage.firstIndex() - 1);
+    this.replication.rewind(g.shard, this.storedApplied(g.shard, g.storage));
   }
 
   private diskFilled(which: 'round' | 'applier', err: unknown): void {
@@ -500,16 +436,17 @@ export class RaftHost {
     this.o.onFatal(err);
   }
 
-  /** Step 2: the log side of every Ready in one transaction (one fsync with --fsync always). */
-  private persist(batch: Array<[ShardGroup, Ready]>, inline: { out: AppliedOut[]; touched: Set<ShardGroup> } | null): void {
+  /** Step 2: the log side of the round in one transaction (one fsync with --fsync always). */
+  private persist(rd: ReplicaRound, inline: { out: AppliedOut[]; touched: Set<ShardGroup> } | null): void {
     const startNs = process.hrtime.bigint();
     this.o.db.transaction(() => {
-      for (const [g, rd] of batch) {
-        if (rd.snapshot !== null) this.installRows(g, rd);
-        g.storage.append(rd.entries);
-        if (rd.hardState !== null) g.storage.setHardState(rd.hardState);
-        if (inline === null || rd.committedEntries.length === 0) continue;
-        for (const e of rd.committedEntries) this.applyEntry(g, e, inline.out);
+      for (const { shard, ready } of rd.shards) {
+        const g = this.groups[shard]!;
+        if (ready.snapshot !== null) this.installRows(g, ready.snapshot);
+        g.storage.append(ready.entries);
+        if (ready.hardState !== null) g.storage.setHardState(ready.hardState);
+        if (inline === null || ready.committedEntries.length === 0) continue;
+        for (const e of ready.committedEntries) this.applyEntry(g, e, inline.out);
         inline.touched.add(g);
         this.appliedIndexes.write(g.shard, g.applied);
       }
@@ -523,27 +460,8 @@ export class RaftHost {
 
   // --- the applier --------------------------------------------------------------------------------------
 
-  /**
-   * A round whose committed entries are few and small (and nothing waits in the applier's queue) applies them
-   * in its own transaction, as before the applier existed: one commit per round is what a light, steady load
-   * needs (every extra COMMIT costs WAL pages). Anything larger goes to the applier, in slices.
-   */
-  private inlineApply(batch: Array<[ShardGroup, Ready]>): boolean {
-    if (this.applying !== null || this.applyHead < this.applyQueue.length) return false;
-    let entries = 0;
-    let bytes = 0;
-    for (const [, rd] of batch) {
-      for (const e of rd.committedEntries) {
-        if (e.type === 'conf_change') return false;
-        entries++;
-        bytes += e.data.length;
-      }
-    }
-    return entries <= stallLimits.applySliceEntriesMax && bytes <= stallLimits.inlineApplyBytesMax;
-  }
-
   private startApplier(): void {
-    if (this.applying !== null || this.fatal || this.fullRetry !== null || this.applyHead >= this.applyQueue.length) return;
+    if (this.applying !== null || this.fatal || this.fullRetry !== null || this.replication.applyBacklog() === 0) return;
     this.applying = this.runApplier().finally(() => {
       this.applying = null;
     });
@@ -551,7 +469,7 @@ export class RaftHost {
 
   /** Resolves once every queued entry is applied (or storage failed). */
   private async drainApplies(): Promise<void> {
-    while (!this.fatal && this.applyHead < this.applyQueue.length) {
+    while (!this.fatal && this.replication.applyBacklog() > 0) {
       // Closing on a full disk: what is left is committed in the Raft log and applied again at the next start.
       if (this.closed && this.applierFull) return;
       this.startApplier();
@@ -562,23 +480,24 @@ export class RaftHost {
 
   /** Applies the queue slice by slice, letting the event loop run between slices. */
   private async runApplier(): Promise<void> {
-    while (!this.fatal && this.applyHead < this.applyQueue.length) {
+    while (!this.fatal && this.replication.applyBacklog() > 0) {
       const out: AppliedOut[] = [];
       const touched = new Set<ShardGroup>();
-      const head = this.applyHead;
+      const mark = this.replication.applyMark();
       try {
         this.applySlice(out, touched);
       } catch (err) {
         if (!isDiskFullError(err)) return this.fail(err);
         // The slice rolled back: apply it again once space returns (nothing of it was delivered).
-        this.applyHead = head;
-        for (const g of this.groups) g.applied = Math.max(this.appliedIndexes.of(g.shard), g.storage.firstIndex() - 1);
+        this.replication.rewindApply(mark);
+        for (const g of this.groups) this.replication.rewind(g.shard, this.storedApplied(g.shard, g.storage));
         return this.diskFilled('applier', err);
       }
       if (this.applierFull) this.spaceBack('applier');
       this.deliver(out);
-      for (const g of touched) this.afterApply(g);
-      if (this.applyHead < this.applyQueue.length) await new Promise<void>((resolve) => setImmediate(resolve));
+      for (const g of touched) this.replication.afterApply(g.shard);
+      this.carryOut();
+      if (this.replication.applyBacklog() > 0) await new Promise<void>((resolve) => setImmediate(resolve));
     }
   }
 
@@ -587,8 +506,9 @@ export class RaftHost {
     const start = performance.now();
     this.o.db.transaction(() => {
       let n = 0;
-      while (this.applyHead < this.applyQueue.length && n < stallLimits.applySliceEntriesMax) {
-        const { g, e } = this.applyQueue[this.applyHead++]!;
+      for (let next = this.replication.nextApply(); next !== null; next = n < stallLimits.applySliceEntriesMax ? this.replication.nextApply() : null) {
+        const g = this.groups[next.shard]!;
+        const e = next.entry;
         n++;
         if (e.index <= g.applied) continue;
         this.applyEntry(g, e, out);
@@ -597,43 +517,17 @@ export class RaftHost {
       }
       for (const g of touched) this.appliedIndexes.write(g.shard, g.applied);
     })();
-    if (this.applyHead >= this.applyQueue.length) {
-      this.applyQueue = [];
-      this.applyHead = 0;
-    } else if (this.applyHead > 4096) {
-      this.applyQueue = this.applyQueue.slice(this.applyHead);
-      this.applyHead = 0;
-    }
     this.o.metrics.commitDurationMs.observe(performance.now() - start);
     this.o.metrics.commitBatchSize.observe(out.length);
   }
 
-  /** After entries of `g` were applied: firing start, reads, compaction. */
-  private afterApply(g: ShardGroup): void {
-    this.maybeStartFiring(g);
-    this.serveReads(g);
-    if (g.appliedSinceCompact >= (this.o.compaction?.everyEntries ?? nodeLimits.logCompactEveryEntries)) this.chore('compaction', g, () => this.compact(g));
-  }
-
-  private maybeStartFiring(g: ShardGroup): void {
-    const term = g.lead.caughtUp(g.applied);
-    if (term !== null) this.o.onLeaderStart(g.shard, term);
-  }
-
-  private installRows(g: ShardGroup, rd: Ready): void {
-    const snap = rd.snapshot!;
+  private installRows(g: ShardGroup, snap: Snapshot): void {
     g.storage.applySnapshot(snap);
     restoreShardImage(this.o.db, g.shard, snap.data);
-    g.applied = snap.metadata.index;
-    g.appliedSinceCompact = 0;
+    this.replication.snapshotInstalled(g.shard, snap.metadata.index);
     this.appliedIndexes.write(g.shard, g.applied);
     this.o.metrics.snapshots.inc({ kind: 'installed' });
     this.o.logger.info('snapshot installed', { shard: g.shard, index: snap.metadata.index, bytes: snap.data.length });
-    for (const [index, p] of g.proposals) {
-      if (index > g.applied) continue;
-      g.proposals.delete(index);
-      p.reject(proposalFailed('snapshot_overtook', `shard ${g.shard}: proposal overtaken by a snapshot (it may have applied)`));
-    }
   }
 
   /**
@@ -643,9 +537,7 @@ export class RaftHost {
    * errors (I/O, corruption, a full disk) are not the command's fault: they propagate and fail the transaction.
    */
   private applyEntry(g: ShardGroup, e: Entry, out: AppliedOut[]): void {
-    if (e.index <= g.applied) return;
-    g.applied = e.index;
-    g.appliedSinceCompact++;
+    if (!this.replication.beginApply(g.shard, e)) return;
     if (e.type !== 'normal' || e.data.length === 0) {
       out.push({ g, index: e.index, term: e.term, command: null, applied: null, error: null });
       return;
@@ -703,54 +595,9 @@ export class RaftHost {
           this.o.logger.error('effect handling failed', { shard: a.g.shard, type: a.command.type, err });
         }
       }
-      const p = a.g.proposals.get(a.index);
-      if (p === undefined) continue;
-      a.g.proposals.delete(a.index);
-      // Another term's entry committed at the proposal's index: the proposal can never commit (log matching).
-      if (p.term !== a.term) p.reject(proposalFailed('proposal_lost', `shard ${a.g.shard}: leadership changed, proposal lost`));
-      else if (a.applied !== null) p.resolve(a.applied);
-      else p.reject(new PunctualError('internal', `shard ${a.g.shard}: the command of entry ${a.index} could not be applied; it was quarantined`));
+      this.replication.answer(a.g.shard, a.index, a.term, a.applied);
+      this.carryOut();
     }
-  }
-
-  private onSoftState(g: ShardGroup, soft: SoftState): void {
-    const wasLeader = g.role === 'leader';
-    if (g.lead.softState(soft.role, soft.leader, g.raw.status())) this.o.onLeaderStop(g.shard);
-    if (!wasLeader && soft.role === 'leader') this.o.logger.info('leading shard', { shard: g.shard, term: g.leaderTerm });
-    if (soft.role !== 'leader') {
-      for (const r of g.reads.splice(0)) r.reject(notLeader(g.shard));
-    }
-  }
-
-  private stopFiring(g: ShardGroup): void {
-    if (g.lead.stop()) this.o.onLeaderStop(g.shard);
-  }
-
-  /** Step 5 follow-ups: term change while leading, firing start, reads, compaction, requested snapshots. */
-  private afterAdvance(g: ShardGroup, rd: Ready): void {
-    // Deposed and re-elected between two rounds: same soft state, new term (new fencing token).
-    if (rd.hardState !== null && g.lead.hardTerm(rd.hardState.term, g.raw.status())) this.o.onLeaderStop(g.shard);
-    this.maybeStartFiring(g);
-    for (const rs of rd.readStates) {
-      const r = g.reads.find((x) => x.ctx === rs.ctx);
-      if (r !== undefined) r.index = rs.index;
-    }
-    this.serveReads(g);
-    if (rd.snapshot !== null) for (const done of g.snapshotInstalls.splice(0)) done();
-    if (rd.snapshotRequested) this.chore('snapshot', g, () => this.createSnapshot(g));
-    if (rd.snapshot !== null || rd.committedEntries.some((e) => e.type === 'conf_change')) this.o.onConfChange?.(g.shard, g.raw.confState());
-    if (g.appliedSinceCompact >= (this.o.compaction?.everyEntries ?? nodeLimits.logCompactEveryEntries)) this.chore('compaction', g, () => this.compact(g));
-  }
-
-  private serveReads(g: ShardGroup): void {
-    if (g.reads.length === 0) return;
-    const keep = g.reads.filter((r) => {
-      if (r.index < 0 || g.applied < r.index) return true;
-      r.resolve();
-      return false;
-    });
-    g.reads.length = 0;
-    g.reads.push(...keep);
   }
 
   /** Compaction and snapshots are chores: on a full disk they wait for their next turn (Raft asks again). */
@@ -773,53 +620,22 @@ export class RaftHost {
   }
 
   /**
-   * Keeps nodeLimits.logKeepEntries below the applied index. The snapshot recorded for it is a marker (no data):
+   * Compacts the log up to `upTo` (Replication decides when). The snapshot recorded for it is a marker (no data):
    * copying the shard's rows happens only when a follower actually needs them.
    */
-  private compact(g: ShardGroup): void {
-    g.appliedSinceCompact = 0;
-    const upTo = g.applied - (this.o.compaction?.keepEntries ?? nodeLimits.logKeepEntries);
-    if (upTo < g.storage.firstIndex()) return;
+  private compact(g: ShardGroup, upTo: number): void {
     if (g.storage.snapshotIndex() < upTo) g.storage.createSnapshot(g.applied as LogIndex, g.raw.confState(), new Uint8Array(0));
     g.storage.compact(upTo as LogIndex);
   }
 
-  private expireWaiters(): void {
-    const nowMs = this.o.clock.nowMs();
-    for (const g of this.groups) {
-      for (const [index, p] of g.proposals) {
-        if (p.deadlineMs > nowMs) continue;
-        g.proposals.delete(index);
-        p.reject(proposalFailed('proposal_timeout', `shard ${g.shard}: proposal not applied within ${clusterLimits.proposalTimeoutMs} ms (it may still apply)`));
-      }
-      const late = g.reads.filter((r) => r.deadlineMs <= nowMs);
-      if (late.length === 0) continue;
-      for (const r of late) r.reject(proposalFailed('read_timeout', `shard ${g.shard}: read not confirmed in time`));
-      const keep = g.reads.filter((r) => r.deadlineMs > nowMs);
-      g.reads.length = 0;
-      g.reads.push(...keep);
-    }
-  }
-
-  /** Leaders stop streaming appends optimistically to peers the transport cannot reach (probe instead). */
-  private reportUnreachable(): void {
-    const sender = this.sender;
-    if (sender === null) return;
-    for (const g of this.groups) {
-      if (g.role !== 'leader') continue;
-      const c = g.raw.confState();
-      for (const id of [...c.voters, ...c.learners]) if (id !== this.o.nodeId && !sender.reachable(id)) g.raw.reportUnreachable(id);
-    }
-  }
-
   /** Committed entries waiting for the applier (the proposer refuses client writes above stallLimits.applyQueueEntriesMax). */
   applyBacklog(): number {
-    return this.applyQueue.length - this.applyHead;
+    return this.replication.applyBacklog();
   }
 
   /** True when no proposal of any group waits for its entry. */
   idle(): boolean {
-    return this.groups.every((g) => g.proposals.size === 0);
+    return this.replication.idle();
   }
 
   /** Stops ticking, lets the running round finish, and fails whatever still waits. */
@@ -836,12 +652,8 @@ export class RaftHost {
     if (this.running !== null) await this.running;
     this.failed = true; // no new round
     await this.drainApplies();
-    for (const g of this.groups) {
-      for (const p of g.proposals.values()) p.reject(proposalFailed('interrupted', 'node is shutting down (the write may have applied)'));
-      g.proposals.clear();
-      for (const r of g.reads.splice(0)) r.reject(proposalFailed('shutting_down', 'node is shutting down'));
-      if (g.firing) this.stopFiring(g);
-    }
+    this.replication.close();
+    this.carryOut();
   }
 
   /** Runs rounds until every group is idle or `ms` passed (close, tests). */
@@ -849,7 +661,7 @@ export class RaftHost {
     const until = Date.now() + ms;
     while (Date.now() < until && !this.failed) {
       if (this.running !== null) await this.running;
-      if (!this.groups.some((g) => g.raw.hasReady()) && this.idle() && this.applyHead >= this.applyQueue.length) return;
+      if (!this.replication.hasReady() && this.idle() && this.replication.applyBacklog() === 0) return;
       this.schedule();
       await new Promise<void>((r) => setTimeout(r, 1));
     }
