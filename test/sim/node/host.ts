@@ -1,22 +1,20 @@
 /**
- * One simulated node: the production NodeCore (src/nodecore) driven by a shell that mirrors the real node's
- * (src/node): the replication layer of src/node/raft-host.ts (a RawNode per shard over a SimDisk, apply into a
- * MemoryStore, when to fire through NodeCore's own ShardLeadership, proposals and their answers, wall time to ticks
- * with the catch-up after a stall) and the dispatcher (concurrency per key, due times, withdrawals, timeouts), against simulated clocks,
- * network and receivers. raft-host.ts does IO (SQLite, timers, performance.now) and cannot run here, so this file
- * restates its rules; each one names the method it mirrors.
+ * One simulated node: the production NodeCore (src/nodecore) and the production replication layer
+ * (src/nodecore/replication.ts `Replication`: every shard's RawNode, monotonic time to ticks with the catch-up after
+ * a stall, the round, the applier's queue, waiters, when to fire) driven by a shell that does the simulated IO in
+ * place of src/node/raft-host.ts (a SimDisk per shard for the Raft log, apply into a MemoryStore) and of the
+ * dispatcher (concurrency per key, due times, withdrawals, timeouts), against simulated clocks, network and
+ * receivers. Only IO is restated here; every Raft-side rule is the production one.
  */
 import type { Prng } from '../../../src/core/prng.js';
 import { PunctualError } from '../../../src/core/errors.js';
-import type { FailureReason } from '../../../src/core/errors.js';
-import { clusterLimits, nodeLimits, stallLimits } from '../../../src/core/limits.js';
+import { clusterLimits, nodeLimits } from '../../../src/core/limits.js';
 import type { Logger } from '../../../src/core/log.js';
 import type { AttemptOutcome } from '../../../src/dispatch/dispatcher.js';
 import { classifyStatus } from '../../../src/dispatch/classify.js';
-import { ShardLeadership } from '../../../src/nodecore/leadership.js';
+import { Replication, type ReplicaEvent } from '../../../src/nodecore/replication.js';
 import type { CoreReady, DispatchOrder, NodeCoreApi, NodeCoreDeps, ProposalResult } from '../../../src/nodecore/types.js';
-import { HostBugs } from '../../../src/raft/bugs.js';
-import { RawNode } from '../../../src/raft/index.js';
+import type { RawNode } from '../../../src/raft/index.js';
 import type { ConfState, Entry, LogIndex, Message, NodeId, Ready, Role } from '../../../src/raft/index.js';
 import { CommandDecodeError, decodeCommand, encodeCommand } from '../../../src/scheduler/codec.js';
 import type { Command } from '../../../src/scheduler/commands.js';
@@ -49,15 +47,9 @@ export interface NodeWorld {
   readonly logger: Logger;
 }
 
-interface PendingProposal {
-  ticket: number;
-  term: number;
-  deadlineMono: number;
-}
-
-/** One shard on this node (src/node/group.ts ShardGroup). */
+/** One shard on this node: its simulated disk and store (src/node/group.ts ShardGroup); Raft's side is the Replication's. */
 class Group {
-  raw!: RawNode;
+  rep!: Replication;
   store!: MemoryStore;
   /** What the core holds: always the current store (a snapshot install swaps the rows under it, as SQLite's). */
   readonly view: SchedulerStore = new Proxy({} as SchedulerStore, {
@@ -67,13 +59,11 @@ class Group {
       return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(s) : v;
     },
   });
-  /** When this node fires the shard: NodeCore's ShardLeadership, as the Raft host uses it. */
-  lead = new ShardLeadership();
   term = 0;
   commit = 0;
-  applied = 0;
+  /** Where the store stood when the process started (the Replication counts from here). */
+  restoredAt = 0;
   hash = emptyStateHash;
-  readonly proposals = new Map<number, PendingProposal>();
   readonly disk: SimDisk;
 
   constructor(
@@ -83,8 +73,16 @@ class Group {
     this.disk = new SimDisk(bootstrap);
   }
 
+  get raw(): RawNode {
+    return this.rep.shards[this.shard]!.raw;
+  }
+
   get role(): Role {
-    return this.lead.role;
+    return this.rep.shards[this.shard]!.role;
+  }
+
+  get applied(): number {
+    return this.rep.shards[this.shard]!.applied;
   }
 }
 
@@ -101,9 +99,9 @@ export class SimNode {
   pausedUntil = 0;
   /** Bumped at every start: events of an earlier process are dropped. */
   incarnation = 0;
-  private tickedToMono = 0;
-  private catchUpPending = false;
-  private ticks = 0;
+  rep!: Replication;
+  /** The Replication's proposal tickets -> the core's. */
+  private readonly tickets = new Map<number, number>();
   private timerGen = 0;
   private timerAtMs: number | null = null;
   private flushGen = 0;
@@ -148,8 +146,18 @@ export class SimNode {
     this.waiting.clear();
     this.timerAtMs = null;
     this.flushAtMs = null;
-    this.catchUpPending = false;
+    this.tickets.clear();
     for (const g of this.groups) this.openGroup(g);
+    this.rep = new Replication({
+      nodeId: this.id,
+      shards: this.groups.map((g) => ({ storage: g.disk, applied: g.restoredAt })),
+      rand: this.rand.fork(),
+      compaction: { keepEntries: 50, everyEntries: 200 },
+      maxInflightBytes: 0,
+      maxMsgBytes: 64 * 1024,
+      reachable: () => true,
+    });
+    for (const g of this.groups) g.rep = this.rep;
     this.core = this.w.makeCore({
       nodeId: this.id,
       stores: this.groups.map((g) => g.view),
@@ -160,7 +168,7 @@ export class SimNode {
       applyBacklog: () => 0,
       logger: this.w.logger,
     });
-    this.tickedToMono = this.monoMs;
+    this.rep.start(this.monoMs);
     this.scheduleInterval();
     this.core.load(this.wallMs);
     this.settle();
@@ -171,29 +179,10 @@ export class SimNode {
     const { store, hash } = decodeImage(snap.data, emptyStateHash);
     g.store = store;
     g.hash = hash;
-    g.applied = snap.metadata.index;
+    g.restoredAt = snap.metadata.index;
     const hs = g.disk.initialState().hardState;
     g.term = hs.term;
     g.commit = Math.max(hs.commit, snap.metadata.index);
-    g.lead = new ShardLeadership();
-    g.proposals.clear();
-    g.raw = new RawNode(
-      {
-        id: this.id,
-        group: g.shard,
-        electionTicks: clusterLimits.electionTicks,
-        heartbeatTicks: clusterLimits.heartbeatTicks,
-        preVote: true,
-        checkQuorum: true,
-        maxInflightMsgs: clusterLimits.maxInflightMsgs,
-        maxInflightBytes: 0,
-        maxMsgBytes: 64 * 1024,
-        leaseTicks: clusterLimits.leaseTicks,
-        rand: this.rand.fork(),
-        applied: g.applied as LogIndex,
-      },
-      g.disk,
-    );
   }
 
   /** kill -9 / power loss: unsynced writes go (maybe a torn prefix stays); requests on the wire still arrive. */
@@ -204,88 +193,88 @@ export class SimNode {
     return lost;
   }
 
-  // ------------------------------------------------------------------ time (raft-host.ts catchUpTicks / runTicks)
+  // ------------------------------------------------------------------ time (Replication.tick / catchUp)
 
   private scheduleInterval(): void {
     const inc = this.incarnation;
     const next = this.clock.trueTimeOfMono(this.monoMs + clusterLimits.tickMs, this.w.nowMs + 1);
     this.w.at(this, next, 'interval', () => {
       if (inc !== this.incarnation) return;
-      this.catchUpTicks();
+      this.rep.tick(this.monoMs);
+      this.carryOut();
       this.scheduleInterval();
       this.settle();
     });
   }
 
-  /**
-   * raft-host.ts catchUpTicks: one tick per tickMs of monotonic time. After a stall (more than one tick due) the
-   * lease counts as lapsed until the missed ticks run, which happens after the messages that waited in the
-   * sockets were stepped (an event queued behind them). HostBugs.leaseOnStaleTicks restores the old rule: one
-   * tick per interval, however long the stall, and the lease taken as Raft last saw it.
-   */
-  private catchUpTicks(): boolean {
-    const due = Math.floor((this.monoMs - this.tickedToMono) / clusterLimits.tickMs);
-    if (HostBugs.leaseOnStaleTicks) {
-      if (due >= 1) this.runTicks(1, due);
-      return true;
-    }
-    if (due <= 1) {
-      if (due === 1) this.runTicks(1, 1);
-      return true;
-    }
-    if (!this.catchUpPending) {
-      this.catchUpPending = true;
-      const inc = this.incarnation;
-      this.w.at(this, this.w.nowMs, 'catch-up', () => {
-        if (inc !== this.incarnation) return;
-        this.catchUpPending = false;
-        const late = Math.floor((this.monoMs - this.tickedToMono) / clusterLimits.tickMs);
-        if (late > 0) this.runTicks(late, late);
-        this.settle();
-      });
-    }
-    return false;
-  }
-
-  private runTicks(ticks: number, due: number): void {
-    this.tickedToMono += due * clusterLimits.tickMs;
-    const n = Math.min(ticks, clusterLimits.catchUpTicksMax);
-    for (const g of this.groups) {
-      const k = n === 1 || g.role === 'leader' ? n : Math.min(n, stallLimits.followerCatchUpTicksMax);
-      for (let i = 0; i < k; i++) g.raw.tick();
-    }
-    for (let i = 0; i < n; i++) if (++this.ticks % 20 === 0) this.expireProposals();
-  }
-
-  /** raft-host.ts leaseValid: the engine's check right before each send. */
+  /** The engine's check right before each send (RaftHost.leaseValid). */
   private leaseValid(shard: number): boolean {
-    const g = this.groups[shard]!;
-    return this.catchUpTicks() && g.lead.firing && g.raw.leaseValid();
+    const valid = this.rep.leaseValid(shard, this.monoMs);
+    this.carryOut();
+    return valid;
   }
 
   /** The lease as the checker sees it: held only if the node could act on it now (no stale ticks). */
   holdsLease(shard: number): boolean {
     if (this.down || this.w.nowMs < this.pausedUntil) return false;
     const g = this.groups[shard]!;
-    const stale = Math.floor((this.monoMs - this.tickedToMono) / clusterLimits.tickMs) > 1;
-    return (HostBugs.leaseOnStaleTicks || !stale) && g.role === 'leader' && g.raw.leaseValid();
+    return this.rep.ticksCurrent(this.monoMs) && g.role === 'leader' && g.raw.leaseValid();
+  }
+
+  /** Carries out the Replication's events in order (RaftHost.handle, with simulated IO). */
+  private carryOut(): void {
+    for (const ev of this.rep.take()) this.handle(ev);
+  }
+
+  private handle(ev: ReplicaEvent): void {
+    switch (ev.kind) {
+      case 'leader_start':
+        return this.core.leaderStart(ev.shard, ev.term, this.wallMs);
+      case 'leader_stop':
+        return this.core.leaderStop(ev.shard);
+      case 'proposal': {
+        const ticket = this.tickets.get(ev.ticket);
+        if (ticket === undefined) return;
+        this.tickets.delete(ev.ticket);
+        if (ev.ok) return this.core.proposalDone(ticket, { ok: true, applied: ev.applied });
+        return this.proposalFailed(ticket, ev.error);
+      }
+      case 'snapshot':
+      case 'compact':
+        return this.compact(this.groups[ev.shard]!, ev.kind === 'compact' ? ev.upTo : null);
+      case 'catch_up': {
+        // After the messages that waited in the sockets were stepped: an event queued behind them.
+        const inc = this.incarnation;
+        this.w.at(this, this.w.nowMs, 'catch-up', () => {
+          if (inc !== this.incarnation) return;
+          this.rep.catchUp(this.monoMs);
+          this.carryOut();
+          this.settle();
+        });
+        return;
+      }
+      case 'leading':
+      case 'read':
+      case 'snapshot_installed':
+      case 'conf_change':
+        return;
+    }
   }
 
   // ------------------------------------------------------------------ inputs
 
   step(m: Message): void {
-    this.groups[m.group]!.raw.step(m);
+    this.rep.step([m]);
     this.settle();
   }
 
   reportUnreachable(m: Message): void {
-    const g = this.groups[m.group]!;
-    g.raw.reportUnreachable(m.to);
-    if (m.type === 'snapshot') g.raw.reportSnapshot(m.to, false);
+    this.rep.reportUnreachablePeer(m.group, m.to);
+    if (m.type === 'snapshot') this.rep.reportSnapshot(m.group, m.to, false);
   }
 
   reportSnapshot(m: Message, ok: boolean): void {
-    this.groups[m.group]!.raw.reportSnapshot(m.to, ok);
+    this.rep.reportSnapshot(m.group, m.to, ok);
   }
 
   /** A client operation; refused at once or answered later through NodeWorld.reply. */
@@ -299,7 +288,7 @@ export class SimNode {
   transferLeader(shard: number, to: NodeId): boolean {
     const g = this.groups[shard]!;
     if (g.role !== 'leader') return false;
-    g.raw.transferLeader(to);
+    this.rep.transferLeader(shard, to);
     this.settle();
     return true;
   }
@@ -326,20 +315,37 @@ export class SimNode {
     }
   }
 
+  /** One round of the Replication (RaftHost.round, with a SimDisk per shard and the applier run at once). */
   private round(): boolean {
-    let worked = false;
-    for (const g of this.groups) {
-      for (let i = 0; i < 64 && g.raw.hasReady(); i++) {
-        this.handleReady(g, g.raw.ready());
-        worked = true;
-      }
+    const rd = this.rep.ready();
+    if (rd === null) return false;
+    this.roundsRun++;
+    const wasLeader = new Map(rd.shards.map(({ shard }) => [shard, this.groups[shard]!.role === 'leader']));
+    const inline: Array<{ g: Group; e: Entry }> = [];
+    for (const { shard, ready } of rd.shards) {
+      const g = this.groups[shard]!;
+      this.persist(g, ready);
+      if (rd.inline) for (const e of ready.committedEntries) inline.push({ g, e });
     }
-    if (worked) this.roundsRun++;
-    return worked;
+    for (const { shard, ready } of rd.shards) if (ready.mustSync) this.groups[shard]!.disk.sync();
+    const { early, late } = this.rep.persisted(rd);
+    for (const { shard, ready } of rd.shards) if (ready.softState !== null) this.softState(this.groups[shard]!, ready, wasLeader.get(shard)!);
+    this.carryOut();
+    this.w.send(early);
+    this.w.send(late);
+    const touched = new Set<number>();
+    for (const { g, e } of inline) if (this.applyEntry(g, e)) touched.add(g.shard);
+    for (const shard of touched) this.rep.afterApply(shard, false);
+    this.carryOut();
+    this.rep.sent(rd);
+    this.applyQueued();
+    this.rep.advance(rd);
+    this.carryOut();
+    return true;
   }
 
-  /** The Ready contract of src/raft: persist, sync, send, apply, advance. */
-  private handleReady(g: Group, rd: Ready): void {
+  /** The log side of one shard's Ready on its SimDisk, with the Raft checker's hooks. */
+  private persist(g: Group, rd: Ready): void {
     const raft = this.w.raft;
     if (rd.snapshot) this.installSnapshot(g, rd);
     if (rd.entries.length > 0) {
@@ -361,12 +367,17 @@ export class SimNode {
       g.term = h.term;
       g.disk.setHardState(h);
     }
-    if (rd.mustSync) g.disk.sync();
-    if (rd.softState) this.softState(g, rd);
-    this.w.send(rd.messages);
-    for (const e of rd.committedEntries) this.applyEntry(g, e);
-    g.raw.advance();
-    this.afterAdvance(g, rd);
+  }
+
+  /** The applier, all at once: the simulated store has no slices to yield between. */
+  private applyQueued(): void {
+    this.rep.applyMark();
+    const touched = new Set<number>();
+    for (let n = this.rep.nextApply(); n !== null; n = this.rep.nextApply()) {
+      if (this.applyEntry(this.groups[n.shard]!, n.entry)) touched.add(n.shard);
+    }
+    for (const shard of touched) this.rep.afterApply(shard);
+    this.carryOut();
   }
 
   private installSnapshot(g: Group, rd: Ready): void {
@@ -375,41 +386,26 @@ export class SimNode {
     const { store, hash } = decodeImage(snap.data, emptyStateHash);
     g.store = store;
     g.hash = hash;
-    g.applied = snap.metadata.index;
+    this.rep.snapshotInstalled(g.shard, snap.metadata.index);
     this.w.raft.restored(g.shard, this.id, g.applied, g.hash);
-    for (const [index, p] of g.proposals) {
-      if (index > g.applied) continue;
-      g.proposals.delete(index);
-      this.proposalFailed(p.ticket, 'snapshot_overtook');
-    }
     this.w.event(`${this.id} s${g.shard} installs snapshot at ${g.applied}`);
   }
 
-  /** raft-host.ts onSoftState. */
-  private softState(g: Group, rd: Ready): void {
+  /** The checker's view of an election (leadership itself is the Replication's). */
+  private softState(g: Group, rd: Ready, wasLeader: boolean): void {
     const soft = rd.softState!;
-    const wasLeader = g.role === 'leader';
     const status = g.raw.status();
-    if (g.lead.softState(soft.role, soft.leader, status)) this.core.leaderStop(g.shard);
     if (!wasLeader && soft.role === 'leader' && this.w.raft.leaderElected(g.shard, status.term, this.id)) {
       this.w.raft.leaderComplete(g.shard, this.id, status.term, g.disk.lastIndex(), (i) => termOrNull(g, i));
     }
     this.w.event(`${this.id} s${g.shard} ${soft.role} term ${status.term} lead ${soft.leader}`);
   }
 
-  /** raft-host.ts afterAdvance: a new term while leading, firing start, compaction and requested snapshots. */
-  private afterAdvance(g: Group, rd: Ready): void {
-    if (rd.hardState !== null && g.lead.hardTerm(rd.hardState.term, g.raw.status())) this.core.leaderStop(g.shard);
-    const term = g.lead.caughtUp(g.applied);
-    if (term !== null) this.core.leaderStart(g.shard, term, this.wallMs);
-    if (rd.snapshotRequested || g.applied - g.disk.snapshot()!.metadata.index > 200) this.compact(g);
-  }
-
-  /** raft-host.ts applyEntry + deliver: apply, hand the command to the core, answer its proposer. */
-  private applyEntry(g: Group, e: Entry): void {
-    if (e.index <= g.applied) return;
+  /** Applies one committed entry into the MemoryStore, hands its command to the core and answers its proposer. */
+  private applyEntry(g: Group, e: Entry): boolean {
+    if (e.index <= g.applied) return false;
     if (e.index !== g.applied + 1) fail('apply_gap', `shard ${g.shard} ${this.id} applied ${e.index} after ${g.applied}`);
-    g.applied = e.index;
+    this.rep.beginApply(g.shard, e);
     g.hash = nextStateHash(g.hash, e.term, e.crc);
     this.w.raft.applied(g.shard, this.id, e, g.hash);
     let command: Command | null = null;
@@ -424,37 +420,24 @@ export class SimNode {
     }
     if (e.index % this.w.digestEvery === 0) this.w.scheduler.appliedState(g.shard, this.id, e.index, storeDigest(g.store));
     if (command !== null && result !== null) this.core.applied(g.shard, command, result.effects, this.wallMs);
-    const p = g.proposals.get(e.index);
-    if (p === undefined) return;
-    g.proposals.delete(e.index);
-    if (p.term !== e.term) return this.proposalFailed(p.ticket, 'proposal_lost');
-    if (result === null) return this.proposalFailed(p.ticket, 'proposal_refused');
-    this.core.proposalDone(p.ticket, { ok: true, applied: { result: result.result, effects: result.effects } });
+    this.rep.answer(g.shard, e.index, e.term, result === null ? null : { result: result.result, effects: result.effects });
+    this.carryOut();
+    return true;
   }
 
-  private proposalFailed(ticket: number, reason: FailureReason): void {
-    this.w.event(`${this.id} proposal ${ticket} failed: ${reason}`);
-    const result: ProposalResult = { ok: false, error: new PunctualError('unavailable', `proposal failed: ${reason}`, [], reason) };
+  private proposalFailed(ticket: number, error: PunctualError): void {
+    this.w.event(`${this.id} proposal ${ticket} failed: ${error.reason ?? error.code}`);
+    const result: ProposalResult = { ok: false, error };
     this.core.proposalDone(ticket, result);
   }
 
-  private expireProposals(): void {
-    const mono = this.monoMs;
-    for (const g of this.groups) {
-      for (const [index, p] of g.proposals) {
-        if (p.deadlineMono > mono) continue;
-        g.proposals.delete(index);
-        this.proposalFailed(p.ticket, 'proposal_timeout');
-      }
-    }
-  }
-
-  private compact(g: Group): void {
-    const snapIndex = g.disk.snapshot()!.metadata.index;
-    if (g.applied <= snapIndex) return;
-    g.disk.createSnapshot(g.applied as LogIndex, g.raw.confState(), encodeImage(g.store, g.hash));
-    const upTo = g.applied - 50;
-    if (upTo >= g.disk.firstIndex()) g.disk.compact(upTo as LogIndex);
+  /**
+   * A snapshot the Replication asked for (a follower needs one), or a compaction up to `upTo`: the simulated
+   * disk's snapshots always carry the store's image (a restart reads it), so both write one at the applied index.
+   */
+  private compact(g: Group, upTo: number | null): void {
+    if (g.applied > g.disk.snapshot()!.metadata.index) g.disk.createSnapshot(g.applied as LogIndex, g.raw.confState(), encodeImage(g.store, g.hash));
+    if (upTo !== null && upTo >= g.disk.firstIndex()) g.disk.compact(upTo as LogIndex);
   }
 
   /** Carries out one core.ready() (CoreShell pump). Returns whether it had any work. */
@@ -464,10 +447,9 @@ export class SimNode {
     for (const p of rd.propose) {
       worked = true;
       this.w.event(`${this.id} proposes ${p.ticket} ${p.command.type} to s${p.shard}`);
-      const g = this.groups[p.shard]!;
-      const r = g.raw.propose(encodeCommand(p.command));
-      if (!r.ok) this.proposalFailed(p.ticket, r.reason === 'not_leader' ? 'not_leader' : 'proposal_refused');
-      else g.proposals.set(r.index, { ticket: p.ticket, term: r.term, deadlineMono: this.monoMs + clusterLimits.proposalTimeoutMs });
+      const r = this.rep.propose(p.shard, encodeCommand(p.command), this.monoMs);
+      if (!r.ok) this.proposalFailed(p.ticket, r.error);
+      else this.tickets.set(r.ticket, p.ticket);
     }
     // NodeShell: an order still waiting for its slot is refused when it gets it (admit); a started one reports as usual.
     for (const w of rd.withdraw) {
