@@ -29,8 +29,8 @@ export function resetRaftBugs(): void {
 }
 
 /**
- * TEST-ONLY switches for rules of the node's host (src/node/raft-host.ts) that the whole-node simulator restates
- * in its shell (test/sim/node/host.ts), since the host itself does IO. Same contract as RaftBugs.
+ * TEST-ONLY switches for rules of the node's replication layer (src/nodecore/replication.ts), which the node and
+ * the whole-node simulator both run. Same contract as RaftBugs.
  */
 export const HostBugs = {
   /**
