@@ -429,7 +429,7 @@ const columns = [
   ['calls', 'shell.callers'],
   ['pool', 'shell.core.firing.wheel.pool.keys'],
   ['keys', 'shell.dispatcher.engine.limiter.keys'],
-  ['uns0', 'raftHost.groups[0].raw.raft.log.unstable.entries'],
+  ['uns0', 'raftHost.replication.shards[0].raw.raft.log.unstable.entries'],
 ];
 
 function row(s) {
