@@ -312,6 +312,29 @@ describe('Replication: proposals and their failure reasons', () => {
   });
 });
 
+describe('Replication: reads', () => {
+  it('a follower read waits for the leader ReadIndex and its own apply; unanswered, it fails with read_timeout', () => {
+    const nodes = cluster();
+    const f = nodes[1]!;
+    expect(f.rep.readBarrier(0, f.monoMs).kind).toBe('refused'); // only a leader serves a plain read barrier
+    const r = f.rep.readBarrier(0, f.monoMs, true);
+    if (r.kind !== 'wait') throw new Error(`expected to wait, got ${r.kind}`);
+    settle(nodes);
+    expect(f.events).toContainEqual({ kind: 'read', ticket: r.ticket, shard: 0, error: null });
+
+    const lost = f.rep.readBarrier(0, f.monoMs, true);
+    if (lost.kind !== 'wait') throw new Error(`expected to wait, got ${lost.kind}`);
+    // The leader never hears of it (heartbeats still flow, so the follower keeps its leader).
+    const start = f.monoMs;
+    for (let t = 1; t * tick <= clusterLimits.readIndexTimeoutMs + 20 * tick; t++) {
+      for (const n of nodes) n.tickTo(start + t * tick);
+      settle(nodes, (m) => m.type !== 'read_index');
+    }
+    const answer = f.events.find((e) => e.kind === 'read' && e.ticket === lost.ticket);
+    expect(answer?.kind === 'read' && answer.error?.reason).toBe('read_timeout');
+  });
+});
+
 describe('Replication: leadership', () => {
   it('starts firing only once the new leader applied its term first entry, in that term', () => {
     const n = new Node('n1', ['n1'], 1);
