@@ -165,7 +165,7 @@ export class SimNode {
       rand01: () => this.rand.nextFloat(),
       mergeCreates: true,
       leaseValid: (shard) => this.leaseValid(shard),
-      applyBacklog: () => 0,
+      applyBacklog: () => this.rep.applyBacklog(),
       logger: this.w.logger,
     });
     this.rep.start(this.monoMs);
