@@ -2,7 +2,9 @@
  * The retention soak (docs/performance.md "Retention soak"): one real `punctual serve` node with a short
  * `--retention`, an open loop of one-off jobs at `--rate` callbacks/s for `--minutes`, and the size of the node's
  * data directory (database, WAL and the rest) sampled every `--sample-s` seconds. With retention working, the size
- * stops growing once the first jobs reach the end of their retention: the curve flattens. The result (every
+ * stops growing once the first jobs reach the end of their retention: the curve flattens. Each sample also has the
+ * node's worst event-loop delay so far (its punctual_event_loop_stall_max_ms: what the WAL's TRUNCATE checkpoints,
+ * which hold the writer lock, cost the firing engine). The result (every
  * sample, the parameters, and the growth over the last half of the run) is written to
  * bench/results/soak-retention-<time>.json and printed as a table.
  *
@@ -47,6 +49,8 @@ export interface SoakSample {
   /** Free pages in the file (reused by new rows). */
   freeBytes: number;
   jobs: number;
+  /** Worst event-loop delay of the node since it started (perf_hooks.monitorEventLoopDelay, 1 s windows), in ms. */
+  loopStallMaxMs: number | null;
 }
 
 export interface SoakResult {
@@ -59,6 +63,10 @@ export interface SoakResult {
   growthSecondHalfBytes: number;
   stateGrowthSecondHalfBytes: number;
   failed: number;
+  /** Largest WAL file seen. */
+  maxWalBytes: number;
+  /** The node's 1 s windows by worst event-loop delay at the end (cumulative, as Prometheus counts them). */
+  loopStallWindows: Array<{ leMs: string; windows: number }>;
   environment: ReturnType<typeof environmentInfo>;
 }
 
@@ -98,6 +106,16 @@ function census(db: Database.Database): { stateBytes: number; raftLogBytes: numb
   const freeBytes = (db.pragma('freelist_count', { simple: true }) as number) * pageSize;
   const jobs = db.prepare('SELECT count(*) FROM jobs').pluck().get() as number;
   return { stateBytes, raftLogBytes, freeBytes, jobs };
+}
+
+/** The node's event-loop stall figures from its /metrics (null when it does not answer). */
+async function loopStall(servers: ServerSet): Promise<{ maxMs: number | null; windows: Array<{ leMs: string; windows: number }> }> {
+  const res = await servers.send('GET', '/metrics').catch(() => null);
+  if (res === null || res.status !== 200 || typeof res.json !== 'string') return { maxMs: null, windows: [] };
+  const text = res.json;
+  const max = /^punctual_event_loop_stall_max_ms (\S+)$/m.exec(text);
+  const windows = [...text.matchAll(/^punctual_event_loop_stall_ms_bucket\{le="([^"]+)"\} (\S+)$/gm)].map((m) => ({ leMs: m[1]!, windows: Number(m[2]) }));
+  return { maxMs: max === null ? null : Number(max[1]), windows };
 }
 
 /** Answers 200 at once and counts: nothing kept per delivery. */
@@ -140,10 +158,11 @@ export async function runRetentionSoak(o: SoakOptions, log: (line: string) => vo
     const sample = async (): Promise<void> => {
       const size = await dirBytes(nodes.dataDir);
       const c = census(db!);
-      const s: SoakSample = { atS: Math.round((Date.now() - startedMs) / 1000), dataBytes: size.total, dbBytes: size.db, walBytes: size.wal, accepted, delivered: rx.delivered(), ...c };
+      const loopStallMaxMs = (await loopStall(servers)).maxMs;
+      const s: SoakSample = { atS: Math.round((Date.now() - startedMs) / 1000), dataBytes: size.total, dbBytes: size.db, walBytes: size.wal, accepted, delivered: rx.delivered(), ...c, loopStallMaxMs };
       samples.push(s);
       const mb = (n: number, w: number): string => (n / 1e6).toFixed(1).padStart(w);
-      log(`${String(s.atS).padStart(6)} s  data ${mb(s.dataBytes, 7)} MB  db ${mb(s.dbBytes, 7)}  wal ${mb(s.walBytes, 5)}  state ${mb(s.stateBytes, 6)}  raft log ${mb(s.raftLogBytes, 6)}  free ${mb(s.freeBytes, 5)}  jobs ${s.jobs}  delivered ${s.delivered}`);
+      log(`${String(s.atS).padStart(6)} s  data ${mb(s.dataBytes, 7)} MB  db ${mb(s.dbBytes, 7)}  wal ${mb(s.walBytes, 5)}  state ${mb(s.stateBytes, 6)}  raft log ${mb(s.raftLogBytes, 6)}  free ${mb(s.freeBytes, 5)}  jobs ${s.jobs}  delivered ${s.delivered}  loop stall max ${s.loopStallMaxMs ?? '?'} ms`);
     };
     const timer = setInterval(() => void sample(), o.sampleS * 1000);
     let outcome;
@@ -164,6 +183,7 @@ export async function runRetentionSoak(o: SoakOptions, log: (line: string) => vo
       clearInterval(timer);
     }
     await sample();
+    const loopStallWindows = (await loopStall(servers)).windows;
     const mid = samples.find((s) => s.atS >= (o.minutes * 60) / 2) ?? samples[0]!;
     const last = samples[samples.length - 1]!;
     const result: SoakResult = {
@@ -175,6 +195,8 @@ export async function runRetentionSoak(o: SoakOptions, log: (line: string) => vo
       growthSecondHalfBytes: last.dataBytes - mid.dataBytes,
       stateGrowthSecondHalfBytes: last.stateBytes - mid.stateBytes,
       failed: outcome.failed,
+      maxWalBytes: Math.max(...samples.map((s) => s.walBytes)),
+      loopStallWindows,
       environment: environmentInfo(),
     };
     await mkdir(o.outDir, { recursive: true });
@@ -212,7 +234,8 @@ function main(): void {
     ({ result, path }) => {
       const mb = (n: number): string => (n / 1e6).toFixed(1);
       process.stdout.write(
-        `max data ${mb(result.maxDataBytes)} MB; growth over the second half: data ${mb(result.growthSecondHalfBytes)} MB, state ${mb(result.stateGrowthSecondHalfBytes)} MB; failed submits ${result.failed}\n${path}\n`,
+        `max data ${mb(result.maxDataBytes)} MB, max WAL ${mb(result.maxWalBytes)} MB; growth over the second half: data ${mb(result.growthSecondHalfBytes)} MB, state ${mb(result.stateGrowthSecondHalfBytes)} MB; failed submits ${result.failed}\n` +
+          `1 s windows by worst event-loop delay (cumulative): ${result.loopStallWindows.map((w) => `<=${w.leMs} ms: ${w.windows}`).join(', ')}\n${path}\n`,
       );
     },
     (err: unknown) => {

@@ -201,11 +201,22 @@ export const nodeLimits = {
   listScanRowsMax: 10_000,
   /** --fsync batch: how often the checkpointer thread copies the WAL into the database file (off the event loop). */
   walCheckpointIntervalMs: 100,
+  /** --fsync batch: past this WAL file size a TRUNCATE checkpoint follows the checkpointer thread's PASSIVE one. */
+  walBytesSoftMax: 64 * 1024 * 1024,
+  /** Past this WAL file size the node warns (and punctual_wal_bytes shows it): a reader keeps checkpoints from ending. */
+  walBytesHardMax: 256 * 1024 * 1024,
+  /** A TRUNCATE checkpoint (run on the event loop, between transactions) waits at most this long for readers. */
+  walTruncateBusyMs: 10,
+  /** After a TRUNCATE checkpoint that readers kept from ending, the next one waits this long (PASSIVE ones go on). */
+  walTruncateRetryMs: 1_000,
+  /** Every mode: when SQLite rewinds the WAL to its beginning, it truncates the file back to this size (journal_size_limit). */
+  walJournalSizeLimitBytes: 16 * 1024 * 1024,
   /** Every this many loader runs, the loader rescans everything due within the horizon, not just the new window. */
   loaderFullScanEveryRuns: 12,
 } as const;
 assert(nodeLimits.logCompactEveryEntries <= nodeLimits.logKeepEntries, 'compaction interval exceeds kept entries');
 assert(nodeLimits.listScanRowsMax >= limits.listLimitMax, 'list scan bound below a page');
+assert(nodeLimits.walBytesSoftMax < nodeLimits.walBytesHardMax, 'WAL soft limit not below its hard limit');
 
 // --- src/scheduler (the replicated state machine)
 export const schedulerLimits = {

@@ -1,4 +1,9 @@
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { walFileBytes } from '../store/checkpointer.js';
+import { dbFilePath, openNodeDb } from '../store/db.js';
 import { NodeMetrics } from './metrics.js';
 
 describe('NodeMetrics', () => {
@@ -76,6 +81,27 @@ describe('NodeMetrics', () => {
       expect(body).toContain('punctual_queue_limit{queue="dispatch_queued"} 9');
     } finally {
       m.close();
+    }
+  });
+
+  it('shows the size of the node\'s WAL file as punctual_wal_bytes', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'punctual-metrics-wal-'));
+    const db = openNodeDb(dir, 'batch');
+    const m = new NodeMetrics({
+      jobCounts: () => ({ PENDING: 0, QUEUED: 0, RUNNING: 0, SUCCEEDED: 0, FAILED: 0, PAUSED: 0, CANCELLED: 0 }),
+      wheelSize: () => 0,
+      dispatchInFlight: () => 0,
+      walBytes: () => walFileBytes(dbFilePath(dir)),
+    });
+    try {
+      db.prepare("INSERT INTO node_meta (key, value) VALUES ('k', ?)").run('x'.repeat(100_000));
+      const size = statSync(`${dbFilePath(dir)}-wal`).size;
+      expect(size).toBeGreaterThan(100_000);
+      expect((await m.scrape()).body).toContain(`punctual_wal_bytes ${size}\n`);
+    } finally {
+      m.close();
+      db.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -22,6 +22,8 @@ export interface MetricsSources {
   queues?(): Array<{ queue: string; depth: number; limit: number }>;
   /** PENDING occurrences due in each second of the next minute (GET /v1/due-profile), and the measured drain rate. */
   dueProfile?(): { perSecond: number[]; drainRatePerS: number | null };
+  /** Size of the database's WAL file in bytes (src/store/checkpointer.ts walFileBytes). */
+  walBytes?(): number;
 }
 
 const roles = ['follower', 'pre_candidate', 'candidate', 'leader'] as const;
@@ -161,6 +163,17 @@ export class NodeMetrics {
       registers,
     });
     this.diskFull = new Gauge({ name: 'punctual_disk_full', help: '1 while the disk is full and writes are refused (507)', registers });
+    if (sources.walBytes !== undefined) {
+      const walBytes = sources.walBytes.bind(sources);
+      new Gauge({
+        name: 'punctual_wal_bytes',
+        help: 'Size of the WAL file (punctual.db-wal) in bytes: bounded by TRUNCATE checkpoints past walBytesSoftMax',
+        registers,
+        collect() {
+          this.set(walBytes());
+        },
+      });
+    }
     this.registerClusterGauges(sources, registers);
     this.registerQueueGauges(sources, registers);
     this.eventLoopStallMs = new Histogram({

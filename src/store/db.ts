@@ -8,12 +8,16 @@
  *   (no fsync inside SQLite, so a commit never blocks the event loop for a disk flush), then fsyncs the WAL
  *   file on the thread pool (WalSyncer, one fsync per group, covering every earlier commit) and only then
  *   acknowledges. Same guarantee as synchronous=FULL: an acknowledged job survives kill -9 and power loss.
- *   WAL checkpoints (which fsync too) run on a worker thread (Checkpointer), never inside a commit.
+ *   WAL checkpoints (which fsync too) run on a worker thread (Checkpointer), never inside a commit; it also keeps
+ *   the WAL file under nodeLimits.walBytesSoftMax (TRUNCATE checkpoints), which PASSIVE ones alone do not.
  * - `off`: synchronous=OFF: SQLite never fsyncs. An acknowledged job survives kill -9 (the OS still holds the
  *   writes) but not a power loss or kernel crash.
+ * In `always` and `off` SQLite checkpoints in the commit that passes 1,000 WAL pages (wal_autocheckpoint), with
+ * no other writer running, so the WAL rewinds after it.
  */
 import Database from 'better-sqlite3';
 import { join } from 'node:path';
+import { nodeLimits } from '../core/limits.js';
 import { sqliteOpenOptions } from '../platform/sqlite.js';
 import { privateFile, secureDataDir } from './files.js';
 import { ensureMetadataIndex } from './metadata-index.js';
@@ -82,6 +86,8 @@ export function openDbFile(path: string, fsync: FsyncMode): Db {
     db.pragma(`synchronous = ${synchronousPragma(fsync)}`);
     // --fsync batch: checkpoints (which fsync) run on the Checkpointer's thread, never in a commit.
     if (fsync === 'batch') db.pragma('wal_autocheckpoint = 0');
+    // Without it the WAL file keeps its largest size forever; the truncation happens in the commit that rewinds it.
+    db.pragma(`journal_size_limit = ${nodeLimits.walJournalSizeLimitBytes}`);
     db.pragma('cache_size = -65536');
     db.pragma('temp_store = MEMORY');
     db.exec(schema);
