@@ -17,7 +17,7 @@ import { jobStates, type JobState } from '../scheduler/types.js';
 import { dbFilePath, getNodeMeta, openNodeDb, setNodeMeta, type Db } from '../store/db.js';
 import { WalSyncer } from '../store/wal-sync.js';
 import { BackupTaker } from '../store/backup.js';
-import { Checkpointer } from '../store/checkpointer.js';
+import { Checkpointer, walFileBytes } from '../store/checkpointer.js';
 import type { NodeConfig } from './api.js';
 import { ClockDriver } from './clock-driver.js';
 import { ClusterOps } from './cluster-ops.js';
@@ -229,6 +229,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
     peers: () => transport?.stats() ?? null,
     queues: () => (shell === null ? [] : queueDepths(shell, host)),
     dueProfile: () => service.dueProfile(60),
+    walBytes: () => walFileBytes(dbFilePath(config.dataDir)),
   });
   const book = new MemberBook(db);
   const peerList = startPeers(book, config.nodeId, config.peers, logger);
