@@ -19,6 +19,7 @@ import { errorClassOf, type ErrorClass } from '../scheduler/failure.js';
 import type { JobPageQuery, SchedulerStore } from '../scheduler/store.js';
 import type { Db } from './db.js';
 import { MetadataIndex, searchParams, searchSql } from './metadata-index.js';
+import { shardImageRestores } from './shard-snapshot.js';
 import { isNoSearch } from '../scheduler/search.js';
 import {
   decodeCalendar,
@@ -110,21 +111,37 @@ function statements(db: Db) {
 }
 
 /**
- * Decoded tasks, reused while their stored bytes are unchanged. The row is still read on every getTask (so a
- * rolled-back write can never be served from here), only the msgpack decode is skipped; and the firing path
- * gets the SAME object for every callback of a task, which the dispatcher's per-spec header cache relies on.
+ * Decoded tasks by name, so a callback's fire reads neither the row nor msgpack, and the firing path gets the
+ * SAME object for every callback of a task (the dispatcher's per-spec header cache relies on it). An entry is
+ * always a committed value: it is filled only by a read outside any transaction, and every write of the row
+ * (putTask, deleteTask) drops it first, whether its transaction then commits or rolls back. A restored snapshot
+ * rewrites the rows underneath: shard-snapshot.ts counts restores per database and a new count empties the cache.
  * The records are frozen: callers share them.
  */
 class TaskCache {
-  private readonly byName = new Map<string, { data: Uint8Array; task: TaskRecord }>();
+  private readonly byName = new Map<string, TaskRecord>();
+  private restores = 0;
 
-  get(name: string, data: Uint8Array): TaskRecord {
-    const hit = this.byName.get(name);
-    if (hit !== undefined && Buffer.compare(hit.data, data) === 0) return hit.task;
-    const task = Object.freeze(decodeTask(name, data));
+  constructor(private readonly db: Db) {}
+
+  get(name: string): TaskRecord | undefined {
+    const restores = shardImageRestores(this.db);
+    if (restores !== this.restores) {
+      this.byName.clear();
+      this.restores = restores;
+    }
+    return this.byName.get(name);
+  }
+
+  /** A record just read from its row: kept unless a transaction is open (its rows may still roll back). */
+  keep(task: TaskRecord): void {
+    if (this.db.inTransaction) return;
     if (this.byName.size >= taskCacheEntriesMax) this.byName.clear();
-    this.byName.set(name, { data, task });
-    return task;
+    this.byName.set(task.name, task);
+  }
+
+  drop(name: string): void {
+    this.byName.delete(name);
   }
 }
 
@@ -134,7 +151,7 @@ const taskCacheEntriesMax = 1_024;
 export class SqliteShardStore implements SchedulerStore {
   private readonly s: ReturnType<typeof statements>;
   private readonly l: ReturnType<typeof lifecycleStatements>;
-  private readonly tasks = new TaskCache();
+  private readonly tasks: TaskCache;
   private readonly metadataIndex: MetadataIndex;
   /** Prepared search statements by their SQL (a handful of shapes: which filters are given). */
   private readonly searches = new Map<string, Statement>();
@@ -144,20 +161,28 @@ export class SqliteShardStore implements SchedulerStore {
     readonly shard: number,
   ) {
     this.s = statements(db);
+    this.tasks = new TaskCache(db);
     this.metadataIndex = new MetadataIndex(db);
     this.l = lifecycleStatements(db);
   }
 
   getTask(name: string): TaskRecord | null {
+    const cached = this.tasks.get(name);
+    if (cached !== undefined) return cached;
     const data = this.s.getTask.get(this.shard, name) as Uint8Array | undefined;
-    return data === undefined ? null : this.tasks.get(name, data);
+    if (data === undefined) return null;
+    const task = Object.freeze(decodeTask(name, data));
+    this.tasks.keep(task);
+    return task;
   }
 
   putTask(task: TaskRecord): void {
+    this.tasks.drop(task.name);
     this.s.putTask.run(this.shard, task.name, encodeTask(task));
   }
 
   deleteTask(name: string): boolean {
+    this.tasks.drop(name);
     return this.s.deleteTask.run(this.shard, name).changes > 0;
   }
 
