@@ -16,7 +16,7 @@ import type {
   TaskRecord,
 } from '../scheduler/types.js';
 import { errorClassOf, type ErrorClass } from '../scheduler/failure.js';
-import type { JobPageQuery, SchedulerStore } from '../scheduler/store.js';
+import type { DueJob, JobPageQuery, SchedulerStore } from '../scheduler/store.js';
 import type { Db } from './db.js';
 import { MetadataIndex, searchParams, searchSql } from './metadata-index.js';
 import { shardImageRestores } from './shard-snapshot.js';
@@ -75,14 +75,15 @@ function statements(db: Db) {
        AND next_fire_at >= ? AND next_fire_at < ? GROUP BY s`,
     ),
     dueAt: p(`SELECT count(*) FROM jobs WHERE shard = ? AND state = 'PENDING' AND next_fire_at = ?`).pluck(),
+    // Keys only: answered from the jobs_due index alone (it holds id and next_fire_at), no row read or decoded.
     dueJobs: p(
-      `SELECT ${jobCols} FROM jobs WHERE shard = ? AND state = 'PENDING' AND next_fire_at <= ?
+      `SELECT id, next_fire_at FROM jobs WHERE shard = ? AND state = 'PENDING' AND next_fire_at <= ?
        ORDER BY next_fire_at, id LIMIT ?`,
-    ),
+    ).raw(),
     dueJobsAfter: p(
-      `SELECT ${jobCols} FROM jobs WHERE shard = ? AND state = 'PENDING' AND next_fire_at <= ?
+      `SELECT id, next_fire_at FROM jobs WHERE shard = ? AND state = 'PENDING' AND next_fire_at <= ?
        AND (next_fire_at, id) > (?, ?) ORDER BY next_fire_at, id LIMIT ?`,
-    ),
+    ).raw(),
     countByState: p('SELECT state, count(*) AS n FROM jobs WHERE shard = ? GROUP BY state'),
     getExec: p(`SELECT ${execCols} FROM executions WHERE shard = ? AND job_id = ? AND scheduled_at = ?`),
     putExec: p(
@@ -260,12 +261,17 @@ export class SqliteShardStore implements SchedulerStore {
     return (rows as JobRow[]).map(decodeJob);
   }
 
-  dueJobs(untilMs: number, limit: number, after: { atMs: number; id: string } | null): JobRecord[] {
+  dueJobs(untilMs: number, limit: number, after: { atMs: number; id: string } | null): DueJob[] {
     const rows =
       after === null
         ? this.s.dueJobs.all(this.shard, untilMs, limit)
         : this.s.dueJobsAfter.all(this.shard, untilMs, after.atMs, after.id, limit);
-    return (rows as JobRow[]).map(decodeJob);
+    const out = new Array<DueJob>(rows.length);
+    for (let i = 0; i < rows.length; i++) {
+      const [id, nextFireAtMs] = rows[i] as [string, number];
+      out[i] = { id, nextFireAtMs };
+    }
+    return out;
   }
 
   /** PENDING jobs whose next occurrence falls in each second [fromMs + i s, fromMs + (i + 1) s), added into `counts`. */
