@@ -113,14 +113,18 @@ function statements(db: Db) {
 
 /**
  * Decoded tasks by name, so a callback's fire reads neither the row nor msgpack, and the firing path gets the
- * SAME object for every callback of a task (the dispatcher's per-spec header cache relies on it). An entry is
- * always a committed value: it is filled only by a read outside any transaction, and every write of the row
- * (putTask, deleteTask) drops it first, whether its transaction then commits or rolls back. A restored snapshot
- * rewrites the rows underneath: shard-snapshot.ts counts restores per database and a new count empties the cache.
+ * SAME object for every callback of a task (the dispatcher's per-spec header cache relies on it). Two levels:
+ * - `committed`: served without reading the row. An entry is always a committed value: it is filled only by a
+ *   read outside any transaction, and every write of the row (putTask, deleteTask) drops it first, whether its
+ *   transaction then commits or rolls back. A restored snapshot rewrites the rows underneath: shard-snapshot.ts
+ *   counts restores per database and a new count empties it.
+ * - `decoded`: the record last decoded from each row's bytes, reused while a read finds the same bytes (inside a
+ *   transaction too: it is keyed by what the row holds, so it cannot serve a rolled-back write).
  * The records are frozen: callers share them.
  */
 class TaskCache {
-  private readonly byName = new Map<string, TaskRecord>();
+  private readonly committed = new Map<string, TaskRecord>();
+  private readonly decoded = new Map<string, { data: Uint8Array; task: TaskRecord }>();
   private restores = 0;
 
   constructor(private readonly db: Db) {}
@@ -128,21 +132,31 @@ class TaskCache {
   get(name: string): TaskRecord | undefined {
     const restores = shardImageRestores(this.db);
     if (restores !== this.restores) {
-      this.byName.clear();
+      this.committed.clear();
       this.restores = restores;
     }
-    return this.byName.get(name);
+    return this.committed.get(name);
   }
 
-  /** A record just read from its row: kept unless a transaction is open (its rows may still roll back). */
-  keep(task: TaskRecord): void {
-    if (this.db.inTransaction) return;
-    if (this.byName.size >= taskCacheEntriesMax) this.byName.clear();
-    this.byName.set(task.name, task);
+  /** The record of the row's bytes just read; kept as committed unless a transaction is open (it may roll back). */
+  fromRow(name: string, data: Uint8Array): TaskRecord {
+    const hit = this.decoded.get(name);
+    let task: TaskRecord;
+    if (hit !== undefined && Buffer.compare(hit.data, data) === 0) task = hit.task;
+    else {
+      task = Object.freeze(decodeTask(name, data));
+      if (this.decoded.size >= taskCacheEntriesMax) this.decoded.clear();
+      this.decoded.set(name, { data, task });
+    }
+    if (!this.db.inTransaction) {
+      if (this.committed.size >= taskCacheEntriesMax) this.committed.clear();
+      this.committed.set(name, task);
+    }
+    return task;
   }
 
   drop(name: string): void {
-    this.byName.delete(name);
+    this.committed.delete(name);
   }
 }
 
@@ -171,10 +185,7 @@ export class SqliteShardStore implements SchedulerStore {
     const cached = this.tasks.get(name);
     if (cached !== undefined) return cached;
     const data = this.s.getTask.get(this.shard, name) as Uint8Array | undefined;
-    if (data === undefined) return null;
-    const task = Object.freeze(decodeTask(name, data));
-    this.tasks.keep(task);
-    return task;
+    return data === undefined ? null : this.tasks.fromRow(name, data);
   }
 
   putTask(task: TaskRecord): void {
