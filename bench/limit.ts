@@ -80,3 +80,11 @@ export function histogramSummary(metricsText: string, name: string): LatenessSum
   };
   return { count: total, minMs: null, meanMs: null, p50Ms: at(0.5), p90Ms: at(0.9), p99Ms: at(0.99), p999Ms: at(0.999), maxMs: null };
 }
+
+/** The sum of a counter over several nodes' /metrics texts (lines `name value` or `name{...} value`); null when absent. */
+export function counterSum(metricsText: string, name: string): number | null {
+  const re = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'gm');
+  let sum: number | null = null;
+  for (const m of metricsText.matchAll(re)) sum = (sum ?? 0) + Number(m[1]);
+  return sum;
+}

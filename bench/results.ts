@@ -52,6 +52,13 @@ export interface Figures {
    * sender minus scheduled time, first attempts), summed over the nodes; percentiles are bucket upper bounds.
    */
   nodeLateness?: LatenessSummary | null;
+  /**
+   * CPU time of the node process(es), every thread (process_cpu_seconds_total on /metrics, summed over the
+   * nodes), from just before the submission to the end of the drain: submission, firing, delivery, records.
+   */
+  nodeCpuMs?: number | null;
+  /** nodeCpuMs / delivered, in µs: what one job costs the node from its submission to its recorded outcome. */
+  nodeCpuUsPerCallback?: number | null;
   /** The machine's limit measured in the same run (scenario limit: one process, plain undici, 128 connections). */
   limitPerS?: number | null;
   /** deliveredPerS / limitPerS. */

@@ -13,7 +13,7 @@ import {
   type OpenLoopOutcome,
   type SubmitOutcome,
 } from './load.js';
-import { histogramSummary, pushLimit } from './limit.js';
+import { counterSum, histogramSummary, pushLimit } from './limit.js';
 import { spawnLocalNodes, type LocalNodes } from './node-process.js';
 import { nowPreciseMs, startReceiver, waitUntil, type CallbackReceiver } from './receiver.js';
 import {
@@ -235,15 +235,28 @@ async function startServers(options: RunOptions, log: Logger): Promise<{ urls: s
 /** Callbacks pushed to measure the machine's limit after every other scenario (its `limit` share). */
 const limitCountAfter = 20_000;
 
-/** The node(s)' own fire-lateness histogram, summed: read before they stop. */
-async function nodeLateness(servers: ServerSet): Promise<Figures['nodeLateness']> {
+/** Every node's /metrics text, concatenated (the ServerSet goes round-robin: one request per server). */
+async function metricsTexts(servers: ServerSet): Promise<string> {
   const texts: string[] = [];
   for (let i = 0; i < servers.urls.length; i++) {
     const { status, json } = await servers.send('GET', '/metrics').catch(() => ({ status: 0, json: null }));
     if (status === 200 && typeof json === 'string') texts.push(json);
   }
-  return histogramSummary(texts.join('\n'), 'punctual_fire_lateness_ms');
+  return texts.join('\n');
 }
+
+/** The node(s)' own fire-lateness histogram, summed: read before they stop. */
+async function nodeLateness(servers: ServerSet): Promise<Figures['nodeLateness']> {
+  return histogramSummary(await metricsTexts(servers), 'punctual_fire_lateness_ms');
+}
+
+/** CPU seconds the node process(es) used so far, every thread (prom-client's process_cpu_seconds_total), summed. */
+async function nodeCpuSeconds(servers: ServerSet): Promise<number | null> {
+  return counterSum(await metricsTexts(servers), 'process_cpu_seconds_total');
+}
+
+/** After the last delivery, the outcome records still to be proposed and applied: their CPU belongs to the run. */
+const cpuSettleMs = 300;
 
 /** Scenario limit: no node; one process pushes callbacks into the receiver (bench/limit.ts). */
 async function runLimit(options: RunOptions, receiver: CallbackReceiver, idPrefix: string): Promise<Figures> {
@@ -288,6 +301,7 @@ export async function runScenario(options: RunOptions): Promise<BenchResult> {
     const perServer = Math.max(1, Math.ceil(params.concurrency / started.urls.length));
     servers = new ServerSet(started.urls, { connections: perServer, token: options.token, caPem: local?.caPem ?? null });
     await putTask(servers, receiver, params);
+    const cpuBefore = await nodeCpuSeconds(servers);
     log.info('bench: submitting', { scenario, ...params });
     const run = await driveLoad(scenario, servers, params, idPrefix);
     log.info('bench: submitted, draining', { accepted: run.outcome.acked.length, rejected: run.outcome.failed });
@@ -295,6 +309,12 @@ export async function runScenario(options: RunOptions): Promise<BenchResult> {
     const mode = local ? 'spawned' : 'external';
     const figures = await buildFigures(run, receiver, drained, local ? local.peakRssBytes() : null);
     figures.nodeLateness = await nodeLateness(servers);
+    await new Promise((r) => setTimeout(r, cpuSettleMs));
+    const cpuAfter = await nodeCpuSeconds(servers);
+    if (cpuBefore !== null && cpuAfter !== null) {
+      figures.nodeCpuMs = (cpuAfter - cpuBefore) * 1000;
+      figures.nodeCpuUsPerCallback = figures.delivered > 0 ? (figures.nodeCpuMs * 1000) / figures.delivered : null;
+    }
     // The machine's limit in the same run, once the node(s) no longer compete for the CPU.
     await servers.close();
     servers = null;

@@ -33,6 +33,7 @@ function rows(result: BenchResult): Array<[string, string]> {
     const n = f.nodeLateness;
     out.push(['node-side lateness p50 / p99 / p999 (bucket bounds)', `${num(n.p50Ms, 1)} / ${num(n.p99Ms, 1)} / ${num(n.p999Ms, 1)} ms`]);
   }
+  if (f.nodeCpuUsPerCallback != null) out.push(['node CPU per callback (submit to outcome, all threads)', `${num(f.nodeCpuUsPerCallback, 1)} µs (${num(f.nodeCpuMs ?? null)} ms)`]);
   if (f.limitPerS != null) out.push(["machine's limit (same run)", `${num(f.limitPerS)} callbacks/s`]);
   if (f.shareOfLimit != null) out.push(['delivered rate / limit', `${num(f.shareOfLimit * 100, 1)} %`]);
   if (f.backlogMax !== null) out.push(['open-loop backlog max', num(f.backlogMax)]);

@@ -1,5 +1,6 @@
 // Measurement script (not a test, not product code): CPU us per item of create_jobs / fired / outcomes applied
-// through the real SqliteShardStore in transactions of `batch` items, and of the engine's per-fire reads.
+// through the real SqliteShardStore in transactions of `batch` items, of the loader's page per due job, and of
+// the engine's per-fire reads.
 //   npm run build && node bench/tools/apply-cost.mjs [dist=dist] [items=20000] [batch=1000]
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -25,6 +26,13 @@ function phase(name, mk) {
   console.log(`${name}: ${((c.user + c.system) / N).toFixed(1)} us/item`);
 }
 phase('create', (s) => ({ type: 'create_jobs', shard: 0, nowMs: t0 - 10000, jobs: s.map(job) }));
+{
+  // The loader's page: every job due within the horizon, as a full loader scan reads them.
+  const cpu = process.cpuUsage();
+  for (let r = 0; r < 5; r++) store.dueJobs(t0 + 1, N, null);
+  const c = process.cpuUsage(cpu);
+  console.log(`loader page (dueJobs): ${((c.user + c.system) / (5 * N)).toFixed(2)} us/due job`);
+}
 phase('fired', (s) => ({ type: 'fired', nowMs: t0, nodeId: 'n1', items: s.map((jobId) => ({ jobId, scheduledAtMs: t0, attempt: 1, startedAtMs: t0 })) }));
 phase('outcomes', (s) => ({ type: 'outcomes', nowMs: t0 + 2, items: s.map((jobId) => ({ jobId, scheduledAtMs: t0, attempt: 1, result: 'succeeded', statusCode: 200, error: null, finishedAtMs: t0 + 2, retryAtMs: null })) }));
 let cpu = process.cpuUsage();

@@ -2,7 +2,9 @@
 // jobs due at the same ms, a receiver in a child process. Prints time to the first / last arrival, duplicates,
 // the node's CPU us per callback (fire + dispatch + record) and the longest event-loop stall, and writes them to
 // bench/results/hot-core-<time>.json.
-//   npm run build && node bench/tools/hot-core.mjs [dist=dist] [jobs=20000]
+//   npm run build && node bench/tools/hot-core.mjs [dist=dist] [jobs=20000] [profile-dir]
+// With a profile dir, the main thread is profiled (node:inspector) from the instant to the end only, so the
+// profile holds the callbacks' work and not the submission's: <dir>/hot-core-<time>.cpuprofile.
 import { fork } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -21,7 +23,7 @@ if (process.argv[2] === '--receiver') {
   srv.listen({ port: 0, host: '127.0.0.1', backlog: 4096 }, () => process.send({ port: srv.address().port }));
   process.on('message', () => process.send({ lat, dups }, () => process.exit(0)));
 } else {
-  const [distArg = 'dist', nArg = '20000'] = process.argv.slice(2);
+  const [distArg = 'dist', nArg = '20000', profDir = null] = process.argv.slice(2);
   const dist = resolve(distArg);
   const N = Number(nArg);
   const { openNode } = await import(`file://${dist}/src/node/host.js`);
@@ -40,16 +42,32 @@ if (process.argv[2] === '--receiver') {
   const at = Date.now() + 2000 + N / 10;
   for (let b = 0; b < N; b += 5000) await core.service.createJobs(Array.from({ length: Math.min(5000, N - b) }, (_, i) => job(`h${b + i}`, at)));
   await new Promise((r) => setTimeout(r, Math.max(0, at - Date.now() - 20)));
+  let session = null;
+  if (profDir !== null) {
+    const { Session } = await import('node:inspector/promises');
+    session = new Session(); session.connect();
+    await session.post('Profiler.enable'); await session.post('Profiler.start');
+  }
   const h = monitorEventLoopDelay({ resolution: 5 }); h.enable();
   const cpu = process.cpuUsage();
   let done = 0;
+  // Done once nothing is armed or out AND every record (fired, outcome) is applied: the records are part of a callback's cost.
   while (done < N) {
     await new Promise((r) => setTimeout(r, 50));
-    done = Date.now() > at && core.engine.wheelSize === 0 && core.engine.inFlightCount() === 0 ? N : 0;
+    done = Date.now() > at && core.engine.wheelSize === 0 && core.engine.inFlightCount() === 0 && core.engine.idle() && core.engine.settled() ? N : 0;
     if (Date.now() > at + 120000) break;
   }
   const c = process.cpuUsage(cpu);
   h.disable();
+  if (session !== null) {
+    const { profile } = await session.post('Profiler.stop');
+    const { mkdirSync } = await import('node:fs');
+    mkdirSync(profDir, { recursive: true });
+    const file = join(profDir, `hot-core-${new Date().toISOString().replace(/[:.]/g, '-')}.cpuprofile`);
+    writeFileSync(file, JSON.stringify(profile));
+    console.log(`profile: ${file}`);
+    session.disconnect();
+  }
   const folded = core.proposer?.foldedTotal ?? 0;
   await core.close();
   receiver.send('done');

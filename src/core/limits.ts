@@ -282,6 +282,8 @@ export const httpLimits = {
   refusedLingerMs: 2_000,
   /** Concurrent streams a client may open on one HTTP/2 connection (SETTINGS_MAX_CONCURRENT_STREAMS). */
   h2StreamsMax: 1_000,
+  /** Instants whose rendered time (ISO 8601) is kept for the next view that shows them (src/http/time.ts). */
+  renderedTimesMax: 4,
 } as const;
 assert(httpLimits.headersTimeoutMs < httpLimits.requestTimeoutMs, 'http headers timeout must be below the request timeout');
 assert(schedulerLimits.runKeyLengthMax >= httpLimits.idempotencyKeyLengthMax + 'client:'.length, 'a run key must hold any Idempotency-Key');

@@ -2,6 +2,7 @@
  * Times on the wire: input is RFC 3339 with any offset or an integer of epoch ms; output is RFC 3339 UTC with
  * milliseconds (`2026-12-01T09:00:00.000Z`).
  */
+import { httpLimits } from '../core/limits.js';
 
 /** 1970-01-01 .. 9999-12-31T23:59:59.999Z: the range every output renders as a 4-digit-year RFC 3339 string. */
 export const timeMsMin = 0;
@@ -42,8 +43,18 @@ export function parseRfc3339(text: string): number | string {
   return epochMs;
 }
 
+/**
+ * The last few instants rendered: the job views of one answer (a batch, a hot instant's submissions) repeat the same
+ * few times (the instant, the commit's nowMs), and Date#toISOString costs more than the rest of a view's fields.
+ */
+const rendered: Array<{ ms: number; text: string }> = [];
+
 export function renderTime(ms: number): string {
-  return new Date(ms).toISOString();
+  for (const r of rendered) if (r.ms === ms) return r.text;
+  const text = new Date(ms).toISOString();
+  if (rendered.length >= httpLimits.renderedTimesMax) rendered.pop();
+  rendered.unshift({ ms, text });
+  return text;
 }
 
 export function renderTimeOrNull(ms: number | null): string | null {

@@ -42,6 +42,29 @@ describe('NodeMetrics', () => {
     }
   });
 
+  it('counts finished callbacks into punctual_callbacks_total at every read, beside direct increments', async () => {
+    const counts = { PENDING: 0, QUEUED: 0, RUNNING: 0, SUCCEEDED: 0, FAILED: 0, PAUSED: 0, CANCELLED: 0 };
+    const m = new NodeMetrics({ jobCounts: () => counts, wheelSize: () => 0, dispatchInFlight: () => 0 });
+    try {
+      m.callbackFinished('succeeded');
+      m.callbackFinished('succeeded');
+      m.callbackFinished('permanent');
+      m.callbacks.inc({ outcome: 'succeeded' });
+      let body = (await m.scrape()).body;
+      expect(body).toContain('punctual_callbacks_total{outcome="succeeded"} 3');
+      expect(body).toContain('punctual_callbacks_total{outcome="permanent"} 1');
+      expect(body).not.toContain('outcome="retryable"');
+      m.callbackFinished('retryable');
+      m.callbackFinished('succeeded');
+      body = (await m.scrape()).body;
+      expect(body).toContain('punctual_callbacks_total{outcome="succeeded"} 4');
+      expect(body).toContain('punctual_callbacks_total{outcome="retryable"} 1');
+      expect(body).toContain('punctual_callbacks_total{outcome="permanent"} 1');
+    } finally {
+      m.close();
+    }
+  });
+
   it('records a blocked event loop in punctual_event_loop_stall_ms', async () => {
     const m = new NodeMetrics({ jobCounts: () => ({ PENDING: 0, QUEUED: 0, RUNNING: 0, SUCCEEDED: 0, FAILED: 0, PAUSED: 0, CANCELLED: 0 }), wheelSize: () => 0, dispatchInFlight: () => 0 });
     try {

@@ -41,6 +41,9 @@ export interface MetricsText {
   body: string;
 }
 
+const callbackOutcomes = ['succeeded', 'retryable', 'permanent'] as const;
+type CallbackOutcome = (typeof callbackOutcomes)[number];
+
 export const latenessBucketsMs = [0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000];
 const batchSizeBuckets = [1, 2, 5, 10, 50, 100, 500, 1000, 5000, 20000];
 const commitBucketsMs = [0.1, 0.25, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 1000];
@@ -71,6 +74,9 @@ export class NodeMetrics {
   /** The last hour of callback attempts (the dashboard's overview); sampled from `callbacks` by historyTimer. */
   private readonly history = new CallbackHistory();
   private readonly historyTimer: NodeJS.Timeout;
+
+  /** Attempts counted by callbackFinished and not handed to `callbacks` yet (its collect does, at every read). */
+  private readonly callbacksFinished: Record<CallbackOutcome, number> = { succeeded: 0, retryable: 0, permanent: 0 };
 
   constructor(private readonly sources: MetricsSources) {
     const registers = [this.registry];
@@ -123,11 +129,19 @@ export class NodeMetrics {
         this.set(sources.dispatchInFlight());
       },
     });
+    const finished = this.callbacksFinished;
     this.callbacks = new Counter({
       name: 'punctual_callbacks_total',
       help: 'Callback attempts by outcome (succeeded, retryable, permanent)',
       labelNames: ['outcome'],
       registers,
+      collect() {
+        for (const outcome of callbackOutcomes) {
+          if (finished[outcome] === 0) continue;
+          this.inc({ outcome }, finished[outcome]);
+          finished[outcome] = 0;
+        }
+      },
     });
     this.fireLatenessMs = new Histogram({
       name: 'punctual_fire_lateness_ms',
@@ -314,6 +328,14 @@ export class NodeMetrics {
   }
 
   /** The text /metrics serves. */
+  /**
+   * One callback attempt finished: the node's per-callback count. A plain number here, added to
+   * punctual_callbacks_total when the counter is read (a labelled inc hashes its labels on every call).
+   */
+  callbackFinished(outcome: CallbackOutcome): void {
+    this.callbacksFinished[outcome]++;
+  }
+
   async scrape(): Promise<MetricsText> {
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }

@@ -158,7 +158,7 @@ export class NodeShell {
   }
 
   private finished(order: DispatchOrder, outcome: AttemptOutcome): void {
-    this.o.metrics.callbacks.inc({ outcome: outcome.kind });
+    this.o.metrics.callbackFinished(outcome.kind);
     this.core.dispatchOutcome(order.key, outcome);
     this.pump();
   }

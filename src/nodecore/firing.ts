@@ -28,7 +28,7 @@ import { limits, nodeLimits, queueLimits, stallLimits } from '../core/limits.js'
 import type { Logger } from '../core/log.js';
 import type { AttemptOutcome } from '../dispatch/dispatcher.js';
 import type { Command, Effect, FiredItem } from '../scheduler/commands.js';
-import type { SchedulerStore } from '../scheduler/store.js';
+import type { DueJob, SchedulerStore } from '../scheduler/store.js';
 import type { CallbackSpec, JobRecord, JobState } from '../scheduler/types.js';
 import { TimerWheel } from '../timerwheel/wheel.js';
 import type { Batcher } from './batcher.js';
@@ -652,12 +652,11 @@ export class Firing {
     for (const job of page) if (this.armLoaded(load.shard, job) && load.periodic) this.periodicArmed++;
     if (page.length < want) return true;
     const last = page[page.length - 1]!;
-    load.after = { atMs: last.nextFireAtMs ?? 0, id: last.id };
+    load.after = { atMs: last.nextFireAtMs, id: last.id };
     return false;
   }
 
-  private armLoaded(shard: number, job: JobRecord): boolean {
-    if (job.nextFireAtMs === null) return false;
+  private armLoaded(shard: number, job: DueJob): boolean {
     const rec = this.occ.get(occurrenceKey(job.id, job.nextFireAtMs));
     // Armed (or buffered), out, or recorded and not applied yet: nothing to arm.
     if (rec !== undefined && (rec.armed !== null || rec.out !== null || rec.recording)) return false;

@@ -4,7 +4,7 @@
  * Queries scan and sort: fine for tests and simulations, not meant for millions of jobs.
  */
 import { matchesSearch } from './search.js';
-import type { JobPageQuery, SchedulerStore } from './store.js';
+import type { DueJob, JobPageQuery, SchedulerStore } from './store.js';
 import { jobStates, type CalendarRecord, type ExecutionRecord, type JobRecord, type JobState, type TaskRecord } from './types.js';
 
 const finalJobStates: ReadonlySet<JobState> = new Set<JobState>(['SUCCEEDED', 'FAILED', 'CANCELLED']);
@@ -104,7 +104,7 @@ export class MemoryStore implements SchedulerStore {
       .map((j) => structuredClone(j));
   }
 
-  dueJobs(untilMs: number, limit: number, after: { atMs: number; id: string } | null): JobRecord[] {
+  dueJobs(untilMs: number, limit: number, after: { atMs: number; id: string } | null): DueJob[] {
     const out: JobRecord[] = [];
     for (const j of this.jobs.values()) {
       const at = j.nextFireAtMs;
@@ -113,7 +113,7 @@ export class MemoryStore implements SchedulerStore {
       out.push(j);
     }
     out.sort((a, b) => a.nextFireAtMs! - b.nextFireAtMs! || byId(a, b));
-    return out.slice(0, Math.max(0, limit)).map((j) => structuredClone(j));
+    return out.slice(0, Math.max(0, limit)).map((j) => ({ id: j.id, nextFireAtMs: j.nextFireAtMs! }));
   }
 
   countJobsByState(): Record<JobState, number> {

@@ -66,7 +66,7 @@ export function contractExecution(jobId: string, scheduledAtMs: number, override
   return e;
 }
 
-const ids = (jobs: JobRecord[]): string[] => jobs.map((j) => j.id);
+const ids = (jobs: ReadonlyArray<{ id: string }>): string[] => jobs.map((j) => j.id);
 const keys = (es: ExecutionRecord[]): string[] => es.map((e) => `${e.jobId}@${e.scheduledAtMs}`);
 
 export function runSchedulerStoreContract(
@@ -223,6 +223,8 @@ export function runSchedulerStoreContract(
       expect(ids(s.dueJobs(100, 10, { atMs: 100, id: 'a' }))).toEqual(['b']);
       expect(ids(s.dueJobs(1000, 10, { atMs: 50, id: 'c' }))).toEqual(['a', 'b', 'g', 'd']);
       expect(ids(s.dueJobs(49, 10, null))).toEqual([]);
+      // Keys only, exactly: the loader needs no more, and reading the records would cost a decode per row.
+      expect(s.dueJobs(100, 1, null)).toEqual([{ id: 'c', nextFireAtMs: 50 }]);
     });
 
     it('countJobsByState has every state; countLiveJobsOfTask ignores final states', () => {

@@ -17,6 +17,12 @@ export interface JobPageQuery {
   search?: JobSearch;
 }
 
+/** A PENDING job's key in the loader's order (SchedulerStore.dueJobs). */
+export interface DueJob {
+  id: string;
+  nextFireAtMs: number;
+}
+
 export interface SchedulerStore {
   getTask(name: string): TaskRecord | null;
   putTask(task: TaskRecord): void;
@@ -38,9 +44,10 @@ export interface SchedulerStore {
   listJobs(query: JobPageQuery): JobRecord[];
   /**
    * Jobs in state PENDING whose nextFireAtMs <= untilMs, ordered by (nextFireAtMs, id), strictly after
-   * `after` when given: the loader pages through them.
+   * `after` when given: the loader pages through them. Only their keys: the loader arms (id, nextFireAtMs) and
+   * the fire reads the job anyway, so the rows' records are neither read nor decoded here.
    */
-  dueJobs(untilMs: number, limit: number, after: { atMs: number; id: string } | null): JobRecord[];
+  dueJobs(untilMs: number, limit: number, after: { atMs: number; id: string } | null): DueJob[];
   countJobsByState(): Record<JobState, number>;
 
   getExecution(jobId: string, scheduledAtMs: number): ExecutionRecord | null;

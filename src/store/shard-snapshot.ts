@@ -50,11 +50,20 @@ export function encodeShardImage(db: Db, shard: number): Uint8Array {
   return pack(image);
 }
 
+const restores = new WeakMap<Db, number>();
+
+/** How many images were restored into `db` so far: a cache of its rows is stale once this changes. */
+export function shardImageRestores(db: Db): number {
+  return restores.get(db) ?? 0;
+}
+
 /**
  * Replaces the shard's rows by an image (call inside the caller's transaction). Empty data means an empty
  * state machine (the bootstrap snapshot of a node that joins later).
  */
 export function restoreShardImage(db: Db, shard: number, data: Uint8Array): void {
+  // Counted first: caches of decoded rows (SqliteShardStore's tasks) are emptied, even if this transaction rolls back.
+  restores.set(db, shardImageRestores(db) + 1);
   for (const t of stateTables) db.prepare(`DELETE FROM ${t} WHERE shard = ?`).run(shard);
   if (data.length === 0) return;
   const image = unpack<ShardImage>(data);

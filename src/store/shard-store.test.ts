@@ -160,9 +160,10 @@ describe('SqliteShardStore (beyond the contract)', () => {
     const second = s.dueJobs(10, 10, { atMs: 5, id: 'a' });
     expect(second.map((j) => j.id)).toEqual(['c', 'd']);
     const plan = db
-      .prepare("EXPLAIN QUERY PLAN SELECT id FROM jobs WHERE shard = 1 AND state = 'PENDING' AND next_fire_at <= 10 ORDER BY next_fire_at, id")
+      .prepare("EXPLAIN QUERY PLAN SELECT id, next_fire_at FROM jobs WHERE shard = 1 AND state = 'PENDING' AND next_fire_at <= 10 ORDER BY next_fire_at, id")
       .all() as Array<{ detail: string }>;
-    expect(plan.map((p) => p.detail).join(' ')).toMatch(/jobs_due/);
+    // The loader's page is read from the index alone: no row of the table is visited.
+    expect(plan.map((p) => p.detail).join(' ')).toMatch(/COVERING INDEX jobs_due/);
   });
   it('serves one frozen task object while its row is unchanged, and the new row after a write', () => {
     const s = new SqliteShardStore(db, 1);
@@ -191,6 +192,38 @@ describe('SqliteShardStore (beyond the contract)', () => {
       }),
     ).toThrow('abort');
     expect(s.getTask('email')?.url).toBe('http://127.0.0.1:9/hook');
+  });
+
+  it('never serves a task write whose savepoint was rolled back inside a transaction that committed', () => {
+    const s = new SqliteShardStore(db, 1);
+    s.putTask(task('email'));
+    expect(s.getTask('email')?.url).toBe('http://127.0.0.1:9/hook');
+    s.transaction(() => {
+      // A nested transaction is a savepoint: the way the applier quarantines a command that throws.
+      expect(() =>
+        s.transaction(() => {
+          s.putTask({ ...task('email'), url: 'http://127.0.0.1:9/quarantined' });
+          expect(s.getTask('email')?.url).toBe('http://127.0.0.1:9/quarantined');
+          throw new Error('quarantine');
+        }),
+      ).toThrow('quarantine');
+      expect(s.getTask('email')?.url).toBe('http://127.0.0.1:9/hook');
+    });
+    expect(s.getTask('email')?.url).toBe('http://127.0.0.1:9/hook');
+  });
+
+  it('serves the restored task after a snapshot image replaced the rows under a task it had served', () => {
+    const source = new SqliteShardStore(db, 2);
+    source.putTask({ ...task('email'), url: 'http://127.0.0.1:9/from-snapshot' });
+    const image = encodeShardImage(db, 2);
+    const s = new SqliteShardStore(db, 1);
+    s.putTask(task('email'));
+    const served = s.getTask('email')!;
+    expect(s.getTask('email')).toBe(served);
+    db.transaction(() => restoreShardImage(db, 1, image))();
+    expect(s.getTask('email')?.url).toBe('http://127.0.0.1:9/from-snapshot');
+    db.transaction(() => restoreShardImage(db, 1, new Uint8Array(0)))();
+    expect(s.getTask('email')).toBeNull();
   });
 
   it('updates a job row in place: its index entries follow the new state and time', () => {

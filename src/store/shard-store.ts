@@ -16,9 +16,10 @@ import type {
   TaskRecord,
 } from '../scheduler/types.js';
 import { errorClassOf, type ErrorClass } from '../scheduler/failure.js';
-import type { JobPageQuery, SchedulerStore } from '../scheduler/store.js';
+import type { DueJob, JobPageQuery, SchedulerStore } from '../scheduler/store.js';
 import type { Db } from './db.js';
 import { MetadataIndex, searchParams, searchSql } from './metadata-index.js';
+import { shardImageRestores } from './shard-snapshot.js';
 import { isNoSearch } from '../scheduler/search.js';
 import {
   decodeCalendar,
@@ -74,14 +75,15 @@ function statements(db: Db) {
        AND next_fire_at >= ? AND next_fire_at < ? GROUP BY s`,
     ),
     dueAt: p(`SELECT count(*) FROM jobs WHERE shard = ? AND state = 'PENDING' AND next_fire_at = ?`).pluck(),
+    // Keys only: answered from the jobs_due index alone (it holds id and next_fire_at), no row read or decoded.
     dueJobs: p(
-      `SELECT ${jobCols} FROM jobs WHERE shard = ? AND state = 'PENDING' AND next_fire_at <= ?
+      `SELECT id, next_fire_at FROM jobs WHERE shard = ? AND state = 'PENDING' AND next_fire_at <= ?
        ORDER BY next_fire_at, id LIMIT ?`,
-    ),
+    ).raw(),
     dueJobsAfter: p(
-      `SELECT ${jobCols} FROM jobs WHERE shard = ? AND state = 'PENDING' AND next_fire_at <= ?
+      `SELECT id, next_fire_at FROM jobs WHERE shard = ? AND state = 'PENDING' AND next_fire_at <= ?
        AND (next_fire_at, id) > (?, ?) ORDER BY next_fire_at, id LIMIT ?`,
-    ),
+    ).raw(),
     countByState: p('SELECT state, count(*) AS n FROM jobs WHERE shard = ? GROUP BY state'),
     getExec: p(`SELECT ${execCols} FROM executions WHERE shard = ? AND job_id = ? AND scheduled_at = ?`),
     putExec: p(
@@ -110,21 +112,51 @@ function statements(db: Db) {
 }
 
 /**
- * Decoded tasks, reused while their stored bytes are unchanged. The row is still read on every getTask (so a
- * rolled-back write can never be served from here), only the msgpack decode is skipped; and the firing path
- * gets the SAME object for every callback of a task, which the dispatcher's per-spec header cache relies on.
+ * Decoded tasks by name, so a callback's fire reads neither the row nor msgpack, and the firing path gets the
+ * SAME object for every callback of a task (the dispatcher's per-spec header cache relies on it). Two levels:
+ * - `committed`: served without reading the row. An entry is always a committed value: it is filled only by a
+ *   read outside any transaction, and every write of the row (putTask, deleteTask) drops it first, whether its
+ *   transaction then commits or rolls back. A restored snapshot rewrites the rows underneath: shard-snapshot.ts
+ *   counts restores per database and a new count empties it.
+ * - `decoded`: the record last decoded from each row's bytes, reused while a read finds the same bytes (inside a
+ *   transaction too: it is keyed by what the row holds, so it cannot serve a rolled-back write).
  * The records are frozen: callers share them.
  */
 class TaskCache {
-  private readonly byName = new Map<string, { data: Uint8Array; task: TaskRecord }>();
+  private readonly committed = new Map<string, TaskRecord>();
+  private readonly decoded = new Map<string, { data: Uint8Array; task: TaskRecord }>();
+  private restores = 0;
 
-  get(name: string, data: Uint8Array): TaskRecord {
-    const hit = this.byName.get(name);
-    if (hit !== undefined && Buffer.compare(hit.data, data) === 0) return hit.task;
-    const task = Object.freeze(decodeTask(name, data));
-    if (this.byName.size >= taskCacheEntriesMax) this.byName.clear();
-    this.byName.set(name, { data, task });
+  constructor(private readonly db: Db) {}
+
+  get(name: string): TaskRecord | undefined {
+    const restores = shardImageRestores(this.db);
+    if (restores !== this.restores) {
+      this.committed.clear();
+      this.restores = restores;
+    }
+    return this.committed.get(name);
+  }
+
+  /** The record of the row's bytes just read; kept as committed unless a transaction is open (it may roll back). */
+  fromRow(name: string, data: Uint8Array): TaskRecord {
+    const hit = this.decoded.get(name);
+    let task: TaskRecord;
+    if (hit !== undefined && Buffer.compare(hit.data, data) === 0) task = hit.task;
+    else {
+      task = Object.freeze(decodeTask(name, data));
+      if (this.decoded.size >= taskCacheEntriesMax) this.decoded.clear();
+      this.decoded.set(name, { data, task });
+    }
+    if (!this.db.inTransaction) {
+      if (this.committed.size >= taskCacheEntriesMax) this.committed.clear();
+      this.committed.set(name, task);
+    }
     return task;
+  }
+
+  drop(name: string): void {
+    this.committed.delete(name);
   }
 }
 
@@ -134,7 +166,7 @@ const taskCacheEntriesMax = 1_024;
 export class SqliteShardStore implements SchedulerStore {
   private readonly s: ReturnType<typeof statements>;
   private readonly l: ReturnType<typeof lifecycleStatements>;
-  private readonly tasks = new TaskCache();
+  private readonly tasks: TaskCache;
   private readonly metadataIndex: MetadataIndex;
   /** Prepared search statements by their SQL (a handful of shapes: which filters are given). */
   private readonly searches = new Map<string, Statement>();
@@ -144,20 +176,25 @@ export class SqliteShardStore implements SchedulerStore {
     readonly shard: number,
   ) {
     this.s = statements(db);
+    this.tasks = new TaskCache(db);
     this.metadataIndex = new MetadataIndex(db);
     this.l = lifecycleStatements(db);
   }
 
   getTask(name: string): TaskRecord | null {
+    const cached = this.tasks.get(name);
+    if (cached !== undefined) return cached;
     const data = this.s.getTask.get(this.shard, name) as Uint8Array | undefined;
-    return data === undefined ? null : this.tasks.get(name, data);
+    return data === undefined ? null : this.tasks.fromRow(name, data);
   }
 
   putTask(task: TaskRecord): void {
+    this.tasks.drop(task.name);
     this.s.putTask.run(this.shard, task.name, encodeTask(task));
   }
 
   deleteTask(name: string): boolean {
+    this.tasks.drop(name);
     return this.s.deleteTask.run(this.shard, name).changes > 0;
   }
 
@@ -235,12 +272,17 @@ export class SqliteShardStore implements SchedulerStore {
     return (rows as JobRow[]).map(decodeJob);
   }
 
-  dueJobs(untilMs: number, limit: number, after: { atMs: number; id: string } | null): JobRecord[] {
+  dueJobs(untilMs: number, limit: number, after: { atMs: number; id: string } | null): DueJob[] {
     const rows =
       after === null
         ? this.s.dueJobs.all(this.shard, untilMs, limit)
         : this.s.dueJobsAfter.all(this.shard, untilMs, after.atMs, after.id, limit);
-    return (rows as JobRow[]).map(decodeJob);
+    const out = new Array<DueJob>(rows.length);
+    for (let i = 0; i < rows.length; i++) {
+      const [id, nextFireAtMs] = rows[i] as [string, number];
+      out[i] = { id, nextFireAtMs };
+    }
+    return out;
   }
 
   /** PENDING jobs whose next occurrence falls in each second [fromMs + i s, fromMs + (i + 1) s), added into `counts`. */

@@ -1,0 +1,33 @@
+#!/bin/bash
+# Measurement script (not a test, not product code): A/B of two builds in one window, alternating run by run so
+# both share the machine's load. A base build comes from `git archive <commit> | tar -x -C DIR`, a node_modules
+# symlink and `npm run build` there.
+#   bench/tools/ab.sh hot-core BASE_DIST ROUNDS [jobs=10000]
+#       bench/tools/hot-core.mjs on BASE_DIST then on ./dist: node CPU per callback of a hot instant
+#   bench/tools/ab.sh steady BASE_DIST ROUNDS [rate=1000] [duration-s=10]
+#       a `serve` of each build on 127.0.0.1:18931 (data in a temp dir), driven by THIS build's bench with
+#       --server (the bench reads node CPU from /metrics); results in bench/results/ab/
+#   bench/tools/ab.sh bench BASE_DIST ROUNDS BENCH_ARGS...
+#       the same with any scenario: `bench/tools/ab.sh bench B 1 --scenario submit --count 10000`
+set -u
+mode=$1 base=$2 rounds=$3
+cd "$(dirname "$0")/../.."
+for r in $(seq "$rounds"); do
+  for d in "$base" dist; do
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    if [ "$mode" = hot-core ]; then
+      out=$(timeout 300 node bench/tools/hot-core.mjs "$d" "${4:-10000}" 2>&1 | tail -1)
+    else
+      data=$(mktemp -d /tmp/punctual-ab-XXXX)
+      node "$d/cmd/punctual.js" serve --listen 127.0.0.1:18931 --peer-listen 127.0.0.1:18932 --data "$data" --log-level warn >"$data/serve.log" 2>&1 &
+      pid=$!
+      for _ in $(seq 100); do curl -sf http://127.0.0.1:18931/metrics >/dev/null 2>&1 && break; sleep 0.1; done
+      if [ "$mode" = bench ]; then args=("${@:4}"); else args=(--scenario steady --rate "${4:-1000}" --duration-s "${5:-10}"); fi
+      res=$(timeout 300 node dist/cmd/punctual.js bench "${args[@]}" --server http://127.0.0.1:18931 --out bench/results/ab 2>&1)
+      kill -INT "$pid"; wait "$pid" 2>/dev/null
+      rm -rf "$data"
+      out=$(echo "$res" | grep -E 'accepted jobs/s|node CPU|lateness p99|written' | sed 's/  */ /g' | tr '\n' ' ')
+    fi
+    echo "$(date +%T) load $load $d: $out"
+  done
+done
