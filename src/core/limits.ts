@@ -121,6 +121,10 @@ export const limits = {
   drainRatePerSAssumed: 5_000,
   /** Distinct due instants of one submission looked up for the admission report. */
   hotInstantLookupsMax: 16,
+  /** An instant's count of due jobs is reused this long (plus the jobs accepted here since) before it is counted again. */
+  hotInstantRecountMs: 100,
+  /** Instants whose counts are kept for that reuse (the oldest counted is dropped first). */
+  hotInstantCountsMax: 1024,
   /** Deliveries that started this much after they could have are counted as a saturated node's drain. */
   drainBacklogLateMs: 5,
 } as const;

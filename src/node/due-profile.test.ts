@@ -101,4 +101,16 @@ describe('the admission report (Punctual-Hot-Instant)', () => {
     const one = await call('/v1/jobs', { method: 'POST', body: { id: 'h-last', task: 'hook', schedule: { at: atMs } } });
     expect(one.headers.get('punctual-hot-instant')).toMatch(new RegExp(`due=${due + 1},`));
   });
+
+  it('counts the instant again once its count is older than the recount period: cancelled jobs leave it', async () => {
+    const atMs = Date.now() + 120_000;
+    const crowd = Math.ceil((limits.hotInstantSpreadReportMs * limits.drainRatePerSAssumed) / 1000) + 20;
+    const jobs = Array.from({ length: crowd }, (_, i) => ({ id: `c-${i}`, task: 'hook', schedule: { at: atMs } }));
+    const batch = await call('/v1/jobs:batch', { method: 'POST', body: { jobs } });
+    expect(batch.headers.get('punctual-hot-instant')).toMatch(new RegExp(`due=${crowd},`));
+    for (let i = 0; i < 10; i++) expect((await call(`/v1/jobs/c-${i}/cancel`, { method: 'POST' })).status).toBe(200);
+    await new Promise((r) => setTimeout(r, limits.hotInstantRecountMs + 50));
+    const one = await call('/v1/jobs', { method: 'POST', body: { id: 'c-last', task: 'hook', schedule: { at: atMs } } });
+    expect(one.headers.get('punctual-hot-instant')).toMatch(new RegExp(`due=${crowd - 10 + 1},`));
+  });
 });

@@ -82,6 +82,9 @@ export class NodeService implements SchedulerApi {
   apiPort = 0;
   ready = false;
 
+  /** hotInstant's recent counts per due ms (bounded by limits.hotInstantCountsMax). */
+  private readonly dueAtCounts = new Map<number, { due: number; countedAtMs: number }>();
+
   constructor(private readonly o: ServiceOptions) {
     this.nodeId = o.config.nodeId;
   }
@@ -319,19 +322,43 @@ export class NodeService implements SchedulerApi {
     return { fromMs, perSecond, drainRatePerS: this.o.engine.drainRatePerS() };
   }
 
+  /**
+   * Counting an instant's jobs walks the due index over all of them, so a run of single submissions to one crowded
+   * instant would count it once per submission (quadratic): a count is reused for limits.hotInstantRecountMs and
+   * the jobs this node accepted since are added to it.
+   */
   hotInstant(dueAtMs: readonly number[]): HotInstantReport | null {
     const measured = this.o.engine.drainRatePerS();
     const rate = measured ?? limits.drainRatePerSAssumed;
+    const nowMs = this.nowMs();
+    const perInstant = new Map<number, number>();
+    for (const atMs of dueAtMs) perInstant.set(atMs, (perInstant.get(atMs) ?? 0) + 1);
     let worst: HotInstantReport | null = null;
-    for (const atMs of [...new Set(dueAtMs)].slice(0, limits.hotInstantLookupsMax)) {
-      let due = 0;
-      for (const sh of this.o.shards) due += sh.store.countDueAt(atMs);
+    let looked = 0;
+    for (const [atMs, added] of perInstant) {
+      if (looked++ === limits.hotInstantLookupsMax) break;
+      const due = this.dueAt(atMs, added, nowMs);
       const spreadMs = Math.ceil((due * 1000) / rate);
       if (spreadMs > limits.hotInstantSpreadReportMs && (worst === null || due > worst.due)) {
         worst = { atMs, due, spreadMs, drainRatePerS: Math.round(rate), measured: measured !== null };
       }
     }
     return worst;
+  }
+
+  /** PENDING jobs due at `atMs`, `added` of them just accepted here (and already applied on this node). */
+  private dueAt(atMs: number, added: number, nowMs: number): number {
+    const memo = this.dueAtCounts.get(atMs);
+    if (memo !== undefined && nowMs - memo.countedAtMs < limits.hotInstantRecountMs) {
+      memo.due += added;
+      return memo.due;
+    }
+    let due = 0;
+    for (const sh of this.o.shards) due += sh.store.countDueAt(atMs);
+    this.dueAtCounts.delete(atMs);
+    if (this.dueAtCounts.size >= limits.hotInstantCountsMax) this.dueAtCounts.delete(this.dueAtCounts.keys().next().value as number);
+    this.dueAtCounts.set(atMs, { due, countedAtMs: nowMs });
+    return due;
   }
 
   pauseJob(id: string): Promise<JobView> {
