@@ -116,6 +116,29 @@ describe('SchedulerChecker', () => {
     expect(kindOf(() => c.checkFinal(nodes, t0 + 14_000, 5000, t0))).toBe('acked_cancel_lost');
   });
 
+  it("lateness counts from the resume when a client's pause held the occurrence, not from a pause that came late", () => {
+    const late = (pauseAtMs: number): string | null => {
+      const store = new MemoryStore();
+      const op = acked('create', 'j1', t0).op as Parameters<typeof jobSpecOf>[0];
+      apply(store, { type: 'create_jobs', nowMs: t0, shard: 0, jobs: [{ ...jobSpecOf(op, t0), schedule: { kind: 'once', atMs: t0 + 1000 } }] });
+      const firstMs = t0 + 9010;
+      apply(store, { type: 'fired', nowMs: firstMs, nodeId: 'n1', items: [{ jobId: 'j1', scheduledAtMs: t0 + 1000, attempt: 1, startedAtMs: firstMs }] });
+      const c = new SchedulerChecker(1);
+      c.submittedJob('j1');
+      c.acknowledged(acked('create', 'j1', t0));
+      const pause: OpRecord = { seq: 1, op: { kind: 'pause', jobId: 'j1' }, node: 'n1', issuedMs: pauseAtMs, outcome: 'ok', ackMs: pauseAtMs + 3 };
+      const resume: OpRecord = { seq: 2, op: { kind: 'resume', jobId: 'j1' }, node: 'n1', issuedMs: t0 + 8995, outcome: 'ok', ackMs: t0 + 9000 };
+      c.opIssued(pause, 5000);
+      c.opIssued(resume, 5000);
+      c.dispatchStarted(start({ scheduledAtMs: t0 + 1000, dueAtMs: t0 + 1000, nodeWallMs: firstMs, trueMs: firstMs }));
+      return kindOf(() => c.checkFinal([{ id: 'n1', stores: [store] }], t0 + 15_000, 5000, t0 - 1));
+    };
+    // Paused before its time and resumed at t0 + 9 s: fired 10 ms after the resume, on time.
+    expect(late(t0 + 500)).toBeNull();
+    // A pause sent once the occurrence was already late (due t0 + 1 s, bound 5 s) excuses nothing.
+    expect(late(t0 + 7000)).toBe('not_fired_in_time');
+  });
+
   it('storeDigest sees every record', () => {
     const a = new MemoryStore();
     const h0 = storeDigest(a);

@@ -10,8 +10,8 @@
  *  - replicas agree: a shard's scheduler state is the same on every node that applied the same index;
  * and at the end of the liveness phase (checkFinal):
  *  - no acknowledged job lost, no acknowledged cancel lost, on any node;
- *  - every due occurrence fired within `boundMs` once the cluster is healthy: nothing PENDING overdue, no retry
- *    overdue, no attempt open past its timeout.
+ *  - every due occurrence fired within `boundMs` once the cluster is healthy (or once a client's resume let it
+ *    go, if a pause held it): nothing PENDING overdue, no retry overdue, no attempt open past its timeout.
  */
 import type { SchedulerStore } from '../../../src/scheduler/store.js';
 import type { ExecutionRecord, JobRecord } from '../../../src/scheduler/types.js';
@@ -61,6 +61,8 @@ export class SchedulerChecker {
   private readonly firstStart = new Map<string, number>();
   /** Per shard: applied index -> [node, digest] of the first node that reported it. */
   private readonly digests: Map<number, [string, string]>[] = [];
+  /** jobId -> its pause and resume ops, with the time after which a resume is surely applied (or given up). */
+  private readonly pauses = new Map<string, Array<{ rec: OpRecord; answerByMs: number }>>();
   dispatches = 0;
   digestChecks = 0;
 
@@ -71,6 +73,30 @@ export class SchedulerChecker {
   /** A client sent a create (whatever comes of it): attempts for that job are not phantoms. */
   submittedJob(jobId: string): void {
     this.submitted.add(jobId);
+  }
+
+  /** A client sent `rec`; its answer comes within answerMs or the client gives up (unknown outcome). */
+  opIssued(rec: OpRecord, answerMs: number): void {
+    if (rec.op.kind !== 'pause' && rec.op.kind !== 'resume') return;
+    const list = this.pauses.get(rec.op.jobId) ?? [];
+    list.push({ rec, answerByMs: rec.issuedMs + answerMs });
+    this.pauses.set(rec.op.jobId, list);
+  }
+
+  /**
+   * When a client's pause sent before `pausedBeforeMs` stopped holding the job's occurrences, as seen at
+   * `beforeMs`: the answer to the last resume sent after it (the time the client gave up if it got none). Null:
+   * no such pause.
+   */
+  private resumedAtMs(jobId: string, pausedBeforeMs: number, beforeMs: number): number | null {
+    let paused = false;
+    let resumed: number | null = null;
+    for (const { rec, answerByMs } of this.pauses.get(jobId) ?? []) {
+      if (rec.issuedMs >= beforeMs || rec.outcome === 'refused') continue;
+      if (rec.op.kind === 'pause') paused ||= rec.issuedMs < pausedBeforeMs;
+      else if (paused) resumed = rec.outcome === 'ok' ? rec.ackMs! : answerByMs;
+    }
+    return resumed;
   }
 
   /** The client got a positive answer for `rec` at rec.ackMs. */
@@ -151,15 +177,18 @@ export class SchedulerChecker {
   }
 
   /**
-   * Every occurrence's first attempt started within boundMs of its time, or of the healing if it was due before
-   * (true times: after the healing every wall clock is within a few ms of true time, so a scheduled time is one).
+   * Every occurrence's first attempt started within boundMs of its time, or of the healing if it was due before,
+   * or of the resume that let it go if a client's pause held it (the machine fires what came due during a pause
+   * on resume). True times: after the healing every wall clock is within a few ms of true time.
    */
   private checkLateness(store: SchedulerStore, healTrueMs: number, boundMs: number): void {
     for (const job of allJobs(store)) {
       for (const e of store.listExecutions(job.id, 1_000_000, null)) {
         const first = this.firstStart.get(`${e.jobId}\n${e.scheduledAtMs}`);
         if (e.latenessMs === null || first === undefined || first <= healTrueMs) continue;
-        const due = Math.max(e.scheduledAtMs, healTrueMs);
+        // A pause counts only if it came before the occurrence was late (it cannot excuse an earlier lateness).
+        const dueMs = Math.max(e.scheduledAtMs, healTrueMs);
+        const due = Math.max(dueMs, this.resumedAtMs(job.id, dueMs + boundMs, first) ?? -Infinity);
         if (first > due + boundMs + clockSlackMs) {
           fail('not_fired_in_time', `job ${job.id}: occurrence ${e.scheduledAtMs} first started at ${first}, ${first - due} ms after it was due in a healthy cluster`);
         }

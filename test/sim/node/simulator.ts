@@ -207,6 +207,7 @@ export class NodeSimulator implements NodeWorld {
     const node = leader && this.rand.nextFloat() < 0.85 ? leader : this.nodes[this.rand.int(this.nodes.length)]!;
     const rec = this.workload.record(op, node.id, this.nowMs);
     if (op.kind === 'create') this.scheduler.submittedJob(op.jobId);
+    this.scheduler.opIssued(rec, clientTimeoutMs);
     this.pendingOps.set(rec.seq, { rec, node });
     this.at(null, this.nowMs + clientTimeoutMs, 'client-timeout', () => {
       if (rec.outcome === 'pending') rec.outcome = 'unknown';
