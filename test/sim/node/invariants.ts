@@ -16,6 +16,7 @@
 import type { SchedulerStore } from '../../../src/scheduler/store.js';
 import type { ExecutionRecord, JobRecord } from '../../../src/scheduler/types.js';
 import { fail } from '../checker.js';
+import { DigestSum, recordHash } from './digest-store.js';
 import type { OpRecord } from './workload.js';
 
 /** An attempt the moment its node starts sending it. */
@@ -112,28 +113,28 @@ export class SchedulerChecker {
    * occurrence already started (a later attempt follows that start, perhaps on another node's clock).
    */
   ordered(d: Omit<DispatchStart, 'dedupKey' | 'trueMs' | 'fencingToken' | 'shard'>): void {
-    const where = `${d.node} ${d.key.replace('\n', '@')} attempt ${d.attempt}`;
-    if (d.nodeWallMs < d.dueAtMs) fail('fired_early', `${where}: ordered at ${d.nodeWallMs} (node clock), due ${d.dueAtMs}`);
+    const where = (): string => `${d.node} ${d.key.replace('\n', '@')} attempt ${d.attempt}`;
+    if (d.nodeWallMs < d.dueAtMs) fail('fired_early', `${where()}: ordered at ${d.nodeWallMs} (node clock), due ${d.dueAtMs}`);
     if (!this.occurrences.has(d.key) && d.nodeWallMs < d.scheduledAtMs) {
-      fail('fired_early', `${where}: ordered at ${d.nodeWallMs} (node clock), scheduled ${d.scheduledAtMs}`);
+      fail('fired_early', `${where()}: ordered at ${d.nodeWallMs} (node clock), scheduled ${d.scheduledAtMs}`);
     }
   }
 
   dispatchStarted(d: DispatchStart): void {
     this.dispatches++;
-    const where = `${d.node} ${d.key.replace('\n', '@')} attempt ${d.attempt} token ${d.fencingToken}`;
-    if (!this.submitted.has(d.jobId)) fail('unknown_occurrence', `${where}: no client submitted job ${d.jobId}`);
-    if (d.key !== `${d.jobId}\n${d.scheduledAtMs}`) fail('unknown_occurrence', `${where}: order for ${d.jobId}@${d.scheduledAtMs}`);
+    const where = (): string => `${d.node} ${d.key.replace('\n', '@')} attempt ${d.attempt} token ${d.fencingToken}`;
+    if (!this.submitted.has(d.jobId)) fail('unknown_occurrence', `${where()}: no client submitted job ${d.jobId}`);
+    if (d.key !== `${d.jobId}\n${d.scheduledAtMs}`) fail('unknown_occurrence', `${where()}: order for ${d.jobId}@${d.scheduledAtMs}`);
     const prev = this.occurrences.get(d.key);
     const cancelled = this.cancelAck.get(d.jobId);
     if (cancelled !== undefined && d.trueMs > cancelled) {
-      fail('fired_after_cancel', `${where}: started at ${d.trueMs}, cancel acknowledged at ${cancelled}`);
+      fail('fired_after_cancel', `${where()}: started at ${d.trueMs}, cancel acknowledged at ${cancelled}`);
     }
     const term = fencingTerm(d.fencingToken, d.shard, where);
     if (prev) {
-      if (prev.dedupKey !== d.dedupKey) fail('dedup_key_changed', `${where}: key ${d.dedupKey}, attempt ${prev.attempt} had ${prev.dedupKey}`);
+      if (prev.dedupKey !== d.dedupKey) fail('dedup_key_changed', `${where()}: key ${d.dedupKey}, attempt ${prev.attempt} had ${prev.dedupKey}`);
       if (term < prev.term) {
-        fail('fencing_token_decreased', `${where} at ${d.trueMs}: ${prev.node} sent attempt ${prev.attempt} with term ${prev.term} at ${prev.trueMs}`);
+        fail('fencing_token_decreased', `${where()} at ${d.trueMs}: ${prev.node} sent attempt ${prev.attempt} with term ${prev.term} at ${prev.trueMs}`);
       }
     }
     this.occurrences.set(d.key, { dedupKey: d.dedupKey, term, attempt: d.attempt, trueMs: d.trueMs, node: d.node });
@@ -220,9 +221,9 @@ export class SchedulerChecker {
 /** How far a healed node's wall clock may be from true time (the simulator resyncs them within 10 ms). */
 const clockSlackMs = 20;
 
-function fencingTerm(token: string, shard: number, where: string): number {
+function fencingTerm(token: string, shard: number, where: () => string): number {
   const m = /^(\d+)\.(\d+)$/.exec(token);
-  if (!m || Number(m[1]) !== shard) fail('fencing_token_decreased', `${where}: token is not ${shard}.<term>`);
+  if (!m || Number(m[1]) !== shard) fail('fencing_token_decreased', `${where()}: token is not ${shard}.<term>`);
   return Number(m[2]);
 }
 
@@ -244,32 +245,17 @@ export function allJobs(store: SchedulerStore): JobRecord[] {
   }
 }
 
-/** A digest of everything a shard's store holds (tasks, calendars, jobs, every execution). */
+/**
+ * A digest of everything a shard's store holds (tasks, calendars, jobs, every execution), read record by record:
+ * the same value a DigestStore (digest-store.ts) keeps up to date as it is written.
+ */
 export function storeDigest(store: SchedulerStore): string {
-  let h1 = 0x811c9dc5;
-  let h2 = 0x01000193;
-  const mix = (text: string): void => {
-    for (let i = 0; i < text.length; i++) {
-      h1 = Math.imul(h1 ^ text.charCodeAt(i), 0x01000193) >>> 0;
-      h2 = Math.imul(h2 ^ h1, 0x5bd1e995) >>> 0;
-    }
-  };
-  mix(stable(store.listTasks()));
-  mix(stable(store.listCalendars()));
+  const sum = new DigestSum();
+  for (const t of store.listTasks()) sum.add(recordHash('task', t));
+  for (const c of store.listCalendars()) sum.add(recordHash('calendar', c));
   for (const job of allJobs(store)) {
-    mix(stable(job));
-    mix(stable(store.listExecutions(job.id, 1_000_000, null)));
+    sum.add(recordHash('job', job));
+    for (const e of store.listExecutions(job.id, 1_000_000, null)) sum.add(recordHash('execution', e));
   }
-  return h1.toString(16).padStart(8, '0') + h2.toString(16).padStart(8, '0');
-}
-
-/** JSON with sorted keys and byte arrays as lists, so equal records give equal text. */
-function stable(v: unknown): string {
-  if (v instanceof Uint8Array) return `b[${Array.from(v).join(',')}]`;
-  if (Array.isArray(v)) return `[${v.map(stable).join(',')}]`;
-  if (v !== null && typeof v === 'object') {
-    const o = v as Record<string, unknown>;
-    return `{${Object.keys(o).sort().filter((k) => o[k] !== undefined).map((k) => `${JSON.stringify(k)}:${stable(o[k])}`).join(',')}}`;
-  }
-  return JSON.stringify(v) ?? 'undefined';
+  return sum.toString();
 }

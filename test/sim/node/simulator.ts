@@ -10,7 +10,6 @@ import { PunctualError } from '../../../src/core/errors.js';
 import { shardOf } from '../../../src/core/ids.js';
 import { silentLogger } from '../../../src/core/log.js';
 import { Prng } from '../../../src/core/prng.js';
-import { NodeCore } from '../../../src/nodecore/index.js';
 import type { NodeCoreApi, NodeCoreDeps } from '../../../src/nodecore/types.js';
 import { HostBugs, RaftBugs, resetHostBugs, resetRaftBugs } from '../../../src/raft/bugs.js';
 import type { HostBugName, RaftBugName } from '../../../src/raft/bugs.js';
@@ -21,6 +20,8 @@ import { Checker, SimViolation, fail } from '../checker.js';
 import type { SeedResult } from '../simulator.js';
 import { Trace } from '../trace.js';
 import { NodeClock } from './clock.js';
+import { copyRecord } from './digest-store.js';
+import { FedCore } from './fed-core.js';
 import { EventQueue } from './events.js';
 import { SimNode } from './host.js';
 import type { NodeWorld } from './host.js';
@@ -49,7 +50,7 @@ export class NodeSimulator implements NodeWorld {
   readonly workload: Workload;
   readonly digestEvery = 64;
   readonly logger = silentLogger;
-  readonly makeCore: (deps: NodeCoreDeps) => NodeCoreApi = (deps) => new NodeCore(deps);
+  readonly makeCore: (deps: NodeCoreDeps) => NodeCoreApi = (deps) => new FedCore(deps);
   nowMs = epochMs;
   private readonly queue = new EventQueue<Ev>();
   private readonly netRand: Prng;
@@ -81,6 +82,9 @@ export class NodeSimulator implements NodeWorld {
   run(): SeedResult {
     let violation: SeedResult['violation'] = null;
     setBug(this.options.bug, true);
+    // The stores' record copies (MemoryStore uses structuredClone) with a plain copy while the seed runs.
+    const clone = globalThis.structuredClone;
+    globalThis.structuredClone = copyRecord;
     try {
       for (const n of this.nodes) n.start();
       this.scheduleFaults();
@@ -93,6 +97,7 @@ export class NodeSimulator implements NodeWorld {
       violation = toViolation(err, this.nowMs - epochMs);
       this.trace.text(`violation ${violation.kind}: ${violation.message}`, this.nowMs - epochMs);
     } finally {
+      globalThis.structuredClone = clone;
       setBug(this.options.bug, false);
     }
     return {
