@@ -143,6 +143,22 @@ describe('NodeCore firing', () => {
     expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'SUCCEEDED', attempt: 3 });
   });
 
+  it('leading again in a new term while its own attempt is out, the node does not send the occurrence twice', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100));
+    h.advance(T0 + 100);
+    h.started(h.orders[0]!, T0 + 100);
+    h.advance(T0 + 100 + stallLimits.firedHoldMs);
+    h.core.leaderStop(0);
+    h.core.leaderStart(0, 2, h.nowMs);
+    h.advance(h.nowMs + 10);
+    h.finish(h.orders[0]!, ok(h.nowMs));
+    h.advance(h.nowMs + stallLimits.engineItemsDelayMs);
+    expect(h.orders).toHaveLength(1);
+    expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'SUCCEEDED', attempt: 1 });
+  });
+
   it('a fired record lost while its callback is out goes again with the outcome, after the node leads again', () => {
     const h = new Harness();
     h.setup();

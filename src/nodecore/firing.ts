@@ -454,9 +454,10 @@ export class Firing {
       return;
     }
     if (rec.out !== null) {
-      // One order per occurrence out. A later attempt (a newer leader recorded one past ours) waits for ours to
-      // end; dropping it would leave the stored attempt open with nobody to finish it.
-      if (a.attempt > rec.out.attempt) rec.armed = { ...a, where: 'behind' };
+      // One order per occurrence out. The attempt after ours is our outcome's to decide (it records on the same
+      // stored attempt). One further on means another leader recorded an attempt past ours: it waits for ours to
+      // end, as dropping it would leave that stored attempt open with nobody to finish it.
+      if (a.attempt > rec.out.attempt + 1) rec.armed = { ...a, where: 'behind' };
       return;
     }
     const store = this.d.stores[a.shard]!;
