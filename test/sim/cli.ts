@@ -181,7 +181,7 @@ function caught(a: CliArgs): number {
   const bug = a.mode.base.bug;
   if (a.json) out(JSON.stringify({ bug, startSeed: a.startSeed, within: a.seeds, caught: c, seedsRun: c === null ? a.seeds : c.seed - a.startSeed + 1, elapsedMs: Math.round(performance.now() - t0) }));
   else if (c === null) out(`bug ${bug}: NOT caught in ${a.seeds} seeds from ${a.startSeed} (${s} s)`);
-  else out(`bug ${bug}: caught at seed ${c.seed}, the ${c.seed - a.startSeed + 1}th seed from ${a.startSeed} (${s} s): ${c.message}`);
+  else out(`bug ${bug}: caught at seed ${c.seed}, ${c.seed - a.startSeed + 1} seed(s) run from ${a.startSeed} (${s} s): ${c.message}`);
   return c === null ? 1 : 0;
 }
 
