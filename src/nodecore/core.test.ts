@@ -159,6 +159,27 @@ describe('NodeCore firing', () => {
     expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'SUCCEEDED', attempt: 1 });
   });
 
+  it('an order whose fired record went ahead of a pause can still be taken back once the shard is lost', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100));
+    h.advance(T0 + 100);
+    const order = h.orders[0]!; // waiting for a concurrency slot: not started
+    h.client(0, { type: 'pause_job', nowMs: h.nowMs, id: 'a' });
+    h.flushNow();
+    expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'RUNNING', attempt: 1 });
+    // The shard is lost before the slot frees: the shell does not send it and hands it back.
+    h.core.leaderStop(0);
+    h.drain();
+    h.core.dispatchWithdrawn(order.key);
+    h.drain();
+    expect(h.core.ordersOut()).toBe(0);
+    // The next term fires the recorded attempt again, as after a crash.
+    h.core.leaderStart(0, 2, h.nowMs);
+    h.advance(h.nowMs + 1);
+    expect(h.orders.slice(1).map((o) => [o.attempt, o.fencingToken])).toEqual([[2, '0.2']]);
+  });
+
   it('a fired record lost while its callback is out goes again with the outcome, after the node leads again', () => {
     const h = new Harness();
     h.setup();

@@ -287,12 +287,15 @@ export class Firing {
     this.forgetIfDone(rec);
   }
 
-  /** The host took a withdrawn order back: it was never sent, so nothing of it is recorded. */
+  /**
+   * The host took an order back (withdrawn, or its shard lost before it got a slot): it was never sent, so
+   * nothing of it is recorded. If its fired record already left (ahead of a pause, recordOrdersOf), the stored
+   * attempt stays RUNNING and the shard's next leader fires it again, as after a crash.
+   */
   withdrawn(key: OccurrenceKey): void {
     const rec = this.occ.get(key);
     if (rec === undefined || rec.out === null) return;
     assert(!rec.out.started, 'a started order cannot be withdrawn');
-    assert(rec.out.fired !== null, 'an order whose fired record left cannot be withdrawn');
     this.endOrder(rec);
     rec.recording = false;
     this.forgetIfDone(rec);
