@@ -115,6 +115,98 @@ describe('NodeCore firing', () => {
     expect(h.orders.slice(1).map((o) => [o.jobId, o.fencingToken])).toEqual([['b', '0.2']]);
   });
 
+  it("a later attempt recorded by another leader waits for this node's own attempt still out, then goes", () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100));
+    h.advance(T0 + 100);
+    const first = h.orders[0]!;
+    h.started(first, T0 + 100);
+    h.advance(T0 + 100 + stallLimits.firedHoldMs);
+    expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'RUNNING', attempt: 1 });
+    // Leadership goes to n2, which fires attempt 2 (its record applies here as a follower), then comes back.
+    h.core.leaderStop(0);
+    h.drain();
+    const fired: Command = { type: 'fired', nowMs: h.nowMs, nodeId: 'n2', items: [{ jobId: 'a', scheduledAtMs: T0 + 100, attempt: 2, startedAtMs: h.nowMs }] };
+    h.core.applied(0, fired, apply(h.stores[0]!, fired).effects, h.nowMs);
+    h.core.leaderStart(0, 3, h.nowMs);
+    h.advance(h.nowMs + 10);
+    // Attempt 3 is armed for n2's open attempt, but attempt 1 is still out here: one order per occurrence.
+    expect(h.orders).toHaveLength(1);
+    expect(h.core.overlayState(h.stores[0]!.getJob('a')!)).toBe('RUNNING');
+    h.finish(first, retryable(h.nowMs));
+    h.advance(h.nowMs + 1);
+    expect(h.orders.slice(1).map((o) => [o.attempt, o.fencingToken])).toEqual([[3, '0.3']]);
+    h.started(h.orders[1]!);
+    h.finish(h.orders[1]!, ok(h.nowMs));
+    h.advance(h.nowMs + stallLimits.engineItemsDelayMs);
+    expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'SUCCEEDED', attempt: 3 });
+  });
+
+  it('leading again in a new term while its own attempt is out, the node does not send the occurrence twice', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100));
+    h.advance(T0 + 100);
+    h.started(h.orders[0]!, T0 + 100);
+    h.advance(T0 + 100 + stallLimits.firedHoldMs);
+    h.core.leaderStop(0);
+    h.core.leaderStart(0, 2, h.nowMs);
+    h.advance(h.nowMs + 10);
+    h.finish(h.orders[0]!, ok(h.nowMs));
+    h.advance(h.nowMs + stallLimits.engineItemsDelayMs);
+    expect(h.orders).toHaveLength(1);
+    expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'SUCCEEDED', attempt: 1 });
+  });
+
+  it('an order whose fired record went ahead of a pause can still be taken back once the shard is lost', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100));
+    h.advance(T0 + 100);
+    const order = h.orders[0]!; // waiting for a concurrency slot: not started
+    h.client(0, { type: 'pause_job', nowMs: h.nowMs, id: 'a' });
+    h.flushNow();
+    expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'RUNNING', attempt: 1 });
+    // The shard is lost before the slot frees: the shell does not send it and hands it back.
+    h.core.leaderStop(0);
+    h.drain();
+    h.core.dispatchWithdrawn(order.key);
+    h.drain();
+    expect(h.core.ordersOut()).toBe(0);
+    // The next term fires the recorded attempt again, as after a crash.
+    h.core.leaderStart(0, 2, h.nowMs);
+    h.advance(h.nowMs + 1);
+    expect(h.orders.slice(1).map((o) => [o.attempt, o.fencingToken])).toEqual([[2, '0.2']]);
+  });
+
+  it('a fired record lost while its callback is out goes again with the outcome, after the node leads again', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100));
+    h.advance(T0 + 100);
+    const order = h.orders[0]!;
+    h.started(order, T0 + 100);
+    h.holdLog = true;
+    h.advance(T0 + 100 + stallLimits.firedHoldMs);
+    expect(h.held.map((p) => p.command.type)).toEqual(['fired']);
+    // Leadership lost before the record committed: the proposal fails, the callback is still out.
+    const lost = h.held.splice(0)[0]!;
+    h.core.leaderStop(0);
+    h.core.proposalDone(lost.ticket, { ok: false, error: new PunctualError('unavailable', 'not leader', [], 'not_leader') });
+    h.holdLog = false;
+    h.drain();
+    // Back as the leader of a later term: the occurrence is this node's order out, so it is not ordered again.
+    h.core.leaderStart(0, 2, h.nowMs);
+    h.advance(h.nowMs + 10);
+    expect(h.orders).toHaveLength(1);
+    h.finish(order, ok(h.nowMs));
+    h.advance(h.nowMs + stallLimits.engineItemsDelayMs);
+    expect(outcomes(h)).toMatchObject([{ jobId: 'a', attempt: 1, result: 'succeeded', startedAtMs: T0 + 100 }]);
+    expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'SUCCEEDED', attempt: 1 });
+    expect(h.stores[0]!.getJob('a')!.state).toBe('SUCCEEDED');
+  });
+
   it('without a lease a due occurrence waits, keeping its due time, and goes once the lease is back', () => {
     const h = new Harness();
     h.setup();

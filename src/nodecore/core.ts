@@ -79,7 +79,7 @@ export class NodeCore implements NodeCoreApi {
 
   leaderStop(shard: number): void {
     checkShard(shard, this.d.stores.length);
-    for (const command of this.batcher.dropRetries(shard)) this.firing.recorded(command);
+    for (const command of this.batcher.dropRetries(shard)) this.firing.lost(command);
     this.firing.leaderStop(shard);
   }
 
@@ -113,7 +113,7 @@ export class NodeCore implements NodeCoreApi {
       return;
     }
     // The firing side's records were not applied (not the leader any more, lost): the loader may arm them again.
-    this.firing.recorded(lost.command);
+    this.firing.lost(lost.command);
   }
 
   dispatchStarted(key: OccurrenceKey, startedAtMs: number): void {

@@ -39,10 +39,11 @@ import type { DispatchOrder, OccurrenceKey, Withdrawal } from './types.js';
 const leaseRetryMs = nodeLimits.leaseRetryMs;
 
 /**
- * Where an armed attempt waits: the wheel, the due backlog, `parked` (wheel full), buffered (overlap), or due
- * but waiting for the shard's lease (looked at again on the next tick, which the host runs leaseRetryMs later).
+ * Where an armed attempt waits: the wheel, the due backlog, `parked` (wheel full), buffered (overlap), due
+ * but waiting for the shard's lease (looked at again on the next tick, which the host runs leaseRetryMs later),
+ * or `behind` an earlier attempt of the same occurrence this node still has out (armed again when it ends).
  */
-type Where = 'wheel' | 'due' | 'parked' | 'buffered' | 'lease';
+type Where = 'wheel' | 'due' | 'parked' | 'buffered' | 'lease' | 'behind';
 
 interface Armed extends Attempt {
   where: Where;
@@ -58,6 +59,11 @@ interface Out {
   fired: FiredItem | null;
   /** A one-off's first attempt: its fired record may wait in the batcher for the outcome. */
   hold: boolean;
+  /**
+   * The fired record left and its proposal failed (leadership lost, refused, timed out): the outcome carries it
+   * again (folded, `startedAtMs`), or the outcome would apply to an execution that was never recorded.
+   */
+  firedLost: FiredItem | null;
 }
 
 /** Everything this node knows about one occurrence in flight. Gone once nothing of it is pending. */
@@ -205,6 +211,20 @@ export class Firing {
     this.unpark();
   }
 
+  /**
+   * The firing records of a command whose proposal failed (or was given up). A fired item of an order still out
+   * is kept for its outcome; then the occurrence is left to the loader, as for an applied record.
+   */
+  lost(command: Command): void {
+    if (command.type === 'fired') {
+      for (const it of command.items) {
+        const out = this.occ.get(occurrenceKey(it.jobId, it.scheduledAtMs))?.out;
+        if (out != null && out.attempt === it.attempt && out.fired === null) out.firedLost = it;
+      }
+    }
+    this.recorded(command);
+  }
+
   /** The records of a command were applied, or lost with their proposal: the loader may arm the occurrence again. */
   recorded(command: Command): void {
     if (command.type === 'fired' || command.type === 'skipped') {
@@ -261,16 +281,21 @@ export class Firing {
     const out = rec.out;
     this.endOrder(rec);
     const a = { jobId: rec.jobId, scheduledAtMs: rec.scheduledAtMs, attempt: out.attempt };
-    this.batcher.addOutcome(rec.shard, outcomeOf(a, out.spec, o, this.d.rand01), o.finishedAtMs);
+    const item = outcomeOf(a, out.spec, o, this.d.rand01);
+    if (out.firedLost !== null) item.startedAtMs = out.firedLost.startedAtMs;
+    this.batcher.addOutcome(rec.shard, item, o.finishedAtMs);
     this.forgetIfDone(rec);
   }
 
-  /** The host took a withdrawn order back: it was never sent, so nothing of it is recorded. */
+  /**
+   * The host took an order back (withdrawn, or its shard lost before it got a slot): it was never sent, so
+   * nothing of it is recorded. If its fired record already left (ahead of a pause, recordOrdersOf), the stored
+   * attempt stays RUNNING and the shard's next leader fires it again, as after a crash.
+   */
   withdrawn(key: OccurrenceKey): void {
     const rec = this.occ.get(key);
     if (rec === undefined || rec.out === null) return;
     assert(!rec.out.started, 'a started order cannot be withdrawn');
-    assert(rec.out.fired !== null, 'an order whose fired record left cannot be withdrawn');
     this.endOrder(rec);
     rec.recording = false;
     this.forgetIfDone(rec);
@@ -294,6 +319,8 @@ export class Firing {
     if (rec.out!.started) this.startedCount--;
     rec.out = null;
     this.outCount--;
+    // A later attempt that came due while this one was out (armed by a newer term's load): its turn now.
+    if (rec.armed?.where === 'behind') this.arm(rec.armed);
   }
 
   /** Hands the order's fired record to the batcher (once: at its start, or with its outcome). */
@@ -429,7 +456,13 @@ export class Firing {
       this.leaseWaitAtMs ??= nowMs;
       return;
     }
-    if (rec.out !== null) return;
+    if (rec.out !== null) {
+      // One order per occurrence out. The attempt after ours is our outcome's to decide (it records on the same
+      // stored attempt). One further on means another leader recorded an attempt past ours: it waits for ours to
+      // end, as dropping it would leave that stored attempt open with nobody to finish it.
+      if (a.attempt > rec.out.attempt + 1) rec.armed = { ...a, where: 'behind' };
+      return;
+    }
     const store = this.d.stores[a.shard]!;
     const job = store.getJob(a.jobId);
     const exec = job === null ? null : store.getExecution(a.jobId, a.scheduledAtMs);
@@ -469,7 +502,7 @@ export class Firing {
       this.batcher.addOutcome(a.shard, missingTaskOutcome(a, job.task, nowMs), nowMs);
       return;
     }
-    rec.out = { attempt: a.attempt, spec, started: false, fired, hold: firstOfOnce };
+    rec.out = { attempt: a.attempt, spec, started: false, fired, hold: firstOfOnce, firedLost: null };
     this.outCount++;
     this.dispatched++;
     const fencingToken = `${a.shard}.${this.firing.get(a.shard)!}`;

@@ -30,13 +30,18 @@ export class MemoryStore implements SchedulerStore {
   /** Finished jobs: when they finished and the retention their task fixed then (null: the node's). */
   private readonly finished = new Map<string, { atMs: number; retainMs: number | null }>();
 
+  /** How a record is copied in and out (a simulator may give a cheaper copy of plain records). */
+  protected copy<T>(value: T): T {
+    return structuredClone(value);
+  }
+
   getTask(name: string): TaskRecord | null {
     const t = this.tasks.get(name);
-    return t === undefined ? null : structuredClone(t);
+    return t === undefined ? null : this.copy(t);
   }
 
   putTask(task: TaskRecord): void {
-    this.tasks.set(task.name, structuredClone(task));
+    this.tasks.set(task.name, this.copy(task));
   }
 
   deleteTask(name: string): boolean {
@@ -46,7 +51,7 @@ export class MemoryStore implements SchedulerStore {
   listTasks(): TaskRecord[] {
     return [...this.tasks.values()]
       .sort((a, b) => compareStrings(a.name, b.name))
-      .map((t) => structuredClone(t));
+      .map((t) => this.copy(t));
   }
 
   countLiveJobsOfTask(name: string): number {
@@ -57,11 +62,11 @@ export class MemoryStore implements SchedulerStore {
 
   getCalendar(name: string): CalendarRecord | null {
     const c = this.calendars.get(name);
-    return c === undefined ? null : structuredClone(c);
+    return c === undefined ? null : this.copy(c);
   }
 
   putCalendar(calendar: CalendarRecord): void {
-    this.calendars.set(calendar.name, structuredClone(calendar));
+    this.calendars.set(calendar.name, this.copy(calendar));
   }
 
   deleteCalendar(name: string): boolean {
@@ -71,16 +76,16 @@ export class MemoryStore implements SchedulerStore {
   listCalendars(): CalendarRecord[] {
     return [...this.calendars.values()]
       .sort((a, b) => compareStrings(a.name, b.name))
-      .map((c) => structuredClone(c));
+      .map((c) => this.copy(c));
   }
 
   getJob(id: string): JobRecord | null {
     const j = this.jobs.get(id);
-    return j === undefined ? null : structuredClone(j);
+    return j === undefined ? null : this.copy(j);
   }
 
   putJob(job: JobRecord): void {
-    this.jobs.set(job.id, structuredClone(job));
+    this.jobs.set(job.id, this.copy(job));
     if (!finalJobStates.has(job.state)) {
       this.finished.delete(job.id);
       return;
@@ -101,7 +106,7 @@ export class MemoryStore implements SchedulerStore {
     return out
       .sort(byId)
       .slice(0, Math.max(0, query.limit))
-      .map((j) => structuredClone(j));
+      .map((j) => this.copy(j));
   }
 
   dueJobs(untilMs: number, limit: number, after: { atMs: number; id: string } | null): DueJob[] {
@@ -124,7 +129,7 @@ export class MemoryStore implements SchedulerStore {
 
   getExecution(jobId: string, scheduledAtMs: number): ExecutionRecord | null {
     const e = this.executions.get(jobId)?.get(scheduledAtMs);
-    return e === undefined ? null : structuredClone(e);
+    return e === undefined ? null : this.copy(e);
   }
 
   putExecution(execution: ExecutionRecord): void {
@@ -133,7 +138,7 @@ export class MemoryStore implements SchedulerStore {
       perJob = new Map();
       this.executions.set(execution.jobId, perJob);
     }
-    perJob.set(execution.scheduledAtMs, structuredClone(execution));
+    perJob.set(execution.scheduledAtMs, this.copy(execution));
   }
 
   lastExecution(jobId: string): ExecutionRecord | null {
@@ -141,7 +146,7 @@ export class MemoryStore implements SchedulerStore {
     for (const e of this.executions.get(jobId)?.values() ?? []) {
       if (last === null || e.scheduledAtMs > last.scheduledAtMs) last = e;
     }
-    return last === null ? null : structuredClone(last);
+    return last === null ? null : this.copy(last);
   }
 
   listExecutions(jobId: string, limit: number, beforeScheduledAtMs: number | null): ExecutionRecord[] {
@@ -150,7 +155,7 @@ export class MemoryStore implements SchedulerStore {
       .filter((e) => beforeScheduledAtMs === null || e.scheduledAtMs < beforeScheduledAtMs)
       .sort((a, b) => b.scheduledAtMs - a.scheduledAtMs)
       .slice(0, Math.max(0, limit))
-      .map((e) => structuredClone(e));
+      .map((e) => this.copy(e));
   }
 
   openExecutions(jobId: string): ExecutionRecord[] {
@@ -158,7 +163,7 @@ export class MemoryStore implements SchedulerStore {
     return all
       .filter(isOpen)
       .sort((a, b) => a.scheduledAtMs - b.scheduledAtMs)
-      .map((e) => structuredClone(e));
+      .map((e) => this.copy(e));
   }
 
   allOpenExecutions(limit: number, after: { jobId: string; scheduledAtMs: number } | null): ExecutionRecord[] {
@@ -172,7 +177,7 @@ export class MemoryStore implements SchedulerStore {
       }
     }
     out.sort((a, b) => compareStrings(a.jobId, b.jobId) || a.scheduledAtMs - b.scheduledAtMs);
-    return out.slice(0, Math.max(0, limit)).map((e) => structuredClone(e));
+    return out.slice(0, Math.max(0, limit)).map((e) => this.copy(e));
   }
 
   expiredJobs(nowMs: number, retentionMs: number | null, limit: number): string[] {

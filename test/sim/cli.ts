@@ -1,7 +1,7 @@
 /**
  * npm run sim -- [--seed N | --seeds N [--start-seed S]] [--nodes 3|5] [--shards G] [--safety-ms MS]
- *                [--liveness-ms MS] [--no-transfers] [--no-lease-invariant] [--bug NAME] [--json] [--workers W]
- *                [--trace]
+ *                [--liveness-ms MS] [--no-transfers] [--no-lease-invariant] [--bug NAME [--first-catch]] [--json]
+ *                [--workers W] [--trace]
  * npm run sim -- --raft-only [--seed N | --seeds N ...] [--groups G] [--steps N] [--bug NAME] ...
  * Runs the seeded simulator and prints a summary; any violation prints the line that replays it. Exit 1 on a
  * violation. The default mode is the whole-node simulator (node/simulator.ts: NodeCore, scheduler invariants);
@@ -18,7 +18,7 @@ import { runNodeSeed } from './node/simulator.js';
 import type { SimOptions } from './params.js';
 import { defaultSimOptions } from './params.js';
 import type { Summary } from './runner.js';
-import { mergeSummaries, runNodeSeeds, runSeeds } from './runner.js';
+import { firstCatch, mergeSummaries, runNodeSeeds, runSeeds } from './runner.js';
 import type { SeedResult } from './simulator.js';
 import { runSeed } from './simulator.js';
 
@@ -31,6 +31,7 @@ interface CliArgs {
   readonly startSeed: number;
   readonly json: boolean;
   readonly workers: number;
+  readonly firstCatch: boolean;
 }
 
 function parse(argv: string[]): CliArgs {
@@ -53,6 +54,7 @@ function parse(argv: string[]): CliArgs {
       json: { type: 'boolean', default: false },
       workers: { type: 'string' },
       trace: { type: 'boolean', default: false },
+      'first-catch': { type: 'boolean', default: false },
     },
   });
   const int = (v: string | undefined, d: number, name: string): number => {
@@ -67,6 +69,7 @@ function parse(argv: string[]): CliArgs {
   const raftOnly = values['raft-only'];
   const bugs = raftOnly ? Object.keys(RaftBugs) : [...Object.keys(RaftBugs), ...Object.keys(HostBugs)];
   if (bug !== null && !bugs.includes(bug)) throw new Error(`--bug must be one of ${bugs.join(', ')}`);
+  if (values['first-catch'] && (bug === null || raftOnly)) throw new Error('--first-catch needs --bug (whole-node mode)');
   const mode: Mode = raftOnly
     ? {
         raftOnly,
@@ -100,6 +103,7 @@ function parse(argv: string[]): CliArgs {
     startSeed: int(values['start-seed'], 1, 'start-seed'),
     json: values.json,
     workers: int(values.workers, 1, 'workers'),
+    firstCatch: values['first-catch'],
   };
 }
 
@@ -165,6 +169,22 @@ function printSummary(a: CliArgs, s: Summary, elapsedMs: number): void {
   if (bug) out(`bug ${bug}: ${s.violations > 0 ? `caught by ${s.violations} of ${s.seeds} seeds` : 'NOT caught'}`);
 }
 
+/**
+ * The mutation check from the command line: seeds from --start-seed until the bug is caught (by a seed that
+ * passes without it), at most --seeds of them. Exit 1 when it is not caught.
+ */
+function caught(a: CliArgs): number {
+  if (a.mode.raftOnly) return 2;
+  const t0 = performance.now();
+  const c = firstCatch(a.mode.base, a.seeds, a.startSeed);
+  const s = ((performance.now() - t0) / 1000).toFixed(1);
+  const bug = a.mode.base.bug;
+  if (a.json) out(JSON.stringify({ bug, startSeed: a.startSeed, within: a.seeds, caught: c, seedsRun: c === null ? a.seeds : c.seed - a.startSeed + 1, elapsedMs: Math.round(performance.now() - t0) }));
+  else if (c === null) out(`bug ${bug}: NOT caught in ${a.seeds} seeds from ${a.startSeed} (${s} s)`);
+  else out(`bug ${bug}: caught at seed ${c.seed}, ${c.seed - a.startSeed + 1} seed(s) run from ${a.startSeed} (${s} s): ${c.message}`);
+  return c === null ? 1 : 0;
+}
+
 /** Splits the seeds across child processes running this file with --json, then merges their summaries. */
 async function parallel(a: CliArgs, argv: string[]): Promise<Summary> {
   const self = fileURLToPath(import.meta.url);
@@ -198,6 +218,7 @@ async function main(): Promise<number> {
   const argv = process.argv.slice(2);
   const a = parse(argv);
   if (a.seed !== null) return one(a);
+  if (a.firstCatch && !a.mode.raftOnly) return caught(a);
   const t0 = performance.now();
   const range = { startSeed: a.startSeed, seeds: a.seeds };
   const s = a.workers > 1

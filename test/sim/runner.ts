@@ -99,11 +99,12 @@ function loop(o: Omit<RunSeedsOptions, 'base'>, run: (seed: number) => SeedResul
 }
 
 /**
- * The mutation check: the first seed in [1, within] where the run with `base.bug` switched on violates an
- * invariant and the same seed with it off does not (so the violation is the mutation's, not another bug's).
+ * The mutation check: the first seed in [startSeed, startSeed + within) where the run with `base.bug` switched on
+ * violates an invariant and the same seed with it off does not (so the violation is the mutation's, not another
+ * bug's).
  */
-export function firstCatch(base: Omit<NodeSimOptions, 'seed'>, within: number): { seed: number; kind: string; message: string } | null {
-  for (let seed = 1; seed <= within; seed++) {
+export function firstCatch(base: Omit<NodeSimOptions, 'seed'>, within: number, startSeed = 1): { seed: number; kind: string; message: string } | null {
+  for (let seed = startSeed; seed < startSeed + within; seed++) {
     const r = runNodeSeed({ ...base, seed });
     if (!r.violation) continue;
     if (runNodeSeed({ ...base, seed, bug: null }).violation) continue;

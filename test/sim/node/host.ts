@@ -19,7 +19,6 @@ import type { ConfState, Entry, LogIndex, Message, NodeId, Ready, Role } from '.
 import { CommandDecodeError, decodeCommand, encodeCommand } from '../../../src/scheduler/codec.js';
 import type { Command } from '../../../src/scheduler/commands.js';
 import { apply } from '../../../src/scheduler/machine.js';
-import type { MemoryStore } from '../../../src/scheduler/memory-store.js';
 import type { SchedulerStore } from '../../../src/scheduler/store.js';
 import type { Checker } from '../checker.js';
 import { emptyStateHash, fail, nextStateHash } from '../checker.js';
@@ -27,7 +26,7 @@ import { SimDisk } from '../disk.js';
 import type { NodeClock } from './clock.js';
 import { decodeImage, encodeImage } from './image.js';
 import type { SchedulerChecker } from './invariants.js';
-import { storeDigest } from './invariants.js';
+import type { DigestStore } from './digest-store.js';
 import type { Answer, SimReceivers } from './receivers.js';
 
 /** What the node needs from the simulation around it. */
@@ -50,7 +49,7 @@ export interface NodeWorld {
 /** One shard on this node: its simulated disk and store (src/node/group.ts ShardGroup); Raft's side is the Replication's. */
 class Group {
   rep!: Replication;
-  store!: MemoryStore;
+  store!: DigestStore;
   /** What the core holds: always the current store (a snapshot install swaps the rows under it, as SQLite's). */
   readonly view: SchedulerStore = new Proxy({} as SchedulerStore, {
     get: (_, k) => {
@@ -412,13 +411,13 @@ export class SimNode {
     let result: ReturnType<typeof apply> | null = null;
     if (e.type === 'normal' && e.data.length > 0) {
       try {
-        command = decodeCommand(e.data);
+        command = decoded(e.data);
         result = apply(g.store, command);
       } catch (err) {
         if (!(err instanceof CommandDecodeError)) throw err;
       }
     }
-    if (e.index % this.w.digestEvery === 0) this.w.scheduler.appliedState(g.shard, this.id, e.index, storeDigest(g.store));
+    if (e.index % this.w.digestEvery === 0) this.w.scheduler.appliedState(g.shard, this.id, e.index, g.store.digest());
     if (command !== null && result !== null) this.core.applied(g.shard, command, result.effects, this.wallMs);
     this.rep.answer(g.shard, e.index, e.term, result === null ? null : { result: result.result, effects: result.effects });
     this.carryOut();
@@ -578,6 +577,33 @@ function outcomeOf(a: Answer, timedOut: boolean, timeoutMs: number, startedAtMs:
   if (a.kind === 'refused') return { ...base, kind: 'retryable', statusCode: null, error: 'ECONNREFUSED' };
   const kind = classifyStatus(a.status);
   return { ...base, kind, statusCode: a.status, error: kind === 'succeeded' ? null : `HTTP ${a.status}` };
+}
+
+/**
+ * Every node decodes the same entry bytes (one object, passed by reference through the simulated network), so the
+ * command is decoded once and shared, frozen: a node that changed it would throw instead of changing the others'.
+ */
+const decodedEntries = new WeakMap<Uint8Array, Command | CommandDecodeError>();
+
+function decoded(data: Uint8Array): Command {
+  let c = decodedEntries.get(data);
+  if (c === undefined) {
+    try {
+      c = deepFreeze(decodeCommand(data));
+    } catch (err) {
+      if (!(err instanceof CommandDecodeError)) throw err;
+      c = err;
+    }
+    decodedEntries.set(data, c);
+  }
+  if (c instanceof CommandDecodeError) throw c;
+  return c;
+}
+
+function deepFreeze<T>(v: T): T {
+  if (typeof v !== 'object' || v === null || ArrayBuffer.isView(v)) return v;
+  for (const x of Object.values(v)) deepFreeze(x);
+  return Object.freeze(v);
 }
 
 function termOrNull(g: Group, i: LogIndex): number | null {

@@ -3,8 +3,9 @@
  * task, calendar, job and execution of a MemoryStore, plus the Raft checker's state hash at that index.
  */
 import { pack, unpack } from 'msgpackr';
-import { MemoryStore } from '../../../src/scheduler/memory-store.js';
+import type { MemoryStore } from '../../../src/scheduler/memory-store.js';
 import type { CalendarRecord, ExecutionRecord, JobRecord, TaskRecord } from '../../../src/scheduler/types.js';
+import { DigestStore } from './digest-store.js';
 import { allJobs } from './invariants.js';
 
 interface Image {
@@ -23,8 +24,8 @@ export function encodeImage(store: MemoryStore, hash: number): Uint8Array {
 }
 
 /** The store and state hash a snapshot holds (the bootstrap snapshot has no data: empty). */
-export function decodeImage(data: Uint8Array, emptyHash: number): { store: MemoryStore; hash: number } {
-  const store = new MemoryStore();
+export function decodeImage(data: Uint8Array, emptyHash: number): { store: DigestStore; hash: number } {
+  const store = new DigestStore();
   if (data.length === 0) return { store, hash: emptyHash };
   const image = unpack(data) as Image;
   for (const t of image.tasks) store.putTask(t);

@@ -10,12 +10,13 @@
  *  - replicas agree: a shard's scheduler state is the same on every node that applied the same index;
  * and at the end of the liveness phase (checkFinal):
  *  - no acknowledged job lost, no acknowledged cancel lost, on any node;
- *  - every due occurrence fired within `boundMs` once the cluster is healthy: nothing PENDING overdue, no retry
- *    overdue, no attempt open past its timeout.
+ *  - every due occurrence fired within `boundMs` once the cluster is healthy (or once a client's resume let it
+ *    go, if a pause held it): nothing PENDING overdue, no retry overdue, no attempt open past its timeout.
  */
 import type { SchedulerStore } from '../../../src/scheduler/store.js';
 import type { ExecutionRecord, JobRecord } from '../../../src/scheduler/types.js';
 import { fail } from '../checker.js';
+import { DigestSum, recordHash } from './digest-store.js';
 import type { OpRecord } from './workload.js';
 
 /** An attempt the moment its node starts sending it. */
@@ -61,6 +62,8 @@ export class SchedulerChecker {
   private readonly firstStart = new Map<string, number>();
   /** Per shard: applied index -> [node, digest] of the first node that reported it. */
   private readonly digests: Map<number, [string, string]>[] = [];
+  /** jobId -> its pause and resume ops, with the time after which a resume is surely applied (or given up). */
+  private readonly pauses = new Map<string, Array<{ rec: OpRecord; answerByMs: number }>>();
   dispatches = 0;
   digestChecks = 0;
 
@@ -71,6 +74,30 @@ export class SchedulerChecker {
   /** A client sent a create (whatever comes of it): attempts for that job are not phantoms. */
   submittedJob(jobId: string): void {
     this.submitted.add(jobId);
+  }
+
+  /** A client sent `rec`; its answer comes within answerMs or the client gives up (unknown outcome). */
+  opIssued(rec: OpRecord, answerMs: number): void {
+    if (rec.op.kind !== 'pause' && rec.op.kind !== 'resume') return;
+    const list = this.pauses.get(rec.op.jobId) ?? [];
+    list.push({ rec, answerByMs: rec.issuedMs + answerMs });
+    this.pauses.set(rec.op.jobId, list);
+  }
+
+  /**
+   * When a client's pause sent before `pausedBeforeMs` stopped holding the job's occurrences, as seen at
+   * `beforeMs`: the answer to the last resume sent after it (the time the client gave up if it got none). Null:
+   * no such pause.
+   */
+  private resumedAtMs(jobId: string, pausedBeforeMs: number, beforeMs: number): number | null {
+    let paused = false;
+    let resumed: number | null = null;
+    for (const { rec, answerByMs } of this.pauses.get(jobId) ?? []) {
+      if (rec.issuedMs >= beforeMs || rec.outcome === 'refused') continue;
+      if (rec.op.kind === 'pause') paused ||= rec.issuedMs < pausedBeforeMs;
+      else if (paused) resumed = rec.outcome === 'ok' ? rec.ackMs! : answerByMs;
+    }
+    return resumed;
   }
 
   /** The client got a positive answer for `rec` at rec.ackMs. */
@@ -86,28 +113,28 @@ export class SchedulerChecker {
    * occurrence already started (a later attempt follows that start, perhaps on another node's clock).
    */
   ordered(d: Omit<DispatchStart, 'dedupKey' | 'trueMs' | 'fencingToken' | 'shard'>): void {
-    const where = `${d.node} ${d.key.replace('\n', '@')} attempt ${d.attempt}`;
-    if (d.nodeWallMs < d.dueAtMs) fail('fired_early', `${where}: ordered at ${d.nodeWallMs} (node clock), due ${d.dueAtMs}`);
+    const where = (): string => `${d.node} ${d.key.replace('\n', '@')} attempt ${d.attempt}`;
+    if (d.nodeWallMs < d.dueAtMs) fail('fired_early', `${where()}: ordered at ${d.nodeWallMs} (node clock), due ${d.dueAtMs}`);
     if (!this.occurrences.has(d.key) && d.nodeWallMs < d.scheduledAtMs) {
-      fail('fired_early', `${where}: ordered at ${d.nodeWallMs} (node clock), scheduled ${d.scheduledAtMs}`);
+      fail('fired_early', `${where()}: ordered at ${d.nodeWallMs} (node clock), scheduled ${d.scheduledAtMs}`);
     }
   }
 
   dispatchStarted(d: DispatchStart): void {
     this.dispatches++;
-    const where = `${d.node} ${d.key.replace('\n', '@')} attempt ${d.attempt} token ${d.fencingToken}`;
-    if (!this.submitted.has(d.jobId)) fail('unknown_occurrence', `${where}: no client submitted job ${d.jobId}`);
-    if (d.key !== `${d.jobId}\n${d.scheduledAtMs}`) fail('unknown_occurrence', `${where}: order for ${d.jobId}@${d.scheduledAtMs}`);
+    const where = (): string => `${d.node} ${d.key.replace('\n', '@')} attempt ${d.attempt} token ${d.fencingToken}`;
+    if (!this.submitted.has(d.jobId)) fail('unknown_occurrence', `${where()}: no client submitted job ${d.jobId}`);
+    if (d.key !== `${d.jobId}\n${d.scheduledAtMs}`) fail('unknown_occurrence', `${where()}: order for ${d.jobId}@${d.scheduledAtMs}`);
     const prev = this.occurrences.get(d.key);
     const cancelled = this.cancelAck.get(d.jobId);
     if (cancelled !== undefined && d.trueMs > cancelled) {
-      fail('fired_after_cancel', `${where}: started at ${d.trueMs}, cancel acknowledged at ${cancelled}`);
+      fail('fired_after_cancel', `${where()}: started at ${d.trueMs}, cancel acknowledged at ${cancelled}`);
     }
     const term = fencingTerm(d.fencingToken, d.shard, where);
     if (prev) {
-      if (prev.dedupKey !== d.dedupKey) fail('dedup_key_changed', `${where}: key ${d.dedupKey}, attempt ${prev.attempt} had ${prev.dedupKey}`);
+      if (prev.dedupKey !== d.dedupKey) fail('dedup_key_changed', `${where()}: key ${d.dedupKey}, attempt ${prev.attempt} had ${prev.dedupKey}`);
       if (term < prev.term) {
-        fail('fencing_token_decreased', `${where} at ${d.trueMs}: ${prev.node} sent attempt ${prev.attempt} with term ${prev.term} at ${prev.trueMs}`);
+        fail('fencing_token_decreased', `${where()} at ${d.trueMs}: ${prev.node} sent attempt ${prev.attempt} with term ${prev.term} at ${prev.trueMs}`);
       }
     }
     this.occurrences.set(d.key, { dedupKey: d.dedupKey, term, attempt: d.attempt, trueMs: d.trueMs, node: d.node });
@@ -151,15 +178,18 @@ export class SchedulerChecker {
   }
 
   /**
-   * Every occurrence's first attempt started within boundMs of its time, or of the healing if it was due before
-   * (true times: after the healing every wall clock is within a few ms of true time, so a scheduled time is one).
+   * Every occurrence's first attempt started within boundMs of its time, or of the healing if it was due before,
+   * or of the resume that let it go if a client's pause held it (the machine fires what came due during a pause
+   * on resume). True times: after the healing every wall clock is within a few ms of true time.
    */
   private checkLateness(store: SchedulerStore, healTrueMs: number, boundMs: number): void {
     for (const job of allJobs(store)) {
       for (const e of store.listExecutions(job.id, 1_000_000, null)) {
         const first = this.firstStart.get(`${e.jobId}\n${e.scheduledAtMs}`);
         if (e.latenessMs === null || first === undefined || first <= healTrueMs) continue;
-        const due = Math.max(e.scheduledAtMs, healTrueMs);
+        // A pause counts only if it came before the occurrence was late (it cannot excuse an earlier lateness).
+        const dueMs = Math.max(e.scheduledAtMs, healTrueMs);
+        const due = Math.max(dueMs, this.resumedAtMs(job.id, dueMs + boundMs, first) ?? -Infinity);
         if (first > due + boundMs + clockSlackMs) {
           fail('not_fired_in_time', `job ${job.id}: occurrence ${e.scheduledAtMs} first started at ${first}, ${first - due} ms after it was due in a healthy cluster`);
         }
@@ -191,9 +221,9 @@ export class SchedulerChecker {
 /** How far a healed node's wall clock may be from true time (the simulator resyncs them within 10 ms). */
 const clockSlackMs = 20;
 
-function fencingTerm(token: string, shard: number, where: string): number {
+function fencingTerm(token: string, shard: number, where: () => string): number {
   const m = /^(\d+)\.(\d+)$/.exec(token);
-  if (!m || Number(m[1]) !== shard) fail('fencing_token_decreased', `${where}: token is not ${shard}.<term>`);
+  if (!m || Number(m[1]) !== shard) fail('fencing_token_decreased', `${where()}: token is not ${shard}.<term>`);
   return Number(m[2]);
 }
 
@@ -215,32 +245,17 @@ export function allJobs(store: SchedulerStore): JobRecord[] {
   }
 }
 
-/** A digest of everything a shard's store holds (tasks, calendars, jobs, every execution). */
+/**
+ * A digest of everything a shard's store holds (tasks, calendars, jobs, every execution), read record by record:
+ * the same value a DigestStore (digest-store.ts) keeps up to date as it is written.
+ */
 export function storeDigest(store: SchedulerStore): string {
-  let h1 = 0x811c9dc5;
-  let h2 = 0x01000193;
-  const mix = (text: string): void => {
-    for (let i = 0; i < text.length; i++) {
-      h1 = Math.imul(h1 ^ text.charCodeAt(i), 0x01000193) >>> 0;
-      h2 = Math.imul(h2 ^ h1, 0x5bd1e995) >>> 0;
-    }
-  };
-  mix(stable(store.listTasks()));
-  mix(stable(store.listCalendars()));
+  const sum = new DigestSum();
+  for (const t of store.listTasks()) sum.add(recordHash('task', t));
+  for (const c of store.listCalendars()) sum.add(recordHash('calendar', c));
   for (const job of allJobs(store)) {
-    mix(stable(job));
-    mix(stable(store.listExecutions(job.id, 1_000_000, null)));
+    sum.add(recordHash('job', job));
+    for (const e of store.listExecutions(job.id, 1_000_000, null)) sum.add(recordHash('execution', e));
   }
-  return h1.toString(16).padStart(8, '0') + h2.toString(16).padStart(8, '0');
-}
-
-/** JSON with sorted keys and byte arrays as lists, so equal records give equal text. */
-function stable(v: unknown): string {
-  if (v instanceof Uint8Array) return `b[${Array.from(v).join(',')}]`;
-  if (Array.isArray(v)) return `[${v.map(stable).join(',')}]`;
-  if (v !== null && typeof v === 'object') {
-    const o = v as Record<string, unknown>;
-    return `{${Object.keys(o).sort().filter((k) => o[k] !== undefined).map((k) => `${JSON.stringify(k)}:${stable(o[k])}`).join(',')}}`;
-  }
-  return JSON.stringify(v) ?? 'undefined';
+  return sum.toString();
 }

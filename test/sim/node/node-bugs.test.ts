@@ -16,8 +16,8 @@ afterEach(() => {
 const schedulerKinds = ['fired_after_cancel', 'fencing_token_decreased', 'fired_early', 'not_fired_in_time', 'acked_job_lost', 'acked_cancel_lost'];
 
 describe('whole-node simulator: mutation check', () => {
-  // A leader frozen by SIGSTOP wakes, ticks once, and fires with its old term's lease. First caught at seed 1
-  // (two lease holders; with the lease invariant off, the fencing token of an occurrence went down).
+  // A leader frozen by SIGSTOP wakes, ticks once, and fires with its old term's lease. First caught at seed 1,
+  // with the lease invariant on or off: the fencing token of an occurrence went down.
   it('SIGSTOP (HostBugs.leaseOnStaleTicks) is caught within 10 seeds, by the lease invariant and by the scheduler invariants', () => {
     const lease = firstCatch({ ...ciNodeOptions, bug: 'leaseOnStaleTicks' }, 10);
     expect(lease).not.toBeNull();

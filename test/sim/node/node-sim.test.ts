@@ -12,7 +12,7 @@ describe('whole-node simulator: safety and liveness over many seeds', () => {
   for (const [nodes, seeds] of [[3, 20], [5, 12]] as const) {
     it(`${seeds} seeds of ${nodes} nodes x 2 shards pass every invariant`, () => {
       const s = runNodeSeeds({ startSeed: 1, seeds, base: { ...ciNodeOptions, nodes } });
-      const failures = s.failures.map((f) => `seed ${f.seed}: ${f.message} (npm run sim -- --seed ${f.seed} --nodes ${nodes} --safety-ms 5000 --liveness-ms 8000 --no-transfers)`);
+      const failures = s.failures.map((f) => `seed ${f.seed}: ${f.message} (npm run sim -- --seed ${f.seed} --nodes ${nodes} --safety-ms 5000 --liveness-ms 8000)`);
       expect(failures).toEqual([]);
       expect(s.seeds).toBe(seeds);
       // The runs did real work: leaders elected, commands committed, client operations acknowledged, faults injected.

@@ -42,13 +42,8 @@ export const defaultNodeSimOptions: NodeSimOptions = {
   trace: false,
 };
 
-/**
- * The CI runs (vitest): shorter phases. Leadership transfers are left out of them: with transfers, the current
- * NodeCore loses a fired or outcome record that its log refuses while a transfer is in progress (the node keeps
- * leading, so nothing fires that occurrence again; e.g. `npm run sim -- --seed 18 --safety-ms 5000
- * --liveness-ms 8000`). Turn them on once that is fixed; the abandoned-transfer mutation test runs with them.
- */
-export const ciNodeSimOptions: Omit<NodeSimOptions, 'seed'> = { ...defaultNodeSimOptions, safetyMs: 5_000, livenessMs: 8_000, transfers: false };
+/** The CI runs (vitest): the default faults, leadership transfers included, over shorter phases. */
+export const ciNodeSimOptions: Omit<NodeSimOptions, 'seed'> = { ...defaultNodeSimOptions, safetyMs: 5_000, livenessMs: 8_000 };
 
 export interface NodeSimParams {
   readonly nodes: 3 | 5;

@@ -10,7 +10,6 @@ import { PunctualError } from '../../../src/core/errors.js';
 import { shardOf } from '../../../src/core/ids.js';
 import { silentLogger } from '../../../src/core/log.js';
 import { Prng } from '../../../src/core/prng.js';
-import { NodeCore } from '../../../src/nodecore/index.js';
 import type { NodeCoreApi, NodeCoreDeps } from '../../../src/nodecore/types.js';
 import { HostBugs, RaftBugs, resetHostBugs, resetRaftBugs } from '../../../src/raft/bugs.js';
 import type { HostBugName, RaftBugName } from '../../../src/raft/bugs.js';
@@ -21,6 +20,7 @@ import { Checker, SimViolation, fail } from '../checker.js';
 import type { SeedResult } from '../simulator.js';
 import { Trace } from '../trace.js';
 import { NodeClock } from './clock.js';
+import { FedCore } from './fed-core.js';
 import { EventQueue } from './events.js';
 import { SimNode } from './host.js';
 import type { NodeWorld } from './host.js';
@@ -49,7 +49,7 @@ export class NodeSimulator implements NodeWorld {
   readonly workload: Workload;
   readonly digestEvery = 64;
   readonly logger = silentLogger;
-  readonly makeCore: (deps: NodeCoreDeps) => NodeCoreApi = (deps) => new NodeCore(deps);
+  readonly makeCore: (deps: NodeCoreDeps) => NodeCoreApi = (deps) => new FedCore(deps);
   nowMs = epochMs;
   private readonly queue = new EventQueue<Ev>();
   private readonly netRand: Prng;
@@ -207,6 +207,7 @@ export class NodeSimulator implements NodeWorld {
     const node = leader && this.rand.nextFloat() < 0.85 ? leader : this.nodes[this.rand.int(this.nodes.length)]!;
     const rec = this.workload.record(op, node.id, this.nowMs);
     if (op.kind === 'create') this.scheduler.submittedJob(op.jobId);
+    this.scheduler.opIssued(rec, clientTimeoutMs);
     this.pendingOps.set(rec.seq, { rec, node });
     this.at(null, this.nowMs + clientTimeoutMs, 'client-timeout', () => {
       if (rec.outcome === 'pending') rec.outcome = 'unknown';
