@@ -127,6 +127,8 @@ export class RaftHost implements RoundLoop {
   private readonly installs = new Map<number, () => void>();
   private scheduled: NodeJS.Immediate | null = null;
   private running: Promise<void> | null = null;
+  /** From the start of a round's turn until it ended (`running` is set only once its synchronous part ran). */
+  private inRound = false;
   private ticker: NodeJS.Timeout | null = null;
   /** Ticks missed by a stall, counted after the poll phase (a `catch_up` event). */
   private catchUp: NodeJS.Immediate | null = null;
@@ -352,13 +354,16 @@ export class RaftHost implements RoundLoop {
   }
 
   schedule(): void {
-    if (this.scheduled !== null || this.running !== null || this.failed || this.fullRetry !== null) return;
+    if (this.scheduled !== null || this.inRound || this.failed || this.fullRetry !== null) return;
     this.scheduled = setImmediate(() => {
       this.scheduled = null;
+      // Set before anything of the round runs: what it carries out wakes this loop again only once it is over.
+      this.inRound = true;
       // Events the node left outside a round (a lease check that found missed ticks) first.
       this.carryOut();
       this.running = this.round().finally(() => {
         this.running = null;
+        this.inRound = false;
         if (this.o.node.hostWork()) this.schedule();
       });
     });
