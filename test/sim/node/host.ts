@@ -306,6 +306,8 @@ export class SimNode {
     this.settling = true;
     try {
       for (let i = 0; i < 1000; i++) {
+        // Events the node left outside a round (a lease check that found missed ticks), as RaftHost.schedule.
+        this.carryOut();
         const a = this.round();
         const b = this.pump();
         if (!a && !b) return;
