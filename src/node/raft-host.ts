@@ -8,7 +8,7 @@
  *  3. send the early messages (heartbeats, a leader's appends), fsync per --fsync (batch: the WAL on the thread
  *     pool; always: inside the commit; off: none), send the rest;
  *  4. hand the committed entries to the applier (a conf change: wait until it applied them), advance; then carry
- *     out the events: firing start and stop, answers, compaction and requested snapshots.
+ *     out the events: answers, compaction and requested snapshots.
  * The applier applies queued entries in log order in transactions of at most stallLimits.applySliceMs /
  * applySliceEntriesMax (src/scheduler apply, each entry in a savepoint, applied_index in the same transaction),
  * yielding to the event loop between slices: a large batch of creates or a hot instant's fired records never
@@ -19,8 +19,8 @@
  * The node's events that concern firing (leadership start and stop, the answers to NodeCore's proposals) reach
  * NodeCore inside the Node; this host carries out the rest, then asks the shell (src/node/shell.ts), which it
  * builds at construction, to carry out what the core decided.
- * A round runs on setImmediate after any tick, step or proposal; a new round never starts before the previous
- * one advanced. Ticks: one interval for all groups (clusterLimits.tickMs), counted on performance.now.
+ * A round runs on setImmediate after any tick, step or proposal (the shell asks for one, `schedule`, once
+ * NodeCore's proposals went into the logs); a new round never starts before the previous one advanced. Ticks: one interval for all groups (clusterLimits.tickMs), counted on performance.now.
  *
  * A single node without --peers is the same thing with one voter per group: it campaigns at once and leads
  * every shard after its first round.
