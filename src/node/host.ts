@@ -24,7 +24,8 @@ import { ClusterOps } from './cluster-ops.js';
 import { MemberBook, Membership, membershipKind, startPeers, type MembershipOptions, type MembershipResult } from './membership.js';
 import type { ShardGroup } from './group.js';
 import { NodeShell } from './shell.js';
-import { RaftHost } from './raft-host.js';
+import { openShardLogs, RaftHost } from './raft-host.js';
+import { Node } from '../nodecore/index.js';
 import { answerForward, apiKind, ShardRouter } from './router.js';
 import { NodeService, type ServiceOptions } from './service.js';
 import { RetentionDriver } from './retention.js';
@@ -132,12 +133,12 @@ function sumCounts(shards: ShardGroup[]): Record<JobState, number> {
 }
 
 /** The bounded queues of the node, for punctual_queue_depth / punctual_queue_limit (src/core/limits.ts queueLimits). */
-function queueDepths(shell: NodeShell, host: RaftHost): Array<{ queue: string; depth: number; limit: number }> {
-  const e = shell.core.queueDepths();
+function queueDepths(node: Node, shell: NodeShell): Array<{ queue: string; depth: number; limit: number }> {
+  const e = node.core.queueDepths();
   return [
     { queue: 'proposer', depth: e.proposer, limit: queueLimits.proposerCommandsMax },
     { queue: 'proposer_engine_items', depth: e.engineItems, limit: queueLimits.proposerEngineItemsMax },
-    { queue: 'apply', depth: host.applyBacklog(), limit: queueLimits.applyQueueEntriesMax },
+    { queue: 'apply', depth: node.replication.applyBacklog(), limit: queueLimits.applyQueueEntriesMax },
     { queue: 'due_backlog', depth: e.dueBacklog, limit: queueLimits.dueBacklogMax },
     { queue: 'dispatch_queued', depth: shell.dispatcher.queued(), limit: queueLimits.dispatchQueuedMax },
     { queue: 'wheel', depth: e.wheel, limit: queueLimits.wheelEntriesMax },
@@ -216,43 +217,68 @@ interface Parts extends Durability {
 
 function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode {
   const { db, clock, logger, onFatal } = p;
-  // The shell and transport are created below; the Raft host's events reach the shell through this reference
-  // until the Raft groups move into NodeCore.
-  let shell: NodeShell | null = null;
+  // The peer transport: opened below, or later by the first add-node of a single node (growTransport).
   let transport: PeerTransport | null = null;
   const targetPolicy = targetPolicyFromLists(config.callbackAllow, config.callbackDeny);
-  const metrics: NodeMetrics = new NodeMetrics({
-    jobCounts: (): Record<JobState, number> => sumCounts(host.groups),
-    wheelSize: () => shell?.wheelSize ?? 0,
-    dispatchInFlight: () => shell?.dispatcher.inFlight() ?? 0,
-    shards: () => host.groups.map((g) => ({ shard: g.shard, role: g.role, term: g.raw.status().term, commit: g.raw.status().commit, applied: g.applied })),
-    peers: () => transport?.stats() ?? null,
-    queues: () => (shell === null ? [] : queueDepths(shell, host)),
-    dueProfile: () => service.dueProfile(60),
-    walBytes: () => walFileBytes(dbFilePath(config.dataDir)),
+  // A joining node bootstraps nothing: its groups learn their membership from their leaders' snapshots.
+  const voters = (options.join ?? config.join) === true ? [] : [config.nodeId, ...config.peers.map((x) => x.id)];
+  const logs = openShardLogs(db, config.shards, voters);
+  const rand = new Prng(randomInt(2 ** 31));
+  // The node's pure side: Replication and NodeCore composed (src/nodecore/node.ts); the shells below carry it out.
+  const node = new Node({
+    replication: {
+      nodeId: config.nodeId,
+      shards: logs.storages.map((storage, shard) => ({ storage, applied: logs.applied[shard]! })),
+      rand,
+      compaction: options.compaction ?? { keepEntries: nodeLimits.logKeepEntries, everyEntries: nodeLimits.logCompactEveryEntries },
+      reachable: (peer) => transport === null || transport.reachable(peer),
+    },
+    core: {
+      nodeId: config.nodeId,
+      stores: logs.stores,
+      startMs: clock.nowMs(),
+      rand01: Math.random,
+      mergeCreates: config.fsync !== 'always',
+      manualClock: p.manualClock !== null,
+      logger: logger.child({ component: 'engine' }),
+    },
+    clocks: { nowMs: () => clock.nowMs(), monoMs: () => performance.now() },
   });
   const book = new MemberBook(db);
   const peerList = startPeers(book, config.nodeId, config.peers, logger);
+  // Metrics read the node, and the shell's dispatcher and the service once they exist (only when scraped).
+  const metrics: NodeMetrics = new NodeMetrics({
+    jobCounts: (): Record<JobState, number> => sumCounts(host.groups),
+    wheelSize: () => node.core.queueDepths().wheel,
+    dispatchInFlight: () => firing.dispatcher.inFlight(),
+    shards: () => host.groups.map((g) => ({ shard: g.shard, role: g.role, term: g.raw.status().term, commit: g.raw.status().commit, applied: g.applied })),
+    peers: () => transport?.stats() ?? null,
+    queues: () => queueDepths(node, firing),
+    dueProfile: () => service.dueProfile(60),
+    walBytes: () => walFileBytes(dbFilePath(config.dataDir)),
+  });
   const host: RaftHost = new RaftHost({
     nodeId: config.nodeId,
     db,
-    shards: config.shards,
-    // A joining node bootstraps nothing: its groups learn their membership from their leaders' snapshots.
-    voters: (options.join ?? config.join) === true ? [] : [config.nodeId, ...config.peers.map((x) => x.id)],
+    node,
+    logs,
+    shell: (rounds) =>
+      new NodeShell({
+        node,
+        rounds,
+        clock,
+        logger: logger.child({ component: 'engine' }),
+        metrics,
+        dispatcher: { targetPolicy, payloadRefBytesMax: config.payloadRefBytesMax, clock, logger: logger.child({ component: 'dispatch' }) },
+      }),
     fsync: config.fsync,
     walSync: p.walSync,
-    clock: p.realClock,
-    rand: new Prng(randomInt(2 ** 31)),
     logger: logger.child({ component: 'raft' }),
     metrics,
-    onApplied: (shard, command, effects) => shell?.onApplied(shard, command, effects),
-    onLeaderStart: (shard, term) => shell?.startShard(shard, term),
-    onLeaderStop: (shard) => shell?.stopShard(shard),
     onFatal,
-    fireDue: () => shell?.fireDue() ?? false,
     onConfChange: (shard, conf) => membership.onConfChange(shard, conf),
-    compaction: options.compaction,
   });
+  const firing = host.shell;
   const membership = new Membership({
     nodeId: config.nodeId,
     book,
@@ -263,18 +289,6 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
     // Called only on an add-node, long after assembly: growTransport is defined below by then.
     startTransport: () => growTransport(),
   });
-  const firing = new NodeShell({
-    nodeId: config.nodeId,
-    shards: host.groups,
-    sink: host,
-    fsync: config.fsync,
-    clock,
-    logger: logger.child({ component: 'engine' }),
-    metrics,
-    dispatcher: { targetPolicy, payloadRefBytesMax: config.payloadRefBytesMax, clock, logger: logger.child({ component: 'dispatch' }) },
-    manualClock: p.manualClock !== null,
-  });
-  shell = firing;
   const dispatcher = firing.dispatcher;
   // Data retention (retention.ts): the leader of each shard proposes the deletions.
   const retention = new RetentionDriver({

@@ -8,30 +8,31 @@
  *  3. send the early messages (heartbeats, a leader's appends), fsync per --fsync (batch: the WAL on the thread
  *     pool; always: inside the commit; off: none), send the rest;
  *  4. hand the committed entries to the applier (a conf change: wait until it applied them), advance; then carry
- *     out the events: firing start and stop, answers, compaction and requested snapshots.
+ *     out the events: answers, compaction and requested snapshots.
  * The applier applies queued entries in log order in transactions of at most stallLimits.applySliceMs /
  * applySliceEntriesMax (src/scheduler apply, each entry in a savepoint, applied_index in the same transaction),
  * yielding to the event loop between slices: a large batch of creates or a hot instant's fired records never
  * holds timers, the firing engine, Raft ticks or heartbeat answers for more than one slice. After each slice it
- * hands applied commands to the engine and answers their proposers (committed entries are durable on a quorum
- * already: the leader counts its own copy only after its fsync). Rounds go on while the applier works, so Raft
- * traffic never waits for applies.
- * A round runs on setImmediate after any tick, step or proposal; a new round never starts before the previous
- * one advanced. Ticks: one interval for all groups (clusterLimits.tickMs), counted on performance.now.
+ * hands each applied entry to the node (src/nodecore/node.ts `Node`: its command reaches NodeCore, then its
+ * proposer is answered; committed entries are durable on a quorum already: the leader counts its own copy only
+ * after its fsync). Rounds go on while the applier works, so Raft traffic never waits for applies.
+ * The node's events that concern firing (leadership start and stop, the answers to NodeCore's proposals) reach
+ * NodeCore inside the Node; this host carries out the rest, then asks the shell (src/node/shell.ts), which it
+ * builds at construction, to carry out what the core decided.
+ * A round runs on setImmediate after any tick, step or proposal (the shell asks for one, `schedule`, once
+ * NodeCore's proposals went into the logs); a new round never starts before the previous one advanced. Ticks: one interval for all groups (clusterLimits.tickMs), counted on performance.now.
  *
  * A single node without --peers is the same thing with one voter per group: it campaigns at once and leads
  * every shard after its first round.
  */
 import { PunctualError } from '../core/errors.js';
-import { clusterLimits, nodeLimits, quarantineLimits, stallLimits } from '../core/limits.js';
-import type { Clock } from '../core/clock.js';
+import { clusterLimits, quarantineLimits, stallLimits } from '../core/limits.js';
 import type { Logger } from '../core/log.js';
-import type { Rand } from '../core/prng.js';
 import type { NodeMetrics } from '../metrics/metrics.js';
 import type { ConfChange, ConfState, Entry, LogIndex, Message, NodeId, Snapshot } from '../raft/index.js';
 import { CommandDecodeError, decodeCommand } from '../scheduler/codec.js';
 import { apply } from '../scheduler/machine.js';
-import type { Command, Effect } from '../scheduler/commands.js';
+import type { Command } from '../scheduler/commands.js';
 import { isDiskFullError, isStorageError, type Db, type FsyncMode } from '../store/db.js';
 import { QuarantineTable, type QuarantinedEntry } from '../store/quarantine.js';
 import { bootstrapGroup, SqliteRaftStorage } from '../store/raft-storage.js';
@@ -39,9 +40,10 @@ import { AppliedIndexes, encodeShardImage, restoreShardImage } from '../store/sh
 import { SqliteShardStore } from '../store/shard-store.js';
 import type { WalSyncer } from '../store/wal-sync.js';
 import { ShardGroup, type Waiter } from './group.js';
-import { notLeader, proposalFailed, Replication, type Applied, type ReadAnswer, type ReplicaEvent, type ReplicaRound } from '../nodecore/index.js';
+import type { NodeShell, RoundLoop } from './shell.js';
+import { diskFull, notLeader, proposalFailed, type Applied, type Node, type ReadAnswer, type ReplicaEvent, type ReplicaRound, type Replication } from '../nodecore/index.js';
 
-export { notLeader };
+export { diskFull, notLeader };
 
 /** The part of PeerTransport the host uses (null for a single node). */
 export interface MessageSender {
@@ -50,37 +52,52 @@ export interface MessageSender {
   reachable(peerId: string): boolean;
 }
 
+/** Every shard's Raft log in SQLite and what its rows hold as applied: what the node's Replication is built with. */
+export interface ShardLogs {
+  storages: SqliteRaftStorage[];
+  /** The state machine's store of each shard (one instance per shard: the applier writes it, NodeCore reads it). */
+  stores: SqliteShardStore[];
+  applied: number[];
+}
+
+/**
+ * Opens the Raft log of every shard (bootstrapped with `voters` when a group has no Raft state; empty for a node
+ * that joins a running cluster: its groups wait for a snapshot from their leaders).
+ */
+export function openShardLogs(db: Db, shards: number, voters: readonly string[]): ShardLogs {
+  const appliedIndexes = new AppliedIndexes(db);
+  const storages: SqliteRaftStorage[] = [];
+  for (let shard = 0; shard < shards; shard++) {
+    if (voters.length > 0) bootstrapGroup(db, shard, [...voters].sort() as NodeId[]);
+    storages.push(new SqliteRaftStorage(db, shard, { markerSnapshots: true }));
+  }
+  return {
+    storages,
+    stores: storages.map((_, shard) => new SqliteShardStore(db, shard)),
+    applied: storages.map((storage, shard) => storedApplied(appliedIndexes, shard, storage)),
+  };
+}
+
+/** What SQLite holds as applied for the shard (its rows are at least its snapshot's). */
+function storedApplied(indexes: AppliedIndexes, shard: number, storage: SqliteRaftStorage): number {
+  return Math.max(indexes.of(shard), storage.firstIndex() - 1);
+}
+
 export interface RaftHostOptions {
   nodeId: string;
   db: Db;
-  shards: number;
-  /**
-   * The founding voters of every group (this node and --peers), used only when a group has no Raft state.
-   * Empty for a node that joins a running cluster: its groups wait for a snapshot from their leaders.
-   */
-  voters: string[];
+  /** The node's pure side; its Replication was built over `logs`. */
+  node: Node;
+  logs: ShardLogs;
+  /** Builds the shell of the node's NodeCore, which this host wakes (`pump`) and which wakes this host's rounds. */
+  shell(rounds: RoundLoop): NodeShell;
   fsync: FsyncMode;
   walSync: WalSyncer | null;
-  clock: Clock;
-  rand: Rand;
   logger: Logger;
   metrics: NodeMetrics;
-  /** Every applied command, in log order, on every node (the engine ignores shards it does not fire). */
-  onApplied(shard: number, command: Command, effects: Effect[]): void;
-  /** This node leads `shard` in `term` and has applied everything before: start firing it. */
-  onLeaderStart(shard: number, term: number): void;
-  /** This node no longer leads `shard` (or its term changed): stop firing it. */
-  onLeaderStop(shard: number): void;
   onFatal(err: unknown): void;
-  /**
-   * True when the firing engine has an occurrence due now (or within its spin window): an apply slice ends
-   * early so the fire is not held behind it (firing precision before apply throughput).
-   */
-  fireDue?(): boolean;
   /** The membership of `shard` changed on this node (a conf change applied, or a snapshot installed). */
   onConfChange?(shard: number, conf: ConfState): void;
-  /** Log compaction (default nodeLimits.logKeepEntries / logCompactEveryEntries); tests lower them. */
-  compaction?: { keepEntries: number; everyEntries: number };
 }
 
 interface AppliedOut {
@@ -94,14 +111,12 @@ interface AppliedOut {
   quarantined?: { entry: QuarantinedEntry; type: string | null };
 }
 
-export function diskFull(): PunctualError {
-  return new PunctualError('insufficient_storage', `the disk of this node is full; writes are refused until space is freed (retry in ${quarantineLimits.diskFullRetryAfterS} s)`);
-}
-
-export class RaftHost {
+export class RaftHost implements RoundLoop {
   readonly groups: ShardGroup[] = [];
   /** The decisions (pure): this file carries them out. */
   readonly replication: Replication;
+  /** The shell of the node's NodeCore: carries out what the core decided once the node's events reached it. */
+  readonly shell: NodeShell;
   private sender: MessageSender | null = null;
   private readonly appliedIndexes: AppliedIndexes;
   /** Entries this node could not decode or apply (raft_quarantine). */
@@ -112,6 +127,8 @@ export class RaftHost {
   private readonly installs = new Map<number, () => void>();
   private scheduled: NodeJS.Immediate | null = null;
   private running: Promise<void> | null = null;
+  /** From the start of a round's turn until it ended (`running` is set only once its synchronous part ran). */
+  private inRound = false;
   private ticker: NodeJS.Timeout | null = null;
   /** Ticks missed by a stall, counted after the poll phase (a `catch_up` event). */
   private catchUp: NodeJS.Immediate | null = null;
@@ -135,21 +152,11 @@ export class RaftHost {
   constructor(private readonly o: RaftHostOptions) {
     this.appliedIndexes = new AppliedIndexes(o.db);
     this.quarantined = new QuarantineTable(o.db);
-    const storages: SqliteRaftStorage[] = [];
-    for (let shard = 0; shard < o.shards; shard++) {
-      if (o.voters.length > 0) bootstrapGroup(o.db, shard, [...o.voters].sort() as NodeId[]);
-      storages.push(new SqliteRaftStorage(o.db, shard, { markerSnapshots: true }));
-    }
-    this.replication = new Replication({
-      nodeId: o.nodeId,
-      shards: storages.map((storage, shard) => ({ storage, applied: this.storedApplied(shard, storage) })),
-      rand: o.rand,
-      compaction: o.compaction ?? { keepEntries: nodeLimits.logKeepEntries, everyEntries: nodeLimits.logCompactEveryEntries },
-      reachable: (peer) => this.sender === null || this.sender.reachable(peer),
+    this.replication = o.node.replication;
+    o.logs.storages.forEach((storage, shard) => {
+      this.groups.push(new ShardGroup(shard, o.logs.stores[shard]!, storage, this.replication.shards[shard]!));
     });
-    storages.forEach((storage, shard) => {
-      this.groups.push(new ShardGroup(shard, new SqliteShardStore(o.db, shard), storage, this.replication.shards[shard]!));
-    });
+    this.shell = o.shell(this);
     for (const q of this.quarantined.list()) {
       o.logger.error('log entry quarantined earlier (its effects were skipped on every replica)', {
         shard: q.shard, index: q.index, term: q.term, digest: q.digest, err: q.error,
@@ -159,7 +166,12 @@ export class RaftHost {
 
   /** What SQLite holds as applied for the shard (its rows are at least its snapshot's). */
   private storedApplied(shard: number, storage: SqliteRaftStorage): number {
-    return Math.max(this.appliedIndexes.of(shard), storage.firstIndex() - 1);
+    return storedApplied(this.appliedIndexes, shard, storage);
+  }
+
+  /** The transport reaches `peer` (the node's Replication asks; true before any transport is set). */
+  reachable(peer: string): boolean {
+    return this.sender === null || this.sender.reachable(peer);
   }
 
   /** The peer transport opened after start (a single node that grows into a cluster). */
@@ -182,17 +194,18 @@ export class RaftHost {
 
   // --- events -------------------------------------------------------------------------------------------
 
-  /** Carries out what the replication layer decided since the last call, in order. */
+  /**
+   * Carries out what the replication layer decided since the last call, in order (the node fed NodeCore its part
+   * inside take()), then what the core decided on it.
+   */
   private carryOut(): void {
-    for (const ev of this.replication.take()) this.handle(ev);
+    for (const ev of this.o.node.take()) this.handle(ev);
+    this.shell.pump();
   }
 
+  /** The events the node leaves to its host (leadership start and stop went to NodeCore inside the node). */
   private handle(ev: ReplicaEvent): void {
     switch (ev.kind) {
-      case 'leader_start':
-        return this.o.onLeaderStart(ev.shard, ev.term);
-      case 'leader_stop':
-        return this.o.onLeaderStop(ev.shard);
       case 'leading':
         return this.o.logger.info('leading shard', { shard: ev.shard, term: ev.term });
       case 'proposal': {
@@ -325,9 +338,9 @@ export class RaftHost {
     return this.groups[shard]?.role === 'leader';
   }
 
-  /** True while this node fires the shard and holds its lease: the engine checks it before each send. */
+  /** True while this node fires the shard and holds its lease (NodeCore asks the same of the node before each send). */
   leaseValid(shard: number): boolean {
-    const valid = this.replication.leaseValid(shard, performance.now());
+    const valid = this.o.node.leaseValid(shard);
     this.carryOut();
     if (this.replication.hasReady()) this.schedule();
     return valid;
@@ -341,12 +354,17 @@ export class RaftHost {
   }
 
   schedule(): void {
-    if (this.scheduled !== null || this.running !== null || this.failed || this.fullRetry !== null) return;
+    if (this.scheduled !== null || this.inRound || this.failed || this.fullRetry !== null) return;
     this.scheduled = setImmediate(() => {
       this.scheduled = null;
+      // Set before anything of the round runs: what it carries out wakes this loop again only once it is over.
+      this.inRound = true;
+      // Events the node left outside a round (a lease check that found missed ticks) first.
+      this.carryOut();
       this.running = this.round().finally(() => {
         this.running = null;
-        if (this.replication.hasReady()) this.schedule();
+        this.inRound = false;
+        if (this.o.node.hostWork()) this.schedule();
       });
     });
   }
@@ -404,6 +422,7 @@ export class RaftHost {
     const first = !this.diskFull();
     if (which === 'round') this.roundFull = true;
     else this.applierFull = true;
+    this.o.node.setStorageFull(true);
     if (first) {
       this.o.metrics.diskFull.set(1);
       this.o.logger.error('disk full: writes refused (507) until space is freed; nothing was acknowledged from the failed write, retrying', {
@@ -423,6 +442,7 @@ export class RaftHost {
     if (which === 'round') this.roundFull = false;
     else this.applierFull = false;
     if (this.diskFull()) return;
+    this.o.node.setStorageFull(false);
     this.o.metrics.diskFull.set(0);
     this.o.logger.warn('disk space available again: writes accepted', {});
   }
@@ -513,7 +533,7 @@ export class RaftHost {
         if (e.index <= g.applied) continue;
         this.applyEntry(g, e, out);
         touched.add(g);
-        if (performance.now() - start >= stallLimits.applySliceMs || this.o.fireDue?.() === true) break;
+        if (performance.now() - start >= stallLimits.applySliceMs || this.o.node.fireDue()) break;
       }
       for (const g of touched) this.appliedIndexes.write(g.shard, g.applied);
     })();
@@ -584,18 +604,11 @@ export class RaftHost {
     });
   }
 
-  /** Step 3: effects to the engine, then answers (so a created job is armed before the API answers). */
+  /** Step 3: each entry to the node: its effects to NodeCore, then its answer (a created job is armed before the API answers). */
   private deliver(out: AppliedOut[]): void {
     for (const a of out) {
       if (a.quarantined !== undefined) this.reportQuarantined(a.quarantined);
-      if (a.command !== null) {
-        try {
-          this.o.onApplied(a.g.shard, a.command, a.applied?.effects ?? []);
-        } catch (err) {
-          this.o.logger.error('effect handling failed', { shard: a.g.shard, type: a.command.type, err });
-        }
-      }
-      this.replication.answer(a.g.shard, a.index, a.term, a.applied);
+      this.o.node.applied(a.g.shard, a.index, a.term, a.command, a.applied);
       this.carryOut();
     }
   }

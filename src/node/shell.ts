@@ -1,8 +1,11 @@
 /**
  * The shell around NodeCore (src/nodecore): the IO of firing and group commit. It feeds the core its inputs
- * (the clock's time, applied commands, leadership, client proposals, the dispatcher's starts and outcomes), then
- * `pump()`s: takes `ready()` and carries it out (proposals to the shard's Raft group, orders to the dispatcher,
- * replies to the waiting callers) and arms its two timers. It decides nothing; every rule is in the core.
+ * (the clock's time, client proposals, the dispatcher's starts and outcomes), then `pump()`s: takes the node's
+ * `ready()` (src/nodecore/node.ts `Node`: the core's proposals are in their shards' logs by then) and carries it
+ * out (orders to the dispatcher, replies to the waiting callers), wakes the Raft host when the logs have work,
+ * and arms its two timers. What Raft decides (applied commands, leadership, the answers to the core's proposals)
+ * reaches the core inside the Node; the Raft host only asks the shell to `pump()` afterwards. It decides nothing;
+ * every rule is in the core.
  *
  * Timers: ONE timer for the core's next deadline (never a 1 ms interval). Node timers may fire early or late by
  * about a millisecond, so for a callback's due time the shell wakes nodeLimits.firingSpinMs early and spins on
@@ -11,50 +14,35 @@
  */
 import type { Clock } from '../core/clock.js';
 import { assert } from '../core/assert.js';
-import { PunctualError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { nodeLimits } from '../core/limits.js';
 import { DrainRate } from '../dispatch/drain-rate.js';
 import { Dispatcher, type AttemptOutcome, type Delivery, type DispatcherOptions } from '../dispatch/dispatcher.js';
 import type { NodeMetrics } from '../metrics/metrics.js';
-import { NodeCore, occurrenceKey, type Applied, type OccurrenceKey, type CoreReady, type DispatchOrder, type Proposal } from '../nodecore/index.js';
-import { encodeCommand } from '../scheduler/codec.js';
-import type { Command, Effect } from '../scheduler/commands.js';
+import { emptyReady, occurrenceKey, type Applied, type Node, type NodeCoreApi, type NodeReady, type OccurrenceKey, type DispatchOrder } from '../nodecore/index.js';
+import type { Command } from '../scheduler/commands.js';
 import type { JobRecord, JobState } from '../scheduler/types.js';
-import type { FsyncMode } from '../store/db.js';
-import type { ShardStorage } from './group.js';
-import type { Waiter } from './group.js';
-
-/** Where proposals go: the Raft host (the shard's group on this node, which must lead it). */
-export interface ProposalSink {
-  propose(shard: number, data: Uint8Array, waiter: Waiter): void;
-  /** Committed entries not applied yet on this node. */
-  applyBacklog(): number;
-}
 
 function shardOf(d: Delivery): number {
   return Number(d.fencingToken.slice(0, d.fencingToken.indexOf('.')));
 }
 
-function empty(rd: CoreReady): boolean {
-  return rd.propose.length === 0 && rd.withdraw.length === 0 && rd.dispatch.length === 0 && rd.replies.length === 0;
+/** The Raft host's round loop, as the shell wakes it (the node's logs or events have work for it). */
+export interface RoundLoop {
+  schedule(): void;
 }
 
 export interface ShellOptions {
-  nodeId: string;
-  shards: ShardStorage[];
-  /** Where proposals go (the Raft host), and its lease and apply backlog, which the core asks about. */
-  sink: ProposalSink & { leaseValid(shard: number): boolean };
-  fsync: FsyncMode;
-  /** The scheduler's clock (a ManualClock with `serve --clock manual`). */
+  /** The node's pure side (NodeCore and Replication composed). */
+  node: Node;
+  /** The Raft host that carries out the node's rounds. */
+  rounds: RoundLoop;
+  /** The scheduler's clock (a ManualClock with `serve --clock manual`): the clock the node's `nowMs` reads. */
   clock: Clock;
   logger: Logger;
   metrics: NodeMetrics;
   /** The dispatcher's options but its onStart, which is the shell's. */
   dispatcher: Omit<DispatcherOptions, 'onStart'>;
-  /** Random numbers for retry jitter, in [0, 1). */
-  rand01?: () => number;
-  manualClock?: boolean;
 }
 
 interface Caller {
@@ -63,7 +51,7 @@ interface Caller {
 }
 
 export class NodeShell {
-  readonly core: NodeCore;
+  readonly core: NodeCoreApi;
   readonly dispatcher: Dispatcher;
   private readonly drainRate = new DrainRate();
   /** Orders the core withdrew that may still wait in the dispatcher's queue (admit refuses them). */
@@ -83,17 +71,7 @@ export class NodeShell {
   private idleWaiters: Array<() => void> = [];
 
   constructor(private readonly o: ShellOptions) {
-    this.core = new NodeCore({
-      nodeId: o.nodeId,
-      stores: o.shards.map((s) => s.store),
-      startMs: o.clock.nowMs(),
-      rand01: o.rand01 ?? Math.random,
-      mergeCreates: o.fsync !== 'always',
-      leaseValid: (shard) => o.sink.leaseValid(shard),
-      applyBacklog: () => o.sink.applyBacklog(),
-      manualClock: o.manualClock === true,
-      logger: o.logger,
-    });
+    this.core = o.node.core;
     this.dispatcher = new Dispatcher({ ...o.dispatcher, onStart: (d, startedAtMs) => this.started(d, startedAtMs), admit: (d) => this.admit(d) });
   }
 
@@ -109,22 +87,6 @@ export class NodeShell {
     return p;
   }
 
-  /** Every applied command, in log order (the Raft host's applier). */
-  onApplied(shard: number, command: Command, effects: Effect[]): void {
-    this.core.applied(shard, command, effects, this.o.clock.nowMs());
-    this.pump();
-  }
-
-  startShard(shard: number, term: number): void {
-    this.core.leaderStart(shard, term, this.o.clock.nowMs());
-    this.pump();
-  }
-
-  stopShard(shard: number): void {
-    this.core.leaderStop(shard);
-    this.pump();
-  }
-
   /** Callbacks per second while a backlog waits (the admission report's divisor); null until one was seen. */
   drainRatePerS(): number | null {
     return this.drainRate.perS();
@@ -138,9 +100,16 @@ export class NodeShell {
   private admit(d: Delivery): boolean {
     const key = occurrenceKey(d.jobId, d.scheduledAtMs);
     if (this.withdrawn.has(key) || !this.leads(d)) this.notSent.set(key, 'withdrawn');
-    else if (!this.o.sink.leaseValid(shardOf(d))) this.notSent.set(key, 'lease');
+    else if (!this.leaseValid(shardOf(d))) this.notSent.set(key, 'lease');
     else return true;
     return false;
+  }
+
+  /** The lease, asked of the node; a stall it reveals gives the Raft host a catch-up to carry out. */
+  private leaseValid(shard: number): boolean {
+    const valid = this.o.node.leaseValid(shard);
+    if (this.o.node.hostWork()) this.o.rounds.schedule();
+    return valid;
   }
 
   /** This node fires the order's shard in the order's term (its fencing token `${shard}.${term}`). */
@@ -165,25 +134,29 @@ export class NodeShell {
 
   // --- outputs ------------------------------------------------------------------------------------------
 
-  /** Carries out what the core decided, until it has nothing more; then arms the timers. */
-  private pump(): void {
+  /**
+   * Carries out what the core decided, until it has nothing more; then wakes the Raft host if the logs have work
+   * and arms the timers. The Raft host calls it after the node's events reached the core.
+   */
+  pump(): void {
     if (this.pumping) return;
     this.pumping = true;
-    let rd: CoreReady;
+    let rd: NodeReady;
     try {
       // Carrying out one ready() may feed the core again (a dispatcher that starts an order at once, a
       // proposal refused at once): the last, empty ready() has the deadlines that count.
-      for (rd = this.core.ready(); !empty(rd); rd = this.core.ready()) this.carryOut(rd);
+      for (rd = this.o.node.ready(); !emptyReady(rd); rd = this.o.node.ready()) this.carryOut(rd);
     } finally {
       this.pumping = false;
     }
+    if (this.o.node.hostWork()) this.o.rounds.schedule();
     this.armTick(rd.nextDeadlineMs, rd.nextFireAtMs);
     this.armFlush(rd.flushAtMs);
     if (this.idleWaiters.length > 0 && this.core.idle()) for (const w of this.idleWaiters.splice(0)) w();
   }
 
-  private carryOut(rd: CoreReady): void {
-    for (const p of rd.propose) this.proposeToLog(p);
+  private carryOut(rd: NodeReady): void {
+    for (const p of rd.inLog) this.o.metrics.proposals.inc({ shard: String(p.shard) });
     // An order still waiting for its slot is refused when it gets it (admit); one already started reports its
     // start and outcome as usual.
     for (const w of rd.withdraw) this.withdrawn.add(w.key);
@@ -197,23 +170,6 @@ export class NodeShell {
       if (r.ok) c.resolve(r.applied);
       else c.reject(r.error);
     }
-  }
-
-  private proposeToLog(p: Proposal): void {
-    this.o.sink.propose(p.shard, encodeCommand(p.command), {
-      resolve: (applied) => {
-        this.core.proposalDone(p.ticket, { ok: true, applied });
-        this.pump();
-      },
-      reject: (err) => {
-        const error = err instanceof PunctualError ? err : new PunctualError('unavailable', 'proposal failed');
-        if (p.command.type === 'fired' || p.command.type === 'skipped' || p.command.type === 'outcomes') {
-          this.o.logger.debug('engine items not recorded', { shard: p.shard, type: p.command.type, err: error.message });
-        }
-        this.core.proposalDone(p.ticket, { ok: false, error });
-        this.pump();
-      },
-    });
   }
 
   private send(order: DispatchOrder): void {
@@ -400,11 +356,6 @@ export class NodeShell {
 
   inFlightCount(): number {
     return this.core.ordersOut();
-  }
-
-  /** A callback is due now or within the spin window: the applier's slices yield. */
-  fireDue(): boolean {
-    return this.spin !== null || this.core.fireDue(this.o.clock.nowMs());
   }
 
   nextDeadlineAfterNow(untilMs: number): number | null {

@@ -535,6 +535,11 @@ export class Replication {
 
   // --- queries ----------------------------------------------------------------------------------------------
 
+  /** Events wait for take(). */
+  hasEvents(): boolean {
+    return this.events.length > 0;
+  }
+
   /** True when no proposal of any shard waits for its entry. */
   idle(): boolean {
     return this.shards.every((s) => s.proposals.size === 0);

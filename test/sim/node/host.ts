@@ -1,22 +1,25 @@
 /**
- * One simulated node: the production NodeCore (src/nodecore) and the production replication layer
- * (src/nodecore/replication.ts `Replication`: every shard's RawNode, monotonic time to ticks with the catch-up after
- * a stall, the round, the applier's queue, waiters, when to fire) driven by a shell that does the simulated IO in
+ * One simulated node: the production `Node` (src/nodecore/node.ts: NodeCore and the replication layer
+ * `Replication` composed: every shard's RawNode, monotonic time to ticks with the catch-up after a stall, the
+ * round, the applier's queue, waiters, when to fire, and what crosses between the two) driven by a shell that does
+ * the simulated IO in
  * place of src/node/raft-host.ts (a SimDisk per shard for the Raft log, apply into a MemoryStore) and of the
  * dispatcher (concurrency per key, due times, withdrawals, timeouts), against simulated clocks, network and
  * receivers. Only IO is restated here; every Raft-side rule is the production one.
  */
 import type { Prng } from '../../../src/core/prng.js';
-import { PunctualError } from '../../../src/core/errors.js';
+import type { PunctualError } from '../../../src/core/errors.js';
 import { clusterLimits, nodeLimits } from '../../../src/core/limits.js';
 import type { Logger } from '../../../src/core/log.js';
 import type { AttemptOutcome } from '../../../src/dispatch/dispatcher.js';
 import { classifyStatus } from '../../../src/dispatch/classify.js';
-import { Replication, type ReplicaEvent } from '../../../src/nodecore/replication.js';
-import type { CoreReady, DispatchOrder, NodeCoreApi, NodeCoreDeps, ProposalResult } from '../../../src/nodecore/types.js';
+import { Node } from '../../../src/nodecore/node.js';
+import type { NodeReady } from '../../../src/nodecore/node.js';
+import type { ReplicaEvent, Replication } from '../../../src/nodecore/replication.js';
+import type { DispatchOrder, NodeCoreApi, NodeCoreDeps } from '../../../src/nodecore/types.js';
 import type { RawNode } from '../../../src/raft/index.js';
 import type { ConfState, Entry, LogIndex, Message, NodeId, Ready, Role } from '../../../src/raft/index.js';
-import { CommandDecodeError, decodeCommand, encodeCommand } from '../../../src/scheduler/codec.js';
+import { CommandDecodeError, decodeCommand } from '../../../src/scheduler/codec.js';
 import type { Command } from '../../../src/scheduler/commands.js';
 import { apply } from '../../../src/scheduler/machine.js';
 import type { SchedulerStore } from '../../../src/scheduler/store.js';
@@ -98,9 +101,9 @@ export class SimNode {
   pausedUntil = 0;
   /** Bumped at every start: events of an earlier process are dropped. */
   incarnation = 0;
+  /** The node's pure side; `rep` and `core` are its halves. */
+  node!: Node;
   rep!: Replication;
-  /** The Replication's proposal tickets -> the core's. */
-  private readonly tickets = new Map<number, number>();
   private timerGen = 0;
   private timerAtMs: number | null = null;
   private flushGen = 0;
@@ -145,28 +148,31 @@ export class SimNode {
     this.waiting.clear();
     this.timerAtMs = null;
     this.flushAtMs = null;
-    this.tickets.clear();
     for (const g of this.groups) this.openGroup(g);
-    this.rep = new Replication({
-      nodeId: this.id,
-      shards: this.groups.map((g) => ({ storage: g.disk, applied: g.restoredAt })),
-      rand: this.rand.fork(),
-      compaction: { keepEntries: 50, everyEntries: 200 },
-      maxInflightBytes: 0,
-      maxMsgBytes: 64 * 1024,
-      reachable: () => true,
+    this.node = new Node({
+      replication: {
+        nodeId: this.id,
+        shards: this.groups.map((g) => ({ storage: g.disk, applied: g.restoredAt })),
+        rand: this.rand.fork(),
+        compaction: { keepEntries: 50, everyEntries: 200 },
+        maxInflightBytes: 0,
+        maxMsgBytes: 64 * 1024,
+        reachable: () => true,
+      },
+      core: {
+        nodeId: this.id,
+        stores: this.groups.map((g) => g.view),
+        startMs: this.wallMs,
+        rand01: () => this.rand.nextFloat(),
+        mergeCreates: true,
+        logger: this.w.logger,
+      },
+      clocks: { nowMs: () => this.wallMs, monoMs: () => this.monoMs },
+      makeCore: this.w.makeCore,
     });
+    this.rep = this.node.replication;
+    this.core = this.node.core;
     for (const g of this.groups) g.rep = this.rep;
-    this.core = this.w.makeCore({
-      nodeId: this.id,
-      stores: this.groups.map((g) => g.view),
-      startMs: this.wallMs,
-      rand01: () => this.rand.nextFloat(),
-      mergeCreates: true,
-      leaseValid: (shard) => this.leaseValid(shard),
-      applyBacklog: () => this.rep.applyBacklog(),
-      logger: this.w.logger,
-    });
     this.rep.start(this.monoMs);
     this.scheduleInterval();
     this.core.load(this.wallMs);
@@ -206,9 +212,9 @@ export class SimNode {
     });
   }
 
-  /** The engine's check right before each send (RaftHost.leaseValid). */
+  /** The dispatcher's check right before a send (NodeShell.admit, as the core asks it of the node). */
   private leaseValid(shard: number): boolean {
-    const valid = this.rep.leaseValid(shard, this.monoMs);
+    const valid = this.node.leaseValid(shard);
     this.carryOut();
     return valid;
   }
@@ -220,24 +226,16 @@ export class SimNode {
     return this.rep.ticksCurrent(this.monoMs) && g.role === 'leader' && g.raw.leaseValid();
   }
 
-  /** Carries out the Replication's events in order (RaftHost.handle, with simulated IO). */
+  /**
+   * Carries out the node's events in order (RaftHost.handle, with simulated IO); leadership and the answers to the
+   * core's proposals reached the core inside take().
+   */
   private carryOut(): void {
-    for (const ev of this.rep.take()) this.handle(ev);
+    for (const ev of this.node.take()) this.handle(ev);
   }
 
   private handle(ev: ReplicaEvent): void {
     switch (ev.kind) {
-      case 'leader_start':
-        return this.core.leaderStart(ev.shard, ev.term, this.wallMs);
-      case 'leader_stop':
-        return this.core.leaderStop(ev.shard);
-      case 'proposal': {
-        const ticket = this.tickets.get(ev.ticket);
-        if (ticket === undefined) return;
-        this.tickets.delete(ev.ticket);
-        if (ev.ok) return this.core.proposalDone(ticket, { ok: true, applied: ev.applied });
-        return this.proposalFailed(ticket, ev.error);
-      }
       case 'snapshot':
       case 'compact':
         return this.compact(this.groups[ev.shard]!, ev.kind === 'compact' ? ev.upTo : null);
@@ -252,6 +250,9 @@ export class SimNode {
         });
         return;
       }
+      case 'leader_start':
+      case 'leader_stop':
+      case 'proposal':
       case 'leading':
       case 'read':
       case 'snapshot_installed':
@@ -304,6 +305,8 @@ export class SimNode {
     this.settling = true;
     try {
       for (let i = 0; i < 1000; i++) {
+        // Events the node left outside a round (a lease check that found missed ticks), as RaftHost.schedule.
+        this.carryOut();
         const a = this.round();
         const b = this.pump();
         if (!a && !b) return;
@@ -418,16 +421,10 @@ export class SimNode {
       }
     }
     if (e.index % this.w.digestEvery === 0) this.w.scheduler.appliedState(g.shard, this.id, e.index, g.store.digest());
-    if (command !== null && result !== null) this.core.applied(g.shard, command, result.effects, this.wallMs);
-    this.rep.answer(g.shard, e.index, e.term, result === null ? null : { result: result.result, effects: result.effects });
+    const applied = result === null ? null : { result: result.result, effects: result.effects };
+    this.node.applied(g.shard, e.index, e.term, result === null ? null : command, applied);
     this.carryOut();
     return true;
-  }
-
-  private proposalFailed(ticket: number, error: PunctualError): void {
-    this.w.event(`${this.id} proposal ${ticket} failed: ${error.reason ?? error.code}`);
-    const result: ProposalResult = { ok: false, error };
-    this.core.proposalDone(ticket, result);
   }
 
   /**
@@ -439,16 +436,13 @@ export class SimNode {
     if (upTo !== null && upTo >= g.disk.firstIndex()) g.disk.compact(upTo as LogIndex);
   }
 
-  /** Carries out one core.ready() (CoreShell pump). Returns whether it had any work. */
+  /** Carries out one node.ready() (NodeShell pump; the core's proposals are in their logs). Returns whether it had any work. */
   private pump(): boolean {
-    const rd: CoreReady = this.core.ready();
+    const rd: NodeReady = this.node.ready();
     let worked = false;
     for (const p of rd.propose) {
       worked = true;
       this.w.event(`${this.id} proposes ${p.ticket} ${p.command.type} to s${p.shard}`);
-      const r = this.rep.propose(p.shard, encodeCommand(p.command), this.monoMs);
-      if (!r.ok) this.proposalFailed(p.ticket, r.error);
-      else this.tickets.set(r.ticket, p.ticket);
     }
     // NodeShell: an order still waiting for its slot is refused when it gets it (admit); a started one reports as usual.
     for (const w of rd.withdraw) {
