@@ -222,6 +222,27 @@ describe('NodeCore firing', () => {
     expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'SUCCEEDED', attempt: 2 });
   });
 
+  it("a new schedule does not take back a new term's re-fire of an attempt in flight while it waits to start", () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100, { schedule: { kind: 'every', everyMs: 1000, startAtMs: T0 + 100 } }));
+    h.core.leaderStop(0);
+    h.drain();
+    h.nowMs = T0 + 100;
+    const fired: Command = { type: 'fired', nowMs: h.nowMs, nodeId: 'n2', items: [{ jobId: 'a', scheduledAtMs: T0 + 100, attempt: 1, startedAtMs: h.nowMs }] };
+    h.core.applied(0, fired, apply(h.stores[0]!, fired).effects, h.nowMs);
+    h.core.leaderStart(0, 3, h.nowMs);
+    h.advance(h.nowMs + 10);
+    // Attempt 2 is ordered and waits for a concurrency slot (not started) when the patch applies.
+    expect(h.orders.map((o) => [o.scheduledAtMs, o.attempt])).toEqual([[T0 + 100, 2]]);
+    h.must(0, { type: 'patch_job', nowMs: h.nowMs, id: 'a', patch: { schedule: { kind: 'every', everyMs: 5000, startAtMs: T0 + 10_000 } } });
+    expect(h.withdrawals).toEqual([]);
+    h.started(h.orders[0]!);
+    h.finish(h.orders[0]!, ok(h.nowMs));
+    h.advance(h.nowMs + stallLimits.engineItemsDelayMs);
+    expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'SUCCEEDED', attempt: 2 });
+  });
+
   it('an order whose fired record went ahead of a pause can still be taken back once the shard is lost', () => {
     const h = new Harness();
     h.setup();

@@ -612,9 +612,9 @@ export class Firing {
 
   /**
    * Cancel, pause or a new schedule: the job's armed attempts go, orders not started are withdrawn. An attempt
-   * that fires a RUNNING execution again (a new term's load, or one behind this node's order) stays: nothing in
-   * the store would arm it again (resume and a new schedule re-arm QUEUED retries only), and a pause leaves an
-   * attempt in flight to finish, as the load does. A cancel has closed the execution, so it goes too.
+   * (armed or ordered) that fires a RUNNING execution again (a new term's load, or one behind this node's order)
+   * stays: nothing in the store would arm it again (resume and a new schedule re-arm QUEUED retries only), and a
+   * pause leaves an attempt in flight to finish, as the load does. A cancel has closed the execution, so it goes.
    */
   private disarm(jobId: string): void {
     const keys = this.byJob.get(jobId);
@@ -622,10 +622,9 @@ export class Firing {
     let parked = false;
     for (const key of [...keys]) {
       const rec = this.occ.get(key)!;
-      if (rec.armed !== null && this.d.stores[rec.shard]!.getExecution(rec.jobId, rec.scheduledAtMs)?.state !== 'RUNNING') {
-        parked ||= rec.armed.where === 'parked';
-        this.unarm(rec);
-      }
+      if (this.d.stores[rec.shard]!.getExecution(rec.jobId, rec.scheduledAtMs)?.state === 'RUNNING') continue;
+      parked ||= rec.armed?.where === 'parked';
+      this.unarm(rec);
       this.withdraw(rec, 'disarmed');
       this.forgetIfDone(rec);
     }
