@@ -159,6 +159,90 @@ describe('NodeCore firing', () => {
     expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'SUCCEEDED', attempt: 1 });
   });
 
+  it('a pause that applies before the fired record, then a resume while the attempt is out: the occurrence goes again after its outcome', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100));
+    // The pause is proposed just before the due time and commits only after the order left.
+    h.advance(T0 + 99);
+    h.holdLog = true;
+    const pause = h.client(0, { type: 'pause_job', nowMs: h.nowMs, id: 'a' });
+    h.flushNow();
+    h.advance(T0 + 100);
+    const first = h.orders[0]!;
+    h.started(first, T0 + 100);
+    h.advance(T0 + 100 + stallLimits.firedHoldMs);
+    expect(h.held.map((p) => p.command.type)).toEqual(['pause_job', 'fired']);
+    h.releaseLog();
+    expect(h.replies.get(pause)).toMatchObject({ ok: true });
+    // The fired record found a paused job without an execution: nothing is recorded of attempt 1.
+    expect(h.stores[0]!.getJob('a')!.state).toBe('PAUSED');
+    expect(h.stores[0]!.getExecution('a', T0 + 100)).toBeNull();
+    // The resume arms attempt 1 again while this node's attempt 1 is still out: one order per occurrence.
+    h.must(0, { type: 'resume_job', nowMs: h.nowMs, id: 'a' });
+    h.advance(h.nowMs + 10);
+    expect(h.orders).toHaveLength(1);
+    // Its outcome applies to no execution; the waiting attempt is then decided against the store: it goes.
+    h.finish(first, ok(h.nowMs));
+    h.advance(h.nowMs + stallLimits.engineItemsDelayMs);
+    expect(h.stores[0]!.getExecution('a', T0 + 100)).toBeNull();
+    h.advance(h.nowMs + 1);
+    expect(h.orders.slice(1).map((o) => [o.attempt, o.fencingToken])).toEqual([[1, '0.1']]);
+    h.started(h.orders[1]!);
+    h.finish(h.orders[1]!, ok(h.nowMs));
+    h.advance(h.nowMs + stallLimits.engineItemsDelayMs);
+    expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'SUCCEEDED', attempt: 1 });
+    expect(h.stores[0]!.getJob('a')!.state).toBe('SUCCEEDED');
+  });
+
+  it("a new schedule does not drop a new term's re-fire of an attempt in flight: it goes once the lease is back", () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100, { schedule: { kind: 'every', everyMs: 1000, startAtMs: T0 + 100 } }));
+    // n2 led the shard and started attempt 1 (its record applies here as a follower), then crashed with it out.
+    h.core.leaderStop(0);
+    h.drain();
+    h.nowMs = T0 + 100;
+    const fired: Command = { type: 'fired', nowMs: h.nowMs, nodeId: 'n2', items: [{ jobId: 'a', scheduledAtMs: T0 + 100, attempt: 1, startedAtMs: h.nowMs }] };
+    h.core.applied(0, fired, apply(h.stores[0]!, fired).effects, h.nowMs);
+    expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'RUNNING', attempt: 1 });
+    // This node leads term 3 and arms attempt 2 of the open execution; it waits for the lease.
+    h.lease = false;
+    h.core.leaderStart(0, 3, h.nowMs);
+    h.advance(h.nowMs + 10);
+    expect(h.orders).toHaveLength(0);
+    // A new schedule applies meanwhile: it disarms the job's next occurrences, not the attempt in flight.
+    h.must(0, { type: 'patch_job', nowMs: h.nowMs, id: 'a', patch: { schedule: { kind: 'every', everyMs: 5000, startAtMs: T0 + 10_000 } } });
+    h.lease = true;
+    h.advance(h.nowMs + nodeLimits.leaseRetryMs);
+    expect(h.orders.map((o) => [o.scheduledAtMs, o.attempt, o.fencingToken])).toEqual([[T0 + 100, 2, '0.3']]);
+    h.started(h.orders[0]!);
+    h.finish(h.orders[0]!, ok(h.nowMs));
+    h.advance(h.nowMs + stallLimits.engineItemsDelayMs);
+    expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'SUCCEEDED', attempt: 2 });
+  });
+
+  it("a new schedule does not take back a new term's re-fire of an attempt in flight while it waits to start", () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100, { schedule: { kind: 'every', everyMs: 1000, startAtMs: T0 + 100 } }));
+    h.core.leaderStop(0);
+    h.drain();
+    h.nowMs = T0 + 100;
+    const fired: Command = { type: 'fired', nowMs: h.nowMs, nodeId: 'n2', items: [{ jobId: 'a', scheduledAtMs: T0 + 100, attempt: 1, startedAtMs: h.nowMs }] };
+    h.core.applied(0, fired, apply(h.stores[0]!, fired).effects, h.nowMs);
+    h.core.leaderStart(0, 3, h.nowMs);
+    h.advance(h.nowMs + 10);
+    // Attempt 2 is ordered and waits for a concurrency slot (not started) when the patch applies.
+    expect(h.orders.map((o) => [o.scheduledAtMs, o.attempt])).toEqual([[T0 + 100, 2]]);
+    h.must(0, { type: 'patch_job', nowMs: h.nowMs, id: 'a', patch: { schedule: { kind: 'every', everyMs: 5000, startAtMs: T0 + 10_000 } } });
+    expect(h.withdrawals).toEqual([]);
+    h.started(h.orders[0]!);
+    h.finish(h.orders[0]!, ok(h.nowMs));
+    h.advance(h.nowMs + stallLimits.engineItemsDelayMs);
+    expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'SUCCEEDED', attempt: 2 });
+  });
+
   it('an order whose fired record went ahead of a pause can still be taken back once the shard is lost', () => {
     const h = new Harness();
     h.setup();

@@ -41,9 +41,10 @@ const leaseRetryMs = nodeLimits.leaseRetryMs;
 /**
  * Where an armed attempt waits: the wheel, the due backlog, `parked` (wheel full), buffered (overlap), due
  * but waiting for the shard's lease (looked at again on the next tick, which the host runs leaseRetryMs later),
- * or `behind` an earlier attempt of the same occurrence this node still has out (armed again when it ends).
+ * `behind` an earlier attempt of the same occurrence this node still has out (armed again when it ends), or
+ * waiting for the `outcome` record of that attempt to apply (then decided against the store).
  */
-type Where = 'wheel' | 'due' | 'parked' | 'buffered' | 'lease' | 'behind';
+type Where = 'wheel' | 'due' | 'parked' | 'buffered' | 'lease' | 'behind' | 'outcome';
 
 interface Armed extends Attempt {
   where: Where;
@@ -76,6 +77,8 @@ interface Occurrence {
   out: Out | null;
   /** A fired or skipped record of it is proposed and not applied yet: the loader must not arm it again. */
   recording: boolean;
+  /** The attempt whose outcome record an armed attempt waits for (`outcome`), else null. */
+  awaitedAttempt: number | null;
 }
 
 interface Load {
@@ -230,9 +233,25 @@ export class Firing {
     if (command.type === 'fired' || command.type === 'skipped') {
       for (const it of command.items) this.unrecord(occurrenceKey(it.jobId, it.scheduledAtMs));
     } else if (command.type === 'outcomes') {
-      // An outcome with its fired item folded in (the batcher's folding) is that fired item's apply too.
-      for (const it of command.items) if (it.startedAtMs !== undefined) this.unrecord(occurrenceKey(it.jobId, it.scheduledAtMs));
+      for (const it of command.items) {
+        const key = occurrenceKey(it.jobId, it.scheduledAtMs);
+        this.outcomeRecorded(key, it.attempt);
+        // An outcome with its fired item folded in (the batcher's folding) is that fired item's apply too.
+        if (it.startedAtMs !== undefined) this.unrecord(key);
+      }
     }
+  }
+
+  /**
+   * The outcome record of an attempt this node ran applied (or was lost): an attempt of the same occurrence that
+   * came due while it was out is armed again, and at its turn the store says whether it still goes. Applying the
+   * outcome's own effects after this (a retry) re-arms it in place.
+   */
+  private outcomeRecorded(key: OccurrenceKey, attempt: number): void {
+    const rec = this.occ.get(key);
+    if (rec?.armed?.where !== 'outcome' || rec.awaitedAttempt !== attempt) return;
+    rec.awaitedAttempt = null;
+    this.arm(rec.armed);
   }
 
   private unrecord(key: OccurrenceKey): void {
@@ -279,7 +298,7 @@ export class Firing {
     assert(rec.out !== null, 'an outcome for an occurrence whose order is not out');
     this.handFired(rec, null, o.finishedAtMs);
     const out = rec.out;
-    this.endOrder(rec);
+    this.endOrder(rec, true);
     const a = { jobId: rec.jobId, scheduledAtMs: rec.scheduledAtMs, attempt: out.attempt };
     const item = outcomeOf(a, out.spec, o, this.d.rand01);
     if (out.firedLost !== null) item.startedAtMs = out.firedLost.startedAtMs;
@@ -296,7 +315,7 @@ export class Firing {
     const rec = this.occ.get(key);
     if (rec === undefined || rec.out === null) return;
     assert(!rec.out.started, 'a started order cannot be withdrawn');
-    this.endOrder(rec);
+    this.endOrder(rec, false);
     rec.recording = false;
     this.forgetIfDone(rec);
   }
@@ -315,12 +334,22 @@ export class Firing {
     this.batcher.releaseHeld(shard, jobId, nowMs);
   }
 
-  private endOrder(rec: Occurrence): void {
+  /** The order is no longer out; `outcomeComing` when its outcome record goes to the batcher. */
+  private endOrder(rec: Occurrence, outcomeComing: boolean): void {
+    const attempt = rec.out!.attempt;
     if (rec.out!.started) this.startedCount--;
     rec.out = null;
     this.outCount--;
-    // A later attempt that came due while this one was out (armed by a newer term's load): its turn now.
-    if (rec.armed?.where === 'behind') this.arm(rec.armed);
+    if (rec.armed?.where !== 'behind') return;
+    if (outcomeComing && rec.armed.attempt <= attempt + 1) {
+      // The same attempt again (a resume, a new term's load) or the next one: the outcome about to be recorded
+      // decides it (final, a retry it arms, or an execution it finds missing), so it waits for that record.
+      rec.armed.where = 'outcome';
+      rec.awaitedAttempt = attempt;
+      return;
+    }
+    // A later attempt another leader recorded (or one whose order was taken back unsent): its turn now.
+    this.arm(rec.armed);
   }
 
   /** Hands the order's fired record to the batcher (once: at its start, or with its outcome). */
@@ -344,7 +373,7 @@ export class Firing {
       return;
     }
     this.outbox.dispatch.splice(at, 1);
-    this.endOrder(rec);
+    this.endOrder(rec, false);
     rec.recording = false;
   }
 
@@ -457,10 +486,10 @@ export class Firing {
       return;
     }
     if (rec.out !== null) {
-      // One order per occurrence out. The attempt after ours is our outcome's to decide (it records on the same
-      // stored attempt). One further on means another leader recorded an attempt past ours: it waits for ours to
-      // end, as dropping it would leave that stored attempt open with nobody to finish it.
-      if (a.attempt > rec.out.attempt + 1) rec.armed = { ...a, where: 'behind' };
+      // One order per occurrence out: it waits for ours to end (endOrder). Dropping it is not safe even for our
+      // own attempt again or the next one: a pause applied before our fired record (so the record was ignored)
+      // and the resume re-armed it, and our outcome then applies to no execution, leaving nobody to fire it.
+      rec.armed = { ...a, where: 'behind' };
       return;
     }
     const store = this.d.stores[a.shard]!;
@@ -534,7 +563,7 @@ export class Firing {
     const key = occurrenceKey(a.jobId, a.scheduledAtMs);
     let rec = this.occ.get(key);
     if (rec === undefined) {
-      rec = { key, shard: a.shard, jobId: a.jobId, scheduledAtMs: a.scheduledAtMs, armed: null, out: null, recording: false };
+      rec = { key, shard: a.shard, jobId: a.jobId, scheduledAtMs: a.scheduledAtMs, armed: null, out: null, recording: false, awaitedAttempt: null };
       this.occ.set(key, rec);
       let keys = this.byJob.get(a.jobId);
       if (keys === undefined) {
@@ -578,15 +607,22 @@ export class Firing {
   private unarm(rec: Occurrence): void {
     if (rec.armed?.where === 'wheel') this.wheel.cancel(rec.key);
     rec.armed = null;
+    rec.awaitedAttempt = null;
   }
 
-  /** Cancel, pause or a new schedule: every armed attempt of the job goes, orders not started are withdrawn. */
+  /**
+   * Cancel, pause or a new schedule: the job's armed attempts go, orders not started are withdrawn. An attempt
+   * (armed or ordered) that fires a RUNNING execution again (a new term's load, or one behind this node's order)
+   * stays: nothing in the store would arm it again (resume and a new schedule re-arm QUEUED retries only), and a
+   * pause leaves an attempt in flight to finish, as the load does. A cancel has closed the execution, so it goes.
+   */
   private disarm(jobId: string): void {
     const keys = this.byJob.get(jobId);
     if (keys === undefined) return;
     let parked = false;
     for (const key of [...keys]) {
       const rec = this.occ.get(key)!;
+      if (this.d.stores[rec.shard]!.getExecution(rec.jobId, rec.scheduledAtMs)?.state === 'RUNNING') continue;
       parked ||= rec.armed?.where === 'parked';
       this.unarm(rec);
       this.withdraw(rec, 'disarmed');
@@ -749,7 +785,7 @@ export class Firing {
   /** Nothing due at nowMs, nothing out, no record waiting to apply, nothing buffered, no load running. */
   settled(nowMs: number): boolean {
     if (this.dueHead < this.dueBacklog.length || this.outCount > 0 || this.loads.length > 0 || this.leaseWaiting.length > 0) return false;
-    for (const rec of this.occ.values()) if (rec.recording || rec.armed?.where === 'buffered') return false;
+    for (const rec of this.occ.values()) if (rec.recording || rec.armed?.where === 'buffered' || rec.armed?.where === 'outcome') return false;
     const next = this.wheel.nextDeadlineMs();
     return next === null || next > nowMs;
   }

@@ -140,6 +140,36 @@ describe('SchedulerChecker', () => {
     expect(late(t0 + 7000)).toBe('not_fired_in_time');
   });
 
+  it('overlap=buffer_one: lateness counts from the end of the run before, capped by its true start plus the timeout', () => {
+    const late = (finishedAtMs: number, nextStartMs: number): string | null => {
+      const store = new MemoryStore();
+      const op = { ...(acked('create', 'j1', t0).op as Parameters<typeof jobSpecOf>[0]), maxAttempts: 2 };
+      const spec = { ...jobSpecOf(op, t0), schedule: { kind: 'every' as const, everyMs: 1000, startAtMs: t0 + 1000 }, overlap: 'buffer_one' as const };
+      apply(store, { type: 'create_jobs', nowMs: t0, shard: 0, jobs: [spec] });
+      const c = new SchedulerChecker(1);
+      c.submittedJob('j1');
+      c.acknowledged(acked('create', 'j1', t0));
+      const a = t0 + 1000;
+      const b = t0 + 2000;
+      // The run at a fails once, its retry starts at t0 + 8 s and ends at finishedAtMs (its node's clock).
+      apply(store, { type: 'fired', nowMs: a, nodeId: 'n1', items: [{ jobId: 'j1', scheduledAtMs: a, attempt: 1, startedAtMs: a }] });
+      c.dispatchStarted(start({ scheduledAtMs: a }));
+      apply(store, { type: 'outcomes', nowMs: a + 10, nodeId: 'n1', items: [{ jobId: 'j1', scheduledAtMs: a, attempt: 1, result: 'retry', statusCode: 503, error: 'HTTP 503', finishedAtMs: a + 10, retryAtMs: t0 + 8000 }] });
+      apply(store, { type: 'fired', nowMs: t0 + 8000, nodeId: 'n1', items: [{ jobId: 'j1', scheduledAtMs: a, attempt: 2, startedAtMs: t0 + 8000 }] });
+      c.dispatchStarted(start({ scheduledAtMs: a, attempt: 2, dueAtMs: t0 + 8000, nodeWallMs: t0 + 8000, trueMs: t0 + 8000 }));
+      apply(store, { type: 'outcomes', nowMs: finishedAtMs, nodeId: 'n1', items: [{ jobId: 'j1', scheduledAtMs: a, attempt: 2, result: 'succeeded', statusCode: 200, error: null, finishedAtMs, retryAtMs: null }] });
+      // The occurrence at b waited (buffered) for that run.
+      apply(store, { type: 'fired', nowMs: nextStartMs, nodeId: 'n1', items: [{ jobId: 'j1', scheduledAtMs: b, attempt: 1, startedAtMs: nextStartMs }] });
+      c.dispatchStarted(start({ scheduledAtMs: b, nodeWallMs: nextStartMs, trueMs: nextStartMs }));
+      return kindOf(() => c.checkFinal([{ id: 'n1', stores: [store] }], nextStartMs + 100, 5000, t0 - 1));
+    };
+    // Released 10 ms after the run before ended: on time, though 6 s after its own time.
+    expect(late(t0 + 8020, t0 + 8030)).toBeNull();
+    // A finish its node's clock (jumped ahead) put at t0 + 16 s excuses only up to the retry's start plus its
+    // timeout (t0 + 9 s): 7 s late.
+    expect(late(t0 + 16_000, t0 + 16_010)).toBe('not_fired_in_time');
+  });
+
   it('storeDigest sees every record', () => {
     const a = new MemoryStore();
     const h0 = storeDigest(a);

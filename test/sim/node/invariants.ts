@@ -11,7 +11,8 @@
  * and at the end of the liveness phase (checkFinal):
  *  - no acknowledged job lost, no acknowledged cancel lost, on any node;
  *  - every due occurrence fired within `boundMs` once the cluster is healthy (or once a client's resume let it
- *    go, if a pause held it): nothing PENDING overdue, no retry overdue, no attempt open past its timeout.
+ *    go, if a pause held it, or once the run before ended, for overlap=buffer_one): nothing PENDING overdue, no
+ *    retry overdue, no attempt open past its timeout.
  */
 import type { SchedulerStore } from '../../../src/scheduler/store.js';
 import type { ExecutionRecord, JobRecord } from '../../../src/scheduler/types.js';
@@ -184,17 +185,35 @@ export class SchedulerChecker {
    */
   private checkLateness(store: SchedulerStore, healTrueMs: number, boundMs: number): void {
     for (const job of allJobs(store)) {
-      for (const e of store.listExecutions(job.id, 1_000_000, null)) {
+      const executions = store.listExecutions(job.id, 1_000_000, null);
+      for (const e of executions) {
         const first = this.firstStart.get(`${e.jobId}\n${e.scheduledAtMs}`);
         if (e.latenessMs === null || first === undefined || first <= healTrueMs) continue;
         // A pause counts only if it came before the occurrence was late (it cannot excuse an earlier lateness).
-        const dueMs = Math.max(e.scheduledAtMs, healTrueMs);
+        // overlap=buffer_one holds an occurrence until the run before it ended (its retries included).
+        const runBeforeMs = job.overlap === 'buffer_one' ? this.runEndBefore(job, executions, e.scheduledAtMs) : -Infinity;
+        const dueMs = Math.max(e.scheduledAtMs, healTrueMs, runBeforeMs);
         const due = Math.max(dueMs, this.resumedAtMs(job.id, dueMs + boundMs, first) ?? -Infinity);
         if (first > due + boundMs + clockSlackMs) {
           fail('not_fired_in_time', `job ${job.id}: occurrence ${e.scheduledAtMs} first started at ${first}, ${first - due} ms after it was due in a healthy cluster`);
         }
       }
     }
+  }
+
+  /**
+   * When the job's last run scheduled before `scheduledAtMs` ended: its finish on its node's clock, which a wall
+   * clock that jumped ahead may have set late, so capped by the true start of its last attempt plus the timeout.
+   */
+  private runEndBefore(job: JobRecord, executions: readonly ExecutionRecord[], scheduledAtMs: number): number {
+    let endMs = -Infinity;
+    for (const f of executions) {
+      if (f.scheduledAtMs >= scheduledAtMs || f.finishedAtMs === null) continue;
+      const last = this.occurrences.get(`${f.jobId}\n${f.scheduledAtMs}`);
+      if (last === undefined) continue;
+      endMs = Math.max(endMs, Math.min(f.finishedAtMs, last.trueMs + (job.callback?.timeoutMs ?? 0) + clockSlackMs));
+    }
+    return endMs;
   }
 
   private checkNothingOverdue(store: SchedulerStore, deadlineMs: number, boundMs: number): void {

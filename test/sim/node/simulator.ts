@@ -164,7 +164,12 @@ export class NodeSimulator implements NodeWorld {
       }
       const r = this.netRand;
       const p = this.params;
-      if (!this.healthy && r.nextFloat() < p.dropRate) continue;
+      if (!this.healthy && r.nextFloat() < p.dropRate) {
+        // Lost silently, except a snapshot: the real transport streams it in a request whose failure the sender
+        // sees (PeerTransport reports it), and the leader then probes that follower again.
+        if (m.type === 'snapshot') this.at(from, this.nowMs + p.delayMaxMs, 'snapshot-failed', () => from.reportSnapshot(m, false));
+        continue;
+      }
       const copies = !this.healthy && r.nextFloat() < p.dupRate ? 2 : 1;
       for (let c = 0; c < copies; c++) {
         const long = !this.healthy && r.nextFloat() < p.longDelayRate;
