@@ -41,16 +41,17 @@ describe('/readyz under load, real processes', () => {
       }),
     );
     const answers: Array<{ status: number; detail: string }> = [];
-    const endMs = Date.now() + 4_000;
-    while (Date.now() < endMs) {
+    // Probe until enough of both happened (counts, not a time window: a loaded machine only takes longer).
+    const giveUpMs = Date.now() + 45_000;
+    while ((answers.length < 120 || writes < 300) && Date.now() < giveUpMs) {
       answers.push(...(await Promise.all(children.map(readyz))));
       await new Promise((r) => setTimeout(r, 10));
     }
     writing = false;
     await load;
-    expect(writes).toBeGreaterThan(200); // a stream of writes did flow (about 1,500 on a quiet machine)
-    expect(answers.length).toBeGreaterThan(100);
+    expect(writes).toBeGreaterThanOrEqual(300); // a stream of writes did flow while /readyz was probed
+    expect(answers.length).toBeGreaterThanOrEqual(120);
     // Elections under load may briefly leave a shard leaderless ("no known leader"): that is a true 503.
     expect(answers.filter((a) => a.detail.includes('catching up'))).toEqual([]);
-  }, 60_000);
+  }, 90_000);
 });
