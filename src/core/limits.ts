@@ -195,6 +195,8 @@ export const nodeLimits = {
   logKeepEntries: 10_000,
   /** Compaction runs for a shard once this many entries were applied since its last compaction. */
   logCompactEveryEntries: 1_000,
+  /** A shard's log kept below its applied index is also held to about this many bytes (entries grow under load). */
+  logKeepBytes: 8 * 1024 * 1024,
   /** How long close() lets in-flight callbacks finish before aborting them. */
   closeGraceMs: 5_000,
   /** Open executions read per query when the node (re)starts firing. */

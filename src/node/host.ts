@@ -41,7 +41,7 @@ export interface NodeOptions {
   /** Leadership rebalancing period; 0 turns it off (tests that place leaders by hand). */
   rebalanceIntervalMs?: number;
   /** Log compaction thresholds (tests lower them to see a follower catch up by snapshot). */
-  compaction?: { keepEntries: number; everyEntries: number };
+  compaction?: { keepEntries: number; everyEntries: number; keepBytes?: number };
   /**
    * This node joins a running cluster (`punctual serve --join`): its groups are not bootstrapped from --peers
    * (which must name current members); each waits for a snapshot from its leader once `punctual cluster
@@ -230,7 +230,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
       nodeId: config.nodeId,
       shards: logs.storages.map((storage, shard) => ({ storage, applied: logs.applied[shard]! })),
       rand,
-      compaction: options.compaction ?? { keepEntries: nodeLimits.logKeepEntries, everyEntries: nodeLimits.logCompactEveryEntries },
+      compaction: options.compaction ?? { keepEntries: nodeLimits.logKeepEntries, everyEntries: nodeLimits.logCompactEveryEntries, keepBytes: nodeLimits.logKeepBytes },
       reachable: (peer) => transport === null || transport.reachable(peer),
     },
     core: {

@@ -21,7 +21,7 @@ class Node {
     readonly id: string,
     voters: string[],
     seed: number,
-    compaction = { keepEntries: 1_000, everyEntries: 1_000_000 },
+    compaction: { keepEntries: number; everyEntries: number; keepBytes?: number } = { keepEntries: 1_000, everyEntries: 1_000_000 },
   ) {
     this.storages.push(new MemoryStorage({ voters: voters as NodeId[], learners: [] }));
     this.rep = new Replication({
@@ -258,6 +258,24 @@ describe('Replication: the round', () => {
     n.rounds();
     const c = n.events.find((e) => e.kind === 'compact');
     expect(c).toMatchObject({ kind: 'compact', shard: 0, index: 7, upTo: 4 });
+  });
+
+  it('keeps no more than about keepBytes of log: large entries are compacted sooner and fewer are kept', () => {
+    const n = new Node('n1', ['n1'], 1, { keepEntries: 1_000, everyEntries: 1_000_000, keepBytes: 40_000 });
+    n.rounds();
+    // 1,000-byte entries: 40,000 bytes hold about 38 of them (with each entry's overhead); a quarter of that
+    // applied since the last compaction asks for one.
+    for (let i = 0; i < 12; i++) n.rep.propose(0, new Uint8Array(1_000).fill(i), n.monoMs);
+    n.rounds();
+    const c = n.events.find((e) => e.kind === 'compact');
+    expect(c).toBeUndefined(); // fewer than keepBytes applied in all: nothing to drop yet
+    for (let i = 0; i < 60; i++) n.rep.propose(0, new Uint8Array(1_000).fill(i), n.monoMs);
+    n.rounds();
+    const compacts = n.events.filter((e) => e.kind === 'compact');
+    expect(compacts.length).toBeGreaterThan(0);
+    const last = compacts[compacts.length - 1] as Extract<ReplicaEvent, { kind: 'compact' }>;
+    expect(last.index - last.upTo).toBeLessThanOrEqual(40_000 / 1_000);
+    expect(last.index - last.upTo).toBeGreaterThan(30);
   });
 });
 

@@ -26,6 +26,9 @@ import type { ConfChange, ConfState, Entry, LogIndex, LogStorage, Message, NodeI
 import { ShardLeadership } from './leadership.js';
 import type { Applied } from './types.js';
 
+/** What an entry costs in the log beyond its data (index, term, type, crc and the row's own overhead). */
+const entryOverheadBytes = 32;
+
 /** One shard's log as the replication layer is built with it. */
 export interface ReplicaShardInit {
   storage: LogStorage;
@@ -38,8 +41,12 @@ export interface ReplicationDeps {
   shards: readonly ReplicaShardInit[];
   /** Election timeouts: a seeded Prng in a simulator. */
   rand: Rand;
-  /** Log compaction: keep this many entries below the applied index, every this many applied entries. */
-  compaction: { keepEntries: number; everyEntries: number };
+  /**
+   * Log compaction: keep at most keepEntries below the applied index, and (when keepBytes is set) no more than
+   * about keepBytes of them, judged by the size of the entries applied since the last look; looked at every
+   * everyEntries applied entries, or once keepBytes / 4 were applied since the last one.
+   */
+  compaction: { keepEntries: number; everyEntries: number; keepBytes?: number };
   /** Raft's per-message and in-flight byte bounds (default clusterLimits). */
   maxInflightBytes?: number;
   maxMsgBytes?: number;
@@ -66,6 +73,7 @@ export class ReplicaShard {
   /** When this node fires the shard (leadership.ts decides). */
   readonly lead = new ShardLeadership();
   appliedSinceCompact = 0;
+  appliedBytesSinceCompact = 0;
   /** Log index -> the proposal waiting for it. */
   readonly proposals = new Map<number, PendingProposal>();
   reads: PendingRead[] = [];
@@ -394,6 +402,7 @@ export class Replication {
     const s = this.shard(shard);
     s.applied = index;
     s.appliedSinceCompact = 0;
+    s.appliedBytesSinceCompact = 0;
     for (const [i, p] of s.proposals) {
       if (i > index) continue;
       s.proposals.delete(i);
@@ -504,6 +513,8 @@ export class Replication {
     if (entry.index <= s.applied) return false;
     s.applied = entry.index;
     s.appliedSinceCompact++;
+    const bytes = entry.data.length + entryOverheadBytes;
+    s.appliedBytesSinceCompact += bytes;
     return true;
   }
 
@@ -576,11 +587,20 @@ export class Replication {
     });
   }
 
-  /** Keeps compaction.keepEntries below the applied index, every compaction.everyEntries applied entries. */
+  /**
+   * Keeps compaction.keepEntries below the applied index (fewer when they would pass keepBytes): a count alone lets
+   * the log's size follow how many commands each entry carries, which grows under load.
+   */
   private maybeCompact(s: ReplicaShard): void {
-    if (s.appliedSinceCompact < this.d.compaction.everyEntries) return;
+    const { keepEntries, everyEntries, keepBytes } = this.d.compaction;
+    const byBytes = keepBytes !== undefined && s.appliedBytesSinceCompact >= keepBytes / 4;
+    if (s.appliedSinceCompact < everyEntries && !byBytes) return;
+    // The entries applied since the last look tell how large entries are now.
+    const entryBytes = s.appliedBytesSinceCompact / Math.max(1, s.appliedSinceCompact);
     s.appliedSinceCompact = 0;
-    const upTo = s.applied - this.d.compaction.keepEntries;
+    s.appliedBytesSinceCompact = 0;
+    const keep = keepBytes === undefined ? keepEntries : Math.max(1, Math.min(keepEntries, Math.floor(keepBytes / entryBytes)));
+    const upTo = s.applied - keep;
     if (upTo < s.storage.firstIndex()) return;
     this.events.push({ kind: 'compact', shard: s.shard, index: s.applied, upTo, conf: s.raw.confState() });
   }
