@@ -27,7 +27,7 @@ export type DueDecision =
   | { kind: 'drop' }
   /** overlap=buffer_one: wait for the job's `finished` effect. */
   | { kind: 'buffer' }
-  /** The scheduler's policy skips it: record a `skipped` item. */
+  /** The scheduler's policy skips it, or it is the job's next occurrence and already ran: record a `skipped` item. */
   | { kind: 'skip'; reason: 'misfire' | 'overlap' }
   /** Send it now; `firstOfOnce`: a one-off's first attempt, whose fired record may wait for its outcome. */
   | { kind: 'send'; job: JobRecord; firstOfOnce: boolean };
