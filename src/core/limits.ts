@@ -203,6 +203,9 @@ export const nodeLimits = {
   openExecutionsPageMax: 10_000,
   /** Below this distance to a deadline the firing engine spins on setImmediate instead of a timer (timers fire ~1 ms early/late). */
   firingSpinMs: 1,
+  /** The longest the node sleeps on a wall-clock deadline: its timer runs on the monotonic clock, so a step of
+   * the wall clock forward (NTP) is seen at the latest this much later rather than once the old wait ran out. */
+  wallClockRecheckMs: 1_000,
   /** Stored rows examined per page of GET /v1/jobs?state=QUEUED|RUNNING|PENDING (overlay states are filtered in memory). */
   listScanRowsMax: 10_000,
   /** --fsync batch: how often the checkpointer thread copies the WAL into the database file (off the event loop). */

@@ -127,14 +127,37 @@ export class Batcher {
   addOutcome(shard: number, item: OutcomeItem, nowMs: number): void {
     const it = this.itemsOf(shard);
     const fired = takeUnproposed(it, attemptKey(item));
-    if (fired === null) {
+    const retried = fired === null ? this.takeRetried(shard, attemptKey(item)) : null;
+    if (fired === null && retried === null) {
       it.outcomes.push(item);
       this.engineItems++;
     } else {
       this.folded++;
-      it.outcomes.push({ ...item, startedAtMs: fired.startedAtMs });
+      // A fired item taken from a retry was counted out when first proposed: its outcome counts anew.
+      if (retried !== null) this.engineItems++;
+      it.outcomes.push({ ...item, startedAtMs: (fired ?? retried)!.startedAtMs });
     }
     this.itemsSinceMs ??= nowMs;
+  }
+
+  /**
+   * The fired item of this attempt out of a refused record waiting to be proposed again, or null. Left there,
+   * it could be proposed after its outcome (the outcome's flush may come first and be accepted once the refusal
+   * ended), and the outcome would apply to no execution, leaving the one the fired item opens RUNNING forever.
+   */
+  private takeRetried(shard: number, key: string): FiredItem | null {
+    for (let i = 0; i < this.retries.length; i++) {
+      const r = this.retries[i]!;
+      if (r.shard !== shard || r.command.type !== 'fired') continue;
+      const at = r.command.items.findIndex((f) => attemptKey(f) === key);
+      if (at < 0) continue;
+      const item = r.command.items[at]!;
+      const items = r.command.items.filter((_, k) => k !== at);
+      if (items.length === 0) this.retries.splice(i, 1);
+      else this.retries[i] = { ...r, command: { ...r.command, items } };
+      return item;
+    }
+    return null;
   }
 
   /** A held fired item of this job goes into the next flush as it is (a pause must find the job RUNNING). */

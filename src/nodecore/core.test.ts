@@ -307,6 +307,54 @@ describe('NodeCore firing', () => {
     expect(h.orders.map((o) => [o.jobId, o.dueAtMs])).toEqual([['a', T0 + 100]]);
   });
 
+  it('a wall clock stepped forward while the host sleeps: what came due in the step goes within wallClockRecheckMs', () => {
+    // The host of the shell and the simulator: one timer on the monotonic clock for nextDeadlineMs, its wait
+    // measured on the wall clock when armed. The wall clock (behind by 9 s) is stepped to true time at mono 200.
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 8_000));
+    let offsetMs = 0;
+    const wall = (mono: number): number => T0 + mono + offsetMs;
+    let mono = 0;
+    let wakeAt = h.drain().nextDeadlineMs! - wall(mono);
+    for (let wakes = 0; h.orders.length === 0 && wakes < 100; wakes++) {
+      if (mono < 200 && wakeAt >= 200) {
+        mono = 200;
+        offsetMs = 9_000; // the step: the timer already armed keeps its wait
+      }
+      mono = Math.max(mono, wakeAt);
+      h.advance(wall(mono));
+      const next = h.drain().nextDeadlineMs;
+      if (next === null) break;
+      wakeAt = mono + Math.max(0, next - wall(mono));
+    }
+    expect(h.orders.map((o) => o.jobId)).toEqual(['a']);
+    expect(h.nowMs).toBeLessThanOrEqual(T0 + 9_200 + nodeLimits.wallClockRecheckMs);
+  });
+
+  it("a new schedule whose next occurrence already ran (a clock behind) skips it and the job goes on", () => {
+    const h = new Harness();
+    h.setup();
+    const cron = (expr: string) => ({ kind: 'cron' as const, cron: expr, timezone: 'UTC', startAtMs: null });
+    h.advance(T0 + 1);
+    create(h, once('c', 0, { schedule: cron('*/5 * * * * *'), misfire: 'fire_once' }));
+    h.advance(T0 + 5_000);
+    const [first] = h.orders;
+    expect(first).toMatchObject({ jobId: 'c', scheduledAtMs: T0 + 5_000 });
+    h.started(first!);
+    h.finish(first!, ok(T0 + 5_010));
+    h.flushNow();
+    expect(h.stores[0]!.getExecution('c', T0 + 5_000)?.state).toBe('SUCCEEDED');
+    // A patch stamped by a node whose wall clock is behind: the new schedule's next occurrence is the one that ran.
+    h.must(0, { type: 'patch_job', nowMs: T0 + 4_500, id: 'c', patch: { schedule: cron('* * * * * *') } });
+    expect(h.stores[0]!.getJob('c')!.nextFireAtMs).toBe(T0 + 5_000);
+    h.advance(T0 + 6_000);
+    h.flushNow();
+    h.advance(T0 + 6_000);
+    expect(h.orders.map((o) => o.scheduledAtMs)).toEqual([T0 + 5_000, T0 + 6_000]);
+    expect(h.applied('skipped')).toHaveLength(1);
+  });
+
   it('a retryable failure arms the next attempt at finishedAt + backoff, same occurrence key', () => {
     const h = new Harness();
     h.setup();
@@ -358,6 +406,31 @@ describe('NodeCore group commit', () => {
     expect(h.held.map((p) => p.command)).toEqual([refused.command]);
     h.releaseLog();
     expect(h.stores[0]!.getJob('a')!.state).toBe('SUCCEEDED');
+  });
+
+  it('a fired record refused, its outcome in before the retry: the outcome carries it, never applying first', () => {
+    const h = new Harness();
+    h.setup();
+    h.advance(T0 + 1);
+    create(h, once('c', 0, { schedule: { kind: 'cron', cron: '* * * * * *', timezone: 'UTC', startAtMs: null } }));
+    h.advance(T0 + 1_000);
+    const [o] = h.orders;
+    h.started(o!, T0 + 1_000);
+    h.holdLog = true;
+    h.advance(T0 + 1_000 + stallLimits.engineItemsDelayMs + 5);
+    expect(h.held.map((p) => p.command.type)).toEqual(['fired']);
+    // Raft refuses it (a leadership transfer in progress); the callback ends before its retry is due.
+    const refused = h.held.splice(0)[0]!;
+    h.core.proposalDone(refused.ticket, { ok: false, error: new PunctualError('unavailable', 'transfer in progress', [], 'proposal_refused') });
+    h.drain();
+    h.finish(o!, ok(h.nowMs + 1));
+    h.advance(h.nowMs + stallLimits.engineItemsDelayMs + 2);
+    h.advance(h.nowMs + nodeLimits.recordRetryMs + 2);
+    // The log takes what was proposed, in that order (the refusal has ended).
+    h.releaseLog();
+    h.advance(h.nowMs + nodeLimits.recordRetryMs + 2);
+    expect(h.stores[0]!.getExecution('c', T0 + 1_000)?.state).toBe('SUCCEEDED');
+    expect(outcomes(h).map((i) => [i.scheduledAtMs, i.startedAtMs])).toEqual([[T0 + 1_000, T0 + 1_000]]);
   });
 
   it('a refused record is given up when the shard is no longer led (the next leader fires the occurrence again)', () => {

@@ -159,7 +159,7 @@ export class NodeCore implements NodeCoreApi {
       withdraw: this.outbox.withdraw.splice(0),
       dispatch: this.outbox.dispatch.splice(0),
       replies: this.replies_,
-      nextDeadlineMs: minOf(this.firing.nextFireAtMs(), this.firing.nextLoadAtMs()),
+      nextDeadlineMs: this.capDeadline(minOf(this.firing.nextFireAtMs(), this.firing.nextLoadAtMs())),
       nextFireAtMs: this.firing.nextFireAtMs(),
       flushAtMs: this.batcher.flushAtMs(this.nowMs),
     };
@@ -188,6 +188,16 @@ export class NodeCore implements NodeCoreApi {
   /** True when ready() has outputs to carry out. */
   hasReady(): boolean {
     return this.propose_.length + this.outbox.withdraw.length + this.outbox.dispatch.length + this.replies_.length > 0;
+  }
+
+  /**
+   * The host sleeps until a deadline on its monotonic clock, measured when it armed the timer; a wall clock
+   * stepped forward meanwhile would leave everything due in the step late by the whole wait. So the core asks
+   * to be ticked at least every wallClockRecheckMs (a manual clock moves only through an advance, which ticks it).
+   */
+  private capDeadline(atMs: number | null): number | null {
+    if (atMs === null || this.d.manualClock === true) return atMs;
+    return Math.min(atMs, this.nowMs + nodeLimits.wallClockRecheckMs);
   }
 
   private see(nowMs: number): void {

@@ -27,7 +27,7 @@ export type DueDecision =
   | { kind: 'drop' }
   /** overlap=buffer_one: wait for the job's `finished` effect. */
   | { kind: 'buffer' }
-  /** The scheduler's policy skips it: record a `skipped` item. */
+  /** The scheduler's policy skips it, or it is the job's next occurrence and already ran: record a `skipped` item. */
   | { kind: 'skip'; reason: 'misfire' | 'overlap' }
   /** Send it now; `firstOfOnce`: a one-off's first attempt, whose fired record may wait for its outcome. */
   | { kind: 'send'; job: JobRecord; firstOfOnce: boolean };
@@ -48,7 +48,12 @@ const finalExecution = new Set(['SUCCEEDED', 'FAILED', 'CANCELLED']);
  */
 export function decideDue(a: Attempt, job: JobRecord | null, exec: ExecutionRecord | null, nowMs: number, facts: DueFacts): DueDecision {
   if (job === null || job.state === 'CANCELLED') return { kind: 'drop' };
-  if (exec !== null && finalExecution.has(exec.state)) return { kind: 'drop' };
+  if (exec !== null && finalExecution.has(exec.state)) {
+    // The job's next regular occurrence already ran (a new schedule or a resume computed from a wall clock
+    // behind the job's history): it can never fire again, and dropping it would leave the job there forever.
+    if (job.state === 'PENDING' && job.nextFireAtMs === a.scheduledAtMs && !facts.recording) return { kind: 'skip', reason: 'misfire' };
+    return { kind: 'drop' };
+  }
   // A paused job fires nothing regular; an open execution (run_job, a retry armed before) may still start.
   if (job.state === 'PAUSED' && exec === null) return { kind: 'drop' };
   const regular = exec === null && job.nextFireAtMs === a.scheduledAtMs;

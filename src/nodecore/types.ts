@@ -97,6 +97,8 @@ export type Reply = { opId: number; ok: true; applied: Applied } | { opId: numbe
  *  4. arm one timer for `nextDeadlineMs` (null: nothing is waiting on time; a value at or before now: call
  *     `tick` on the next turn of the event loop). `nextFireAtMs` is the part of it that is a callback's due time:
  *     the host may wake a little before it and spin, the rest (loader pages and runs, polls) needs no precision.
+ *     It is never more than `nodeLimits.wallClockRecheckMs` after the last input's time (except with a manual
+ *     clock): the host's timer waits on the monotonic clock, and a wall clock stepped forward must be seen soon.
  *  5. arm one timer for `flushAtMs` and call `flush` when it expires (at or before now: on the next turn). It
  *     is a separate timer because it measures a wait (how long records wait for company), which the host
  *     counts on real time even when the scheduler's clock is a manual one.
