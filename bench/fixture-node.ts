@@ -60,7 +60,8 @@ export async function startFixtureNode(faults: FixtureFaults = {}): Promise<Fixt
         const headers = {
           'x-deduplication-key': `${job.id}:${atMs}`,
           'x-punctual-job-id': job.id,
-          'x-punctual-scheduled-at': String(atMs),
+          // An early fault arrives before the time it names even when a loaded machine delays the send past atMs.
+          'x-punctual-scheduled-at': String(earlyMs > 0 ? Math.max(atMs, Date.now() + 5_000) : atMs),
           'x-punctual-attempt': '1',
         };
         pool!.request({ method: 'POST', path: origin.pathname, headers, body: '' }).then((r) => r.body.dump(), () => {});

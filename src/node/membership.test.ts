@@ -94,8 +94,9 @@ describe('cluster add-node', () => {
     const adding = slow[0].service.addNode('n4', peerAddrOf(configs[3]));
     await expect(slow[0].service.addNode('n5', '127.0.0.1:2')).rejects.toMatchObject({ code: 'conflict', message: /in progress/ });
     await expect(adding).rejects.toMatchObject({ code: 'timeout', message: /n4 did not catch up/ });
-    const view = await slow[1].service.cluster();
-    for (const s of view.shards) expect(s.members.sort()).toEqual(['n1', 'n2', 'n3', 'n4']);
+    // The learner's conf change committed; a follower shows it once it applied it (later on a loaded machine).
+    await waitFor('n4 a member of every shard on a follower', async () =>
+      (await slow[1].service.cluster()).shards.every((s) => [...s.members].sort().join() === 'n1,n2,n3,n4'), 10_000);
     // Now n4 runs: as a learner of every shard it catches up on its own (the short limit above would not wait
     // for its links to come out of backoff), and the same command resumes: learner to voter.
     const n4 = await startCore(configs[3], { join: true });

@@ -43,8 +43,13 @@ test('the Cluster page shows the three nodes and every shard; an admin moves a l
   await expect.poll(async () => (await shards.textContent()) ?? '', { timeout: 20_000 }).not.toContain('no leader');
   await o.page.screenshot({ path: join(screenshotDir, 'cluster-3.png'), fullPage: true });
   const shard = before.shards[0]!;
-  const to = shard.members.filter((m) => m !== shard.leader).sort()[0]!;
   const row = shards.locator('tbody tr').first();
+  // The targets the page offers: the members other than the leader it shows (an election under a loaded machine
+  // may have moved the leadership since `before` was read).
+  const offered = async (): Promise<string[]> => (await row.locator('select option').evaluateAll((os) => os.map((x) => (x as unknown as { value: string }).value))).filter((v) => v !== '');
+  await expect.poll(async () => (await offered()).length).toBeGreaterThan(0);
+  const to = (await offered()).sort()[0]!;
+  expect(shard.members).toContain(to);
   await row.locator('select').selectOption(to);
   await row.getByTestId(`transfer-${shard.id}`).click();
   await o.page.getByRole('dialog').waitFor();
