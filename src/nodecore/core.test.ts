@@ -9,6 +9,7 @@ import { nodeLimits, queueLimits, stallLimits } from '../core/limits.js';
 import type { Command, OutcomeItem } from '../scheduler/commands.js';
 import { apply } from '../scheduler/machine.js';
 import { Harness, T0, ok, once, retryable } from './testing/harness.js';
+import type { DispatchOrder } from './types.js';
 
 const savedQueueLimits = { ...queueLimits };
 afterEach(() => {
@@ -17,6 +18,22 @@ afterEach(() => {
 
 function create(h: Harness, ...jobs: ReturnType<typeof once>[]): void {
   h.must(0, { type: 'create_jobs', nowMs: h.nowMs, shard: 0, jobs });
+}
+
+/** A one-off job 'a' due at T0 + 100 whose first attempt this node started and recorded: the order out. */
+function attemptOut(h: Harness): DispatchOrder {
+  create(h, once('a', T0 + 100));
+  h.advance(T0 + 100);
+  const order = h.orders[0]!;
+  h.started(order, T0 + 100);
+  h.advance(T0 + 100 + stallLimits.firedHoldMs);
+  return order;
+}
+
+/** Another node's fired record of an attempt, applied here as a follower would. */
+function firedBy(h: Harness, nodeId: string, jobId: string, scheduledAtMs: number, attempt: number): void {
+  const fired: Command = { type: 'fired', nowMs: h.nowMs, nodeId, items: [{ jobId, scheduledAtMs, attempt, startedAtMs: h.nowMs }] };
+  h.core.applied(0, fired, apply(h.stores[0]!, fired).effects, h.nowMs);
 }
 
 function outcomes(h: Harness): OutcomeItem[] {
@@ -118,17 +135,12 @@ describe('NodeCore firing', () => {
   it("a later attempt recorded by another leader waits for this node's own attempt still out, then goes", () => {
     const h = new Harness();
     h.setup();
-    create(h, once('a', T0 + 100));
-    h.advance(T0 + 100);
-    const first = h.orders[0]!;
-    h.started(first, T0 + 100);
-    h.advance(T0 + 100 + stallLimits.firedHoldMs);
+    const first = attemptOut(h);
     expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'RUNNING', attempt: 1 });
     // Leadership goes to n2, which fires attempt 2 (its record applies here as a follower), then comes back.
     h.core.leaderStop(0);
     h.drain();
-    const fired: Command = { type: 'fired', nowMs: h.nowMs, nodeId: 'n2', items: [{ jobId: 'a', scheduledAtMs: T0 + 100, attempt: 2, startedAtMs: h.nowMs }] };
-    h.core.applied(0, fired, apply(h.stores[0]!, fired).effects, h.nowMs);
+    firedBy(h, 'n2', 'a', T0 + 100, 2);
     h.core.leaderStart(0, 3, h.nowMs);
     h.advance(h.nowMs + 10);
     // Attempt 3 is armed for n2's open attempt, but attempt 1 is still out here: one order per occurrence.
@@ -146,10 +158,7 @@ describe('NodeCore firing', () => {
   it('leading again in a new term while its own attempt is out, the node does not send the occurrence twice', () => {
     const h = new Harness();
     h.setup();
-    create(h, once('a', T0 + 100));
-    h.advance(T0 + 100);
-    h.started(h.orders[0]!, T0 + 100);
-    h.advance(T0 + 100 + stallLimits.firedHoldMs);
+    attemptOut(h);
     h.core.leaderStop(0);
     h.core.leaderStart(0, 2, h.nowMs);
     h.advance(h.nowMs + 10);
@@ -203,8 +212,7 @@ describe('NodeCore firing', () => {
     h.core.leaderStop(0);
     h.drain();
     h.nowMs = T0 + 100;
-    const fired: Command = { type: 'fired', nowMs: h.nowMs, nodeId: 'n2', items: [{ jobId: 'a', scheduledAtMs: T0 + 100, attempt: 1, startedAtMs: h.nowMs }] };
-    h.core.applied(0, fired, apply(h.stores[0]!, fired).effects, h.nowMs);
+    firedBy(h, 'n2', 'a', T0 + 100, 1);
     expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'RUNNING', attempt: 1 });
     // This node leads term 3 and arms attempt 2 of the open execution; it waits for the lease.
     h.lease = false;
@@ -229,8 +237,7 @@ describe('NodeCore firing', () => {
     h.core.leaderStop(0);
     h.drain();
     h.nowMs = T0 + 100;
-    const fired: Command = { type: 'fired', nowMs: h.nowMs, nodeId: 'n2', items: [{ jobId: 'a', scheduledAtMs: T0 + 100, attempt: 1, startedAtMs: h.nowMs }] };
-    h.core.applied(0, fired, apply(h.stores[0]!, fired).effects, h.nowMs);
+    firedBy(h, 'n2', 'a', T0 + 100, 1);
     h.core.leaderStart(0, 3, h.nowMs);
     h.advance(h.nowMs + 10);
     // Attempt 2 is ordered and waits for a concurrency slot (not started) when the patch applies.
