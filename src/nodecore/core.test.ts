@@ -271,6 +271,26 @@ describe('NodeCore firing', () => {
     expect(h.orders.slice(1).map((o) => [o.attempt, o.fencingToken])).toEqual([[2, '0.2']]);
   });
 
+  it('a cancel takes back an order not started even when its fired record went ahead (the cancel closed it)', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100));
+    h.advance(T0 + 100);
+    const order = h.orders[0]!; // waiting for a concurrency slot: not started
+    h.client(0, { type: 'pause_job', nowMs: h.nowMs, id: 'a' });
+    h.flushNow();
+    expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'RUNNING', attempt: 1 });
+    expect(h.withdrawals).toEqual([]); // the pause leaves the attempt in flight to finish
+    h.must(0, { type: 'cancel_job', nowMs: h.nowMs, id: 'a' });
+    expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'CANCELLED' });
+    h.drain();
+    // Acknowledged cancel: the order must not start (seed 4025 of the whole-node simulator started it).
+    expect(h.withdrawals.map((w) => w.key)).toEqual([order.key]);
+    h.core.dispatchWithdrawn(order.key);
+    h.drain();
+    expect(h.core.ordersOut()).toBe(0);
+  });
+
   it('a fired record lost while its callback is out goes again with the outcome, after the node leads again', () => {
     const h = new Harness();
     h.setup();

@@ -363,10 +363,11 @@ export class Firing {
 
   /**
    * An order not started (its fired record still here) is asked back. One the host has not taken yet (still in
-   * the outbox) is simply dropped: a withdrawal always names an order of an earlier ready().
+   * the outbox) is simply dropped: a withdrawal always names an order of an earlier ready(). `closed`: the job was
+   * cancelled, so even an order whose fired record already left goes back (that record starts nothing now).
    */
-  private withdraw(rec: Occurrence, reason: Withdrawal['reason']): void {
-    if (rec.out === null || rec.out.started || rec.out.fired === null) return;
+  private withdraw(rec: Occurrence, reason: Withdrawal['reason'], closed = false): void {
+    if (rec.out === null || rec.out.started || (rec.out.fired === null && !closed)) return;
     const at = this.outbox.dispatch.findIndex((o) => o.key === rec.key);
     if (at < 0) {
       this.outbox.withdraw.push({ key: rec.key, shard: rec.shard, reason });
@@ -622,10 +623,13 @@ export class Firing {
     let parked = false;
     for (const key of [...keys]) {
       const rec = this.occ.get(key)!;
-      if (this.d.stores[rec.shard]!.getExecution(rec.jobId, rec.scheduledAtMs)?.state === 'RUNNING') continue;
+      const store = this.d.stores[rec.shard]!;
+      if (store.getExecution(rec.jobId, rec.scheduledAtMs)?.state === 'RUNNING') continue;
+      // A cancelled job's fired records start nothing (the state machine ignores them): every order not started goes.
+      const cancelled = (store.getJob(jobId)?.state ?? 'CANCELLED') === 'CANCELLED';
       parked ||= rec.armed?.where === 'parked';
       this.unarm(rec);
-      this.withdraw(rec, 'disarmed');
+      this.withdraw(rec, 'disarmed', cancelled);
       this.forgetIfDone(rec);
     }
     if (parked) this.parked = this.parked.filter((k) => this.occ.get(k)?.armed?.where === 'parked');
