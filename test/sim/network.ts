@@ -1,18 +1,16 @@
 /**
  * The simulated network between nodes (all groups share it, like the real transport shares one session per
- * peer pair). Messages wait in a min-heap keyed by (delivery step, send order), so the run is deterministic;
+ * peer pair). Messages wait in the simulators' agenda (node/events.ts) keyed by (delivery step, send order), so the run is deterministic;
  * random delays reorder them. Faults: loss, duplication, long delays, and blocked links (symmetric partitions
  * are two blocked directions, one-way partitions one).
  */
 import type { Prng } from '../../src/core/prng.js';
 import type { Message, NodeId } from '../../src/raft/index.js';
+import { EventQueue, type Scheduled } from './node/events.js';
 import type { SimParams } from './params.js';
 
-export interface InFlight {
-  readonly deliverAt: number;
-  readonly seq: number;
-  readonly msg: Message;
-}
+/** A message on its way: `atMs` is the step it is delivered at, `event` the message. */
+export type InFlight = Scheduled<Message>;
 
 export interface NetworkStats {
   sent: number;
@@ -23,8 +21,7 @@ export interface NetworkStats {
 }
 
 export class SimNetwork {
-  private heap: InFlight[] = [];
-  private seq = 0;
+  private readonly queue = new EventQueue<Message>();
   /** Directed links that lose everything: "a>b". */
   private blocked = new Set<string>();
   /** While true (the liveness phase) the network is healthy: no loss, duplication or long delays. */
@@ -50,24 +47,22 @@ export class SimNetwork {
       this.stats.dropped++;
       return 'lost';
     }
-    this.push(m, now + this.delay());
+    this.queue.push(now + this.delay(), m);
     if (!this.healthy && this.rand.nextFloat() < this.params.dupRate) {
       this.stats.duplicated++;
-      this.push(m, now + this.delay());
+      this.queue.push(now + this.delay(), m);
     }
     return 'sent';
   }
 
   /** Removes and returns the next message due at or before `now`, or null. */
   nextDue(now: number): InFlight | null {
-    const top = this.heap[0];
-    if (!top || top.deliverAt > now) return null;
-    return this.pop();
+    return this.queue.popDue(now);
   }
 
   /** Puts a message back for later (its receiver is paused: the bytes wait in the socket). */
   hold(f: InFlight, until: number): void {
-    this.push(f.msg, until);
+    this.queue.push(until, f.event);
   }
 
   /** A link blocked when the message arrives loses it too (the connection broke while it was in flight). */
@@ -88,7 +83,7 @@ export class SimNetwork {
   }
 
   pending(): number {
-    return this.heap.length;
+    return this.queue.size;
   }
 
   private delay(): number {
@@ -99,41 +94,4 @@ export class SimNetwork {
     }
     return p.delayMinSteps + this.rand.int(p.delayMaxSteps - p.delayMinSteps + 1);
   }
-
-  private push(msg: Message, deliverAt: number): void {
-    const h = this.heap;
-    h.push({ deliverAt, seq: this.seq++, msg });
-    let i = h.length - 1;
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if (!before(h[i]!, h[parent]!)) break;
-      [h[i], h[parent]] = [h[parent]!, h[i]!];
-      i = parent;
-    }
-  }
-
-  private pop(): InFlight {
-    const h = this.heap;
-    const top = h[0]!;
-    const last = h.pop()!;
-    if (h.length > 0) {
-      h[0] = last;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < h.length && before(h[l]!, h[m]!)) m = l;
-        if (r < h.length && before(h[r]!, h[m]!)) m = r;
-        if (m === i) break;
-        [h[i], h[m]] = [h[m]!, h[i]!];
-        i = m;
-      }
-    }
-    return top;
-  }
-}
-
-function before(a: InFlight, b: InFlight): boolean {
-  return a.deliverAt < b.deliverAt || (a.deliverAt === b.deliverAt && a.seq < b.seq);
 }

@@ -241,7 +241,7 @@ export class Simulator {
 
   private deliver(): void {
     for (let f = this.net.nextDue(this.step); f; f = this.net.nextDue(this.step)) {
-      const m = f.msg;
+      const m = f.event;
       const to = this.nodes[nodeIndex(m.to)]!;
       if (to.down || this.net.isBlocked(m.from, m.to)) {
         this.net.stats.dropped++;

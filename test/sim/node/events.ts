@@ -1,6 +1,7 @@
 /**
- * The whole-node simulator's agenda: events ordered by (true time in ms, insertion order), so two events at the
- * same millisecond always run in the order they were scheduled and a seed replays exactly.
+ * The simulators' agenda (whole-node events; the Raft-only network's messages): items ordered by (time, insertion
+ * order), so two items due at the same time always come out in the order they were pushed and a seed replays
+ * exactly.
  */
 export interface Scheduled<T> {
   readonly atMs: number;
