@@ -9,27 +9,15 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { limits } from '../core/limits.js';
 import { silentLogger } from '../core/log.js';
 import { startNode, type NodeHandle } from './node.js';
-import { nodeConfig } from './testing/fixtures.js';
+import { nodeConfig, apiCall } from './testing/fixtures.js';
 import { startReceiver, type Receiver } from './testing/receiver.js';
 
 let dir: string;
 let rx: Receiver;
 let node: NodeHandle;
 
-async function call(path: string, init: { method?: string; body?: unknown } = {}): Promise<{ status: number; json: any; headers: Headers; text: string }> {
-  const res = await fetch(`http://127.0.0.1:${node.apiPort}${path}`, {
-    method: init.method ?? 'GET',
-    headers: init.body === undefined ? {} : { 'content-type': 'application/json' },
-    body: init.body === undefined ? undefined : JSON.stringify(init.body),
-  });
-  const text = await res.text();
-  let json: unknown = null;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = null;
-  }
-  return { status: res.status, json, headers: res.headers, text };
+function call(path: string, init: { method?: string; body?: unknown } = {}): ReturnType<typeof apiCall> {
+  return apiCall(node.apiPort, path, init);
 }
 
 beforeEach(async () => {

@@ -9,7 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../core/log.js';
 import type { NodeConfig } from './api.js';
 import { startNode, type NodeHandle } from './node.js';
-import { nodeConfig } from './testing/fixtures.js';
+import { nodeConfig, apiCall } from './testing/fixtures.js';
 import { startReceiver, waitFor, type Receiver } from './testing/receiver.js';
 
 let dir: string;
@@ -21,23 +21,8 @@ async function boot(over: Partial<NodeConfig> = {}): Promise<NodeHandle> {
   return node;
 }
 
-async function call(path: string, init: { method?: string; body?: unknown; token?: string } = {}): Promise<{ status: number; json: any; text: string }> {
-  const headers: Record<string, string> = {};
-  if (init.body !== undefined) headers['content-type'] = 'application/json';
-  if (init.token !== undefined) headers.authorization = `Bearer ${init.token}`;
-  const res = await fetch(`http://127.0.0.1:${node!.apiPort}${path}`, {
-    method: init.method ?? 'GET',
-    headers,
-    body: init.body === undefined ? undefined : JSON.stringify(init.body),
-  });
-  const text = await res.text();
-  let json: unknown = null;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = null;
-  }
-  return { status: res.status, json, text };
+function call(path: string, init: { method?: string; body?: unknown; token?: string } = {}): ReturnType<typeof apiCall> {
+  return apiCall(node!.apiPort, path, init);
 }
 
 beforeEach(async () => {

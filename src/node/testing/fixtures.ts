@@ -60,3 +60,27 @@ export function jobSpec(id: string, schedule: Schedule, over: Partial<JobSpec> =
     ...over,
   };
 }
+
+/** One request to a node's client API on loopback; the body is parsed as JSON when it is JSON. */
+export async function apiCall(
+  port: number,
+  path: string,
+  init: { method?: string; body?: unknown; token?: string } = {},
+): Promise<{ status: number; json: any; headers: Headers; text: string }> {
+  const headers: Record<string, string> = {};
+  if (init.body !== undefined) headers['content-type'] = 'application/json';
+  if (init.token !== undefined) headers.authorization = `Bearer ${init.token}`;
+  const res = await fetch(`http://127.0.0.1:${port}${path}`, {
+    method: init.method ?? 'GET',
+    headers,
+    body: init.body === undefined ? undefined : JSON.stringify(init.body),
+  });
+  const text = await res.text();
+  let json: unknown = null;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = null;
+  }
+  return { status: res.status, json, headers: res.headers, text };
+}
