@@ -30,6 +30,18 @@ function attemptOut(h: Harness): DispatchOrder {
   return order;
 }
 
+/** A one-off job due at T0 + 100, sent and answered; its folded record is the one proposal the log holds back. */
+function heldRecord(h: Harness, id: string): Harness['held'][number] {
+  h.setup();
+  create(h, once(id, T0 + 100));
+  h.advance(T0 + 100);
+  h.started(h.orders[0]!, T0 + 101);
+  h.finish(h.orders[0]!, ok(T0 + 105));
+  h.holdLog = true;
+  h.advance(T0 + 100 + stallLimits.engineItemsDelayMs + 5);
+  return h.held.splice(0)[0]!;
+}
+
 /** Another node's fired record of an attempt, applied here as a follower would. */
 function firedBy(h: Harness, nodeId: string, jobId: string, scheduledAtMs: number, attempt: number): void {
   const fired: Command = { type: 'fired', nowMs: h.nowMs, nodeId, items: [{ jobId, scheduledAtMs, attempt, startedAtMs: h.nowMs }] };
@@ -462,14 +474,7 @@ describe('NodeCore group commit', () => {
 
   it('a refused record is given up when the shard is no longer led (the next leader fires the occurrence again)', () => {
     const h = new Harness();
-    h.setup();
-    create(h, once('a', T0 + 100));
-    h.advance(T0 + 100);
-    h.started(h.orders[0]!, T0 + 101);
-    h.finish(h.orders[0]!, ok(T0 + 105));
-    h.holdLog = true;
-    h.advance(T0 + 100 + stallLimits.engineItemsDelayMs + 5);
-    const refused = h.held.splice(0)[0]!;
+    const refused = heldRecord(h, 'a');
     h.core.proposalDone(refused.ticket, { ok: false, error: new PunctualError('unavailable', 'transfer in progress', [], 'proposal_refused') });
     h.core.leaderStop(0);
     h.drain();
@@ -477,14 +482,7 @@ describe('NodeCore group commit', () => {
     expect(h.held).toEqual([]);
     // A timeout proves nothing (it may still apply): never proposed again either.
     const t = new Harness();
-    t.setup();
-    create(t, once('b', T0 + 100));
-    t.advance(T0 + 100);
-    t.started(t.orders[0]!, T0 + 101);
-    t.finish(t.orders[0]!, ok(T0 + 105));
-    t.holdLog = true;
-    t.advance(T0 + 100 + stallLimits.engineItemsDelayMs + 5);
-    const timedOut = t.held.splice(0)[0]!;
+    const timedOut = heldRecord(t, 'b');
     t.core.proposalDone(timedOut.ticket, { ok: false, error: new PunctualError('unavailable', 'timed out', [], 'proposal_timeout') });
     t.drain();
     t.advance(t.nowMs + 10 * nodeLimits.recordRetryMs);
