@@ -39,11 +39,17 @@ export function defaultEntry(): string {
   return join(repoRoot(), 'dist', 'cmd', 'punctual.js');
 }
 
+/** Ports bound on 127.0.0.1 and held until `release()`, so nothing else started meanwhile (the fault proxies) takes them. */
+export interface HeldPorts {
+  ports: number[];
+  release(): Promise<void>;
+}
+
 /**
- * `n` distinct free TCP ports on 127.0.0.1: all bound at once, then released. Taken one at a time, the OS may hand
- * out a port it just released again, and two nodes then got the same peer port.
+ * `n` distinct free TCP ports on 127.0.0.1, all bound at once and held. Taken one at a time, the OS may hand out a
+ * port it just released again, and two nodes then got the same peer port.
  */
-export async function freePorts(n: number): Promise<number[]> {
+export async function holdPorts(n: number): Promise<HeldPorts> {
   const servers = await Promise.all(
     Array.from({ length: n }, () => new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
       const server = createServer();
@@ -51,9 +57,12 @@ export async function freePorts(n: number): Promise<number[]> {
       server.listen(0, '127.0.0.1', () => resolve(server));
     })),
   );
-  const ports = servers.map((s) => (s.address() as { port: number }).port);
-  await Promise.all(servers.map((s) => new Promise<void>((r) => s.close(() => r()))));
-  return ports;
+  return {
+    ports: servers.map((s) => (s.address() as { port: number }).port),
+    release: async () => {
+      await Promise.all(servers.map((s) => new Promise<void>((r) => s.close(() => r()))));
+    },
+  };
 }
 
 export class NodeProcess {

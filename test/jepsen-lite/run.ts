@@ -3,9 +3,10 @@
  * the workload and the nemesis side by side for durationS; heal; wait for every due occurrence plus a bound;
  * read every job once more; stop; check; write the report. A failing run keeps the nodes' logs.
  */
-import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { request } from 'undici';
 import { limits } from '../../src/core/limits.js';
 import { createLogger, type Logger } from '../../src/core/log.js';
 import { Prng } from '../../src/core/prng.js';
@@ -13,7 +14,7 @@ import { checkRun, type CheckResult } from './checker.js';
 import { ApiClient } from './client.js';
 import { harnessNowMs, HistoryRecorder, sleepMs, type RunHistory } from './history.js';
 import { Nemesis, healAll, planNemesis } from './nemesis.js';
-import { clusterShards, defaultEntry, freePorts, NodeProcess, repoRoot, waitAllReady, type ShardView } from './nodes.js';
+import { clusterShards, defaultEntry, holdPorts, NodeProcess, repoRoot, waitAllReady, type ShardView } from './nodes.js';
 import { ProxyMesh } from './proxy.js';
 import { startReceiver } from './receiver.js';
 import { writeReport, type Report } from './report.js';
@@ -53,23 +54,68 @@ interface Started {
   mesh: ProxyMesh | null;
 }
 
+/**
+ * Starts the nodes and waits until every one answers /readyz. The ports stay held while the fault proxies bind
+ * theirs; a node that still finds its port taken (another program took it in the instant between release and
+ * bind) makes the whole start repeat on fresh ports, at most twice. Any other failure to get ready throws with
+ * each node's state and the end of its log, since CI keeps nothing else.
+ */
 async function startNodes(o: Required<Pick<JepsenOptions, 'nodes' | 'shards'>> & { entry: string }, log: Logger): Promise<Started> {
-  const work = mkdtempSync(join(tmpdir(), 'jepsen-lite-'));
-  const ids = Array.from({ length: o.nodes }, (_, i) => `n${i + 1}`);
-  const ports = await freePorts(ids.length * 2);
-  const peerPorts = new Map<string, number>(ids.map((id, i) => [id, ports[2 * i]!]));
-  const mesh = o.nodes > 1 ? await ProxyMesh.start(peerPorts) : null;
-  const nodes: NodeProcess[] = [];
-  for (const [i, id] of ids.entries()) {
-    mkdirSync(join(work, id), { recursive: true });
-    nodes.push(new NodeProcess({
-      id, apiPort: ports[2 * i + 1]!, peerPort: peerPorts.get(id)!, dataDir: join(work, id, 'data'),
-      logPath: join(work, `${id}.log`), peers: mesh ? mesh.peersFlag(id) : '', shards: o.shards,
-    }, o.entry));
+  for (let attempt = 1; ; attempt++) {
+    const work = mkdtempSync(join(tmpdir(), 'jepsen-lite-'));
+    const ids = Array.from({ length: o.nodes }, (_, i) => `n${i + 1}`);
+    const held = await holdPorts(ids.length * 2);
+    const ports = held.ports;
+    const peerPorts = new Map<string, number>(ids.map((id, i) => [id, ports[2 * i]!]));
+    let mesh: ProxyMesh | null = null;
+    try {
+      mesh = o.nodes > 1 ? await ProxyMesh.start(peerPorts) : null;
+    } finally {
+      await held.release();
+    }
+    const nodes: NodeProcess[] = [];
+    for (const [i, id] of ids.entries()) {
+      mkdirSync(join(work, id), { recursive: true });
+      nodes.push(new NodeProcess({
+        id, apiPort: ports[2 * i + 1]!, peerPort: peerPorts.get(id)!, dataDir: join(work, id, 'data'),
+        logPath: join(work, `${id}.log`), peers: mesh ? mesh.peersFlag(id) : '', shards: o.shards,
+      }, o.entry));
+    }
+    for (const n of nodes) n.start();
+    log.info('nodes started', { nodes: ids, work, attempt });
+    if ((await waitAllReady(nodes, 30_000)) !== null) return { work, nodes, mesh };
+    const why = await notReadyReport(nodes);
+    await Promise.all(nodes.map((n) => n.stop()));
+    await mesh?.close();
+    if (why.includes('EADDRINUSE') && attempt < 3) {
+      log.warn('a port was taken between choosing and binding it: starting again on fresh ports', { attempt });
+      rmSync(work, { recursive: true, force: true });
+      continue;
+    }
+    throw new Error(`nodes not ready within 30 s (their data and logs kept in ${work}):\n${why}`);
   }
-  for (const n of nodes) n.start();
-  log.info('nodes started', { nodes: ids, work });
-  return { work, nodes, mesh };
+}
+
+/** Each node's state, /readyz answer and last log lines: what a failed start leaves in a CI log. */
+async function notReadyReport(nodes: readonly NodeProcess[]): Promise<string> {
+  const parts: string[] = [];
+  for (const n of nodes) {
+    const readyz = await readyzAnswer(n.url);
+    const tail = existsSync(n.spec.logPath)
+      ? readFileSync(n.spec.logPath, 'utf8').trimEnd().split('\n').slice(-12).map((l) => `    ${l.slice(0, 400)}`).join('\n')
+      : '    (no log)';
+    parts.push(`${n.spec.id}: ${n.status}, unexpected exits ${JSON.stringify(n.unexpectedExits)}, /readyz ${readyz}\n${tail}`);
+  }
+  return parts.join('\n');
+}
+
+async function readyzAnswer(url: string): Promise<string> {
+  try {
+    const res = await request(`${url}/readyz`, { signal: AbortSignal.timeout(1_000) });
+    return `${res.statusCode} ${(await res.body.text()).slice(0, 300)}`;
+  } catch (err) {
+    return `no answer (${(err as Error).message})`;
+  }
 }
 
 /** With several nodes: every shard lists every node as a member and has a leader (the cluster formed). */
@@ -155,7 +201,14 @@ export async function runJepsen(o: JepsenOptions): Promise<JepsenResult> {
   const rng = new Prng(o.seed);
   const api = new ApiClient(o.opTimeoutMs ?? 2_500);
   const receiver = await startReceiver();
-  const started = await startNodes({ nodes: o.nodes, shards: o.shards ?? 4, entry }, log);
+  let started: Started;
+  try {
+    started = await startNodes({ nodes: o.nodes, shards: o.shards ?? 4, entry }, log);
+  } catch (err) {
+    await receiver.close();
+    await api.close();
+    throw err;
+  }
   const { nodes, mesh, work } = started;
   const watch = new LeaderWatch(nodes);
   let clockToleranceMs = 0;
@@ -164,7 +217,6 @@ export async function runJepsen(o: JepsenOptions): Promise<JepsenResult> {
   /** Set when the run failed: the nodes' logs are copied there once they have stopped. */
   let keepLogsIn: string | null = null;
   try {
-    if ((await waitAllReady(nodes, 30_000)) === null) throw new Error('nodes not ready within 30 s');
     if (o.nodes > 1 && !(await clusterFormed(nodes, 20_000))) {
       throw new Error(`the ${o.nodes} nodes did not form a cluster (GET /v1/cluster): does this build support --peers yet?`);
     }
