@@ -371,6 +371,79 @@ describe('classification', () => {
   });
 });
 
+describe('deadlines: one timer for every attempt out', () => {
+  it('each attempt times out after its own timeoutMs, whatever was sent before or after it', async () => {
+    // A long-timeout attempt first, then short ones (an earlier deadline than the one the timer waits for),
+    // then one answered in time: each settles on its own terms.
+    const held: ServerResponse[] = [];
+    const { url } = await httpReceiver((req, res) => {
+      req.resume();
+      if (req.url === '/ok') res.end('ok');
+      else if (req.url === '/held') held.push(res);
+    });
+    const d = dispatcher();
+    const long = d.send(delivery(spec(`${url}/held`, { timeoutMs: 30_000 })));
+    const short = [150, 300, 150].map((timeoutMs) => d.send(delivery(spec(`${url}/hang`, { timeoutMs }))));
+    const answered = d.send(delivery(spec(`${url}/ok`, { timeoutMs: 150 })));
+    expect(await answered).toMatchObject({ kind: 'succeeded', statusCode: 200 });
+    const shortOutcomes = await Promise.all(short);
+    expect(shortOutcomes.map((o) => o.error)).toEqual(['timeout after 150 ms', 'timeout after 300 ms', 'timeout after 150 ms']);
+    // The long one is still out after every short deadline passed; answered now, it succeeds.
+    await waitFor(() => held.length === 1);
+    expect(d.inFlight()).toBe(1);
+    held[0]!.end('late but in time');
+    expect(await long).toMatchObject({ kind: 'succeeded', statusCode: 200, error: null });
+    expect(d.inFlight()).toBe(0);
+  });
+});
+
+describe('sendTo (no promise per send)', () => {
+  it('hands every outcome to one callback with its tag, never inside the call, and survives a callback that throws', async () => {
+    const { url } = await httpReceiver((req, res) => {
+      req.resume();
+      res.statusCode = req.url === '/503' ? 503 : 200;
+      res.end();
+    });
+    const d = dispatcher();
+    const got = new Map<number, AttemptOutcome>();
+    let inCall = false;
+    let calledInside = 0;
+    const done = (outcome: AttemptOutcome, tag: number): void => {
+      if (inCall) calledInside++;
+      got.set(tag, outcome);
+      if (tag === 3) throw new Error('a caller bug');
+    };
+    const sends: Array<[string, number]> = [
+      [`${url}/ok`, 1],
+      [`${url}/503`, 2],
+      [`${url}/ok`, 3],
+      ['ftp://127.0.0.1/x', 4], // settled without sending: still not inside the call
+    ];
+    for (const [target, tag] of sends) {
+      inCall = true;
+      d.sendTo(delivery(spec(target)), null, done, tag);
+      inCall = false;
+    }
+    await waitFor(() => got.size === 4);
+    expect(calledInside).toBe(0);
+    expect(got.get(1)).toMatchObject({ kind: 'succeeded', statusCode: 200 });
+    expect(got.get(2)).toMatchObject({ kind: 'retryable', statusCode: 503, error: 'HTTP 503' });
+    expect(got.get(3)).toMatchObject({ kind: 'succeeded', statusCode: 200 });
+    expect(got.get(4)).toMatchObject({ kind: 'permanent', error: 'unsupported url scheme ftp:' });
+    // The throwing callback freed its slots: a key limited to one still sends.
+    expect(d.inFlight()).toBe(0);
+    const one = spec(`${url}/ok`, { maxConcurrency: 1 });
+    await new Promise<void>((resolve) => d.sendTo(delivery(one), null, (o) => { expect(o.kind).toBe('succeeded'); resolve(); }, 0));
+    await d.close(0);
+    inCall = true;
+    d.sendTo(delivery(spec(`${url}/ok`)), null, done, 5);
+    inCall = false;
+    await waitFor(() => got.has(5));
+    expect(calledInside).toBe(0);
+    expect(got.get(5)).toMatchObject({ kind: 'retryable', error: 'dispatcher closed' });
+  });
+});
+
 describe('response bodies', () => {
   it('does not buffer a huge body: it settles on the status and drops the connection', async () => {
     let bytesWritten = 0;
