@@ -177,6 +177,12 @@ interface SpecPlan {
   hasContentType: boolean;
   /** The spec's secrets with their keys decoded once; null = unsigned. */
   signer: Signer | null;
+  /**
+   * The request head as a flat [name, value, ...] list with empty slots for each attempt's values, copied once
+   * per attempt: without a content-type (the spec has one, or the body is empty), with `application/json`, with
+   * `application/octet-stream` (payload_base64 bytes).
+   */
+  heads: readonly [string[], string[], string[]];
 }
 
 type AttemptState = 'queued' | 'running' | 'done';
@@ -696,37 +702,31 @@ class Engine {
       prepared = planSpec(spec);
       this.plans.set(spec, prepared);
     }
-    // A fetched payload_ref body goes with its own content type, in place of the spec's.
-    const headers = refContentType === null ? prepared.user.slice() : withoutContentType(prepared.user);
     const dedupKey = `${d.jobId}:${d.scheduledAtMs}`;
-    headers.push(
-      'X-Deduplication-Key',
-      dedupKey,
-      'X-Punctual-Job-Id',
-      d.jobId,
-      'X-Punctual-Scheduled-At',
-      String(d.scheduledAtMs),
-      'X-Punctual-Attempt',
-      String(d.attempt),
-      'X-Punctual-Fencing-Token',
-      d.fencingToken,
-    );
+    let headers: string[];
+    let at: number;
+    if (refContentType === null) {
+      const variant = prepared.hasContentType || d.body.length === 0 ? 0 : d.bodyEncoding === 'base64' ? 2 : 1;
+      headers = prepared.heads[variant].slice();
+      at = prepared.user.length;
+    } else {
+      // A fetched payload_ref body goes with its own content type, in place of the spec's.
+      headers = withoutContentType(prepared.heads[0]);
+      at = headers.length - prepared.heads[0].length + prepared.user.length;
+      headers.push('content-type', refContentType);
+    }
+    // The values into the slots of the spec's head (planSpec): names and order are fixed there.
+    headers[at + 1] = dedupKey;
+    headers[at + 3] = d.jobId;
+    headers[at + 5] = String(d.scheduledAtMs);
+    headers[at + 7] = String(d.attempt);
+    headers[at + 9] = d.fencingToken;
     if (prepared.signer !== null) {
       const signed = prepared.signer.sign({ method: spec.method, url: target.url, dedupKey, unixMs: nowMs, body });
-      headers.push(
-        'webhook-id',
-        dedupKey,
-        'webhook-timestamp',
-        signed.webhookTimestamp,
-        'webhook-signature',
-        signed.webhookSignature,
-        'X-Punctual-Signature',
-        signed.punctualSignature,
-      );
-    }
-    if (refContentType !== null) headers.push('content-type', refContentType);
-    else if (!prepared.hasContentType && d.body.length > 0) {
-      headers.push('content-type', d.bodyEncoding === 'base64' ? 'application/octet-stream' : 'application/json');
+      headers[at + 11] = dedupKey;
+      headers[at + 13] = signed.webhookTimestamp;
+      headers[at + 15] = signed.webhookSignature;
+      headers[at + 17] = signed.punctualSignature;
     }
     return headers;
   }
@@ -779,7 +779,12 @@ function planSpec(spec: CallbackSpec): SpecPlan {
   if (spec.signingSecret !== null && spec.signingSecret.length > 0) {
     signer = new Signer(spec.signingSecretNext ? [spec.signingSecret, spec.signingSecretNext] : [spec.signingSecret]);
   }
-  return { user, hasContentType, signer };
+  // Our names after the user's, values filled per attempt (headersFor), the default content-type last.
+  const ours = ['X-Deduplication-Key', '', 'X-Punctual-Job-Id', '', 'X-Punctual-Scheduled-At', '', 'X-Punctual-Attempt', '', 'X-Punctual-Fencing-Token', ''];
+  if (signer !== null) ours.push('webhook-id', '', 'webhook-timestamp', '', 'webhook-signature', '', 'X-Punctual-Signature', '');
+  const head = [...user, ...ours];
+  const heads: SpecPlan['heads'] = [head, [...head, 'content-type', 'application/json'], [...head, 'content-type', 'application/octet-stream']];
+  return { user, hasContentType, signer, heads };
 }
 
 function parseTarget(url: string): Target | string {
