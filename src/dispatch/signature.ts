@@ -15,6 +15,7 @@
  * can refuse replays older than its tolerance.
  */
 import { createHmac, hash, timingSafeEqual } from 'node:crypto';
+import { limits } from '../core/limits.js';
 
 const hexDigestChars = 64;
 /** The Standard Webhooks secret prefix: the rest is the key in base64. */
@@ -92,17 +93,21 @@ class HmacKey {
   /** HMAC(key, prefix as UTF-8 + body). */
   mac(prefix: string, body: Uint8Array, encoding: 'hex' | 'base64'): string {
     const need = sha256BlockBytes + prefix.length * 3 + body.length;
-    if (scratch.length < need) scratch = Buffer.allocUnsafe(Math.max(need, scratch.length * 2));
-    this.inner.copy(scratch, 0);
-    const end = sha256BlockBytes + scratch.write(prefix, sha256BlockBytes, 'utf8');
-    scratch.set(body, end);
-    const innerDigest = hash('sha256', scratch.subarray(0, end + body.length), 'buffer');
+    if (scratch.length < need && need <= limits.signScratchBytesMax) scratch = Buffer.allocUnsafe(limits.signScratchBytesMax);
+    const input = scratch.length >= need ? scratch : Buffer.allocUnsafe(need);
+    this.inner.copy(input, 0);
+    const end = sha256BlockBytes + input.write(prefix, sha256BlockBytes, 'utf8');
+    input.set(body, end);
+    const innerDigest = hash('sha256', input.subarray(0, end + body.length), 'buffer');
     innerDigest.copy(this.outer, sha256BlockBytes);
     return hash('sha256', this.outer, encoding);
   }
 }
 
-/** Shared by every HmacKey: a MAC's input is copied here (the sender runs on one thread, nothing awaits inside). */
+/**
+ * Shared by every HmacKey: a MAC's input is copied here (the sender runs on one thread, nothing awaits inside).
+ * It grows once to limits.signScratchBytesMax; a MAC over more is copied into a buffer of its own.
+ */
 let scratch = Buffer.allocUnsafe(4096);
 
 /**
