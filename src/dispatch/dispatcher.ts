@@ -3,9 +3,10 @@
  * this module only waits for a concurrency slot, sends, and classifies what came back.
  *
  * Performance shape (10,000 callbacks/s on 2 cores): one undici Agent, which keeps a keep-alive Pool per
- * origin (so a hanging target only ties up its own connections); one handler object per attempt that is also
- * its limiter queue node (no per-send closures beyond the promise executor); parsed URLs and filtered user
- * headers cached; response bodies counted, never stored.
+ * origin (so a hanging target only ties up its own connections); one object per attempt that is at once undici's
+ * raw handler, its limiter queue node and its deadline list node (sendTo: no promise or closure per send); one
+ * timer for all deadlines; per spec, the request head as a template and the signing keys decoded once; parsed
+ * URLs cached; response bodies counted, never stored.
  */
 import type { Socket } from 'node:net';
 import { Agent, type buildConnector, type Dispatcher as UndiciDispatcher } from 'undici';
