@@ -102,6 +102,8 @@ export const limits = {
   dispatchCloseGraceMsDefault: 5_000,
   /** A connection opened ahead for staged deliveries (Dispatcher.warm) closes after this long unused. */
   dispatchWarmIdleMs: 10_000,
+  /** The signer's kept scratch buffer (one MAC's input); a larger body is signed from a buffer of its own. */
+  signScratchBytesMax: 65_536,
   // --- the firing thread (src/dispatch/firing-port.ts, firing-core.ts)
   /** Occurrences due within this much are staged in the firing thread ahead of time (request built, signed). */
   firingStageLeadMs: 100,

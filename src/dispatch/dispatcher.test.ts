@@ -371,6 +371,79 @@ describe('classification', () => {
   });
 });
 
+describe('deadlines: one timer for every attempt out', () => {
+  it('each attempt times out after its own timeoutMs, whatever was sent before or after it', async () => {
+    // A long-timeout attempt first, then short ones (an earlier deadline than the one the timer waits for),
+    // then one answered: each settles on its own terms.
+    const held: ServerResponse[] = [];
+    const { url } = await httpReceiver((req, res) => {
+      req.resume();
+      if (req.url === '/ok') res.end('ok');
+      else if (req.url === '/held') held.push(res);
+    });
+    const d = dispatcher();
+    const long = d.send(delivery(spec(`${url}/held`, { timeoutMs: 30_000 })));
+    const short = [150, 300, 150].map((timeoutMs) => d.send(delivery(spec(`${url}/hang`, { timeoutMs }))));
+    const answered = d.send(delivery(spec(`${url}/ok`, { timeoutMs: 20_000 })));
+    expect(await answered).toMatchObject({ kind: 'succeeded', statusCode: 200 });
+    const shortOutcomes = await Promise.all(short);
+    expect(shortOutcomes.map((o) => o.error)).toEqual(['timeout after 150 ms', 'timeout after 300 ms', 'timeout after 150 ms']);
+    // The long one is still out after every short deadline passed; answered now, it succeeds.
+    await waitFor(() => held.length === 1);
+    expect(d.inFlight()).toBe(1);
+    held[0]!.end('late but in time');
+    expect(await long).toMatchObject({ kind: 'succeeded', statusCode: 200, error: null });
+    expect(d.inFlight()).toBe(0);
+  });
+});
+
+describe('sendTo (no promise per send)', () => {
+  it('hands every outcome to one callback with its tag, never inside the call, and survives a callback that throws', async () => {
+    const { url } = await httpReceiver((req, res) => {
+      req.resume();
+      res.statusCode = req.url === '/503' ? 503 : 200;
+      res.end();
+    });
+    const d = dispatcher();
+    const got = new Map<number, AttemptOutcome>();
+    let inCall = false;
+    let calledInside = 0;
+    const done = (outcome: AttemptOutcome, tag: number): void => {
+      if (inCall) calledInside++;
+      got.set(tag, outcome);
+      if (tag === 3) throw new Error('a caller bug');
+    };
+    const sends: Array<[string, number]> = [
+      [`${url}/ok`, 1],
+      [`${url}/503`, 2],
+      [`${url}/ok`, 3],
+      ['ftp://127.0.0.1/x', 4], // settled without sending: still not inside the call
+    ];
+    for (const [target, tag] of sends) {
+      inCall = true;
+      d.sendTo(delivery(spec(target)), null, done, tag);
+      inCall = false;
+    }
+    await waitFor(() => got.size === 4);
+    expect(calledInside).toBe(0);
+    expect(got.get(1)).toMatchObject({ kind: 'succeeded', statusCode: 200 });
+    expect(got.get(2)).toMatchObject({ kind: 'retryable', statusCode: 503, error: 'HTTP 503' });
+    expect(got.get(3)).toMatchObject({ kind: 'succeeded', statusCode: 200 });
+    expect(got.get(4)).toMatchObject({ kind: 'permanent', error: 'unsupported url scheme ftp:' });
+    // The throwing callback freed its slots: a key limited to one still sends.
+    expect(d.inFlight()).toBe(0);
+    const one = spec(`${url}/ok`, { maxConcurrency: 1 });
+    await new Promise<void>((resolve) => d.sendTo(delivery(one), null, (o) => { expect(o.kind).toBe('succeeded'); resolve(); }, 0));
+    await d.close(0);
+    inCall = true;
+    d.sendTo(delivery(spec(`${url}/ok`)), null, done, 5);
+    inCall = false;
+    await waitFor(() => got.has(5));
+    expect(calledInside).toBe(0);
+    expect(got.get(5)).toMatchObject({ kind: 'retryable', error: 'dispatcher closed' });
+  });
+});
+
 describe('response bodies', () => {
   it('does not buffer a huge body: it settles on the status and drops the connection', async () => {
     let bytesWritten = 0;
@@ -606,6 +679,39 @@ describe('signing v2 and Standard Webhooks, with two secrets', () => {
     expect(verifySignatureV2(current, punctual, { ...request, url: `${url}/other?a=1` }, 5_000, nowMs)).toBe(false);
     expect(verifySignatureV2(current, punctual, { ...request, dedupKey: 'j-7:1' }, 5_000, nowMs)).toBe(false);
     expect(verifySignatureV2('a-third-secret-0123456789', punctual, request, 5_000, nowMs)).toBe(false);
+  });
+
+  it('a payload_ref body replaces the user content-type and is what every family signs; the other headers stay as they are', async () => {
+    const blob = Buffer.from('a,b\n1,2\n');
+    const { url: blobUrl } = await httpReceiver((_req, res) => res.end(blob));
+    const seen: Array<{ headers: string[]; body: Buffer }> = [];
+    const { url } = await httpReceiver(async (req, res) => {
+      seen.push({ headers: req.rawHeaders, body: await readBody(req) });
+      res.end();
+    });
+    const s = spec(`${url}/hook`, { headers: { 'X-Tenant': 't1', 'Content-Type': 'application/json' }, signingSecret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' });
+    const d = dispatcher();
+    const dl = delivery(s, { body: new Uint8Array(0), payloadRef: { url: `${blobUrl}/blob`, sha256: null, contentType: 'text/csv' } });
+    expect(await d.send(dl)).toMatchObject({ kind: 'succeeded' });
+    const { headers, body } = seen[0]!;
+    expect(body.equals(blob)).toBe(true);
+    const dedupKey = `${dl.jobId}:${dl.scheduledAtMs}`;
+    const names = headers.filter((_, i) => i % 2 === 0);
+    expect(names.filter((n) => !['host', 'content-length', 'connection'].includes(n.toLowerCase()))).toEqual([
+      'X-Tenant', 'X-Deduplication-Key', 'X-Punctual-Job-Id', 'X-Punctual-Scheduled-At', 'X-Punctual-Attempt',
+      'X-Punctual-Fencing-Token', 'webhook-id', 'webhook-timestamp', 'webhook-signature', 'X-Punctual-Signature', 'content-type',
+    ]);
+    const value = (name: string): string => headers[headers.indexOf(name) + 1]!;
+    expect([value('X-Tenant'), value('X-Deduplication-Key'), value('webhook-id'), value('content-type')]).toEqual(['t1', dedupKey, dedupKey, 'text/csv']);
+    expect([value('X-Punctual-Job-Id'), value('X-Punctual-Scheduled-At'), value('X-Punctual-Attempt'), value('X-Punctual-Fencing-Token')]).toEqual([
+      dl.jobId, String(dl.scheduledAtMs), '1', '0.1',
+    ]);
+    const secret = s.signingSecret!;
+    const now = Number(value('webhook-timestamp')) * 1000;
+    expect(verifySignature(secret, value('X-Punctual-Signature'), blob, 60_000, now)).toBe(true);
+    expect(verifySignatureV2(secret, value('X-Punctual-Signature'), { method: 'POST', url: `${url}/hook`, dedupKey, body: blob }, 60_000, now)).toBe(true);
+    const std = { id: dedupKey, timestamp: value('webhook-timestamp'), signature: value('webhook-signature') };
+    expect(verifyStandardWebhook(secret, std, blob, 60, now)).toBe(true);
   });
 
   it('a user header named like a Standard Webhooks header is never sent', async () => {

@@ -3,9 +3,10 @@
  * this module only waits for a concurrency slot, sends, and classifies what came back.
  *
  * Performance shape (10,000 callbacks/s on 2 cores): one undici Agent, which keeps a keep-alive Pool per
- * origin (so a hanging target only ties up its own connections); one handler object per attempt that is also
- * its limiter queue node (no per-send closures beyond the promise executor); parsed URLs and filtered user
- * headers cached; response bodies counted, never stored.
+ * origin (so a hanging target only ties up its own connections); one object per attempt that is at once undici's
+ * raw handler, its limiter queue node and its deadline list node (sendTo: no promise or closure per send); one
+ * timer for all deadlines; per spec, the request head as a template and the signing keys decoded once; parsed
+ * URLs cached; response bodies counted, never stored.
  */
 import type { Socket } from 'node:net';
 import { Agent, type buildConnector, type Dispatcher as UndiciDispatcher } from 'undici';
@@ -16,7 +17,7 @@ import type { CallbackSpec, PayloadRef } from '../scheduler/types.js';
 import { classifyError, classifyStatus, parseRetryAfterMs, type OutcomeKind } from './classify.js';
 import { ConcurrencyLimiter, type LimiterEntry } from './limiter.js';
 import { PayloadRefFetcher } from './payload-ref.js';
-import { signatureHeaders } from './signature.js';
+import { Signer } from './signature.js';
 import { TargetPolicy } from './target-policy.js';
 
 export interface Delivery {
@@ -65,6 +66,9 @@ export interface PreparedRequest {
   headers: string[];
 }
 
+/** How sendTo() hands an outcome back; `tag` is the one given to that send. */
+export type OutcomeCallback<T> = (outcome: AttemptOutcome, tag: T) => void;
+
 export interface DispatcherOptions {
   clock: Clock;
   logger: Logger;
@@ -92,6 +96,15 @@ export class Dispatcher {
   /** Never rejects: every failure is an outcome. Waits for a slot of its concurrencyKey (and the global inFlightMax) first. */
   send(delivery: Delivery, prepared: PreparedRequest | null = null): Promise<AttemptOutcome> {
     return this.engine.send(delivery, prepared);
+  }
+
+  /**
+   * send() without a promise: `done(outcome, tag)` is called once with the outcome (never synchronously inside
+   * sendTo). For a caller that sends many: one `done` function for all its sends and a tag per send, so a send
+   * allocates no promise and no closure.
+   */
+  sendTo<T>(delivery: Delivery, prepared: PreparedRequest | null, done: OutcomeCallback<T>, tag: T): void {
+    this.engine.sendTo(delivery, prepared, done as OutcomeCallback<unknown>, tag);
   }
 
   /**
@@ -158,10 +171,19 @@ interface Target {
   url: string;
 }
 
-interface PreparedHeaders {
+/** What every attempt of one CallbackSpec object shares (specs are treated as immutable). */
+interface SpecPlan {
   /** Flat [name, value, ...] of the spec's headers minus the reserved ones. */
   user: string[];
   hasContentType: boolean;
+  /** The spec's secrets with their keys decoded once; null = unsigned. */
+  signer: Signer | null;
+  /**
+   * The request head as a flat [name, value, ...] list with empty slots for each attempt's values, copied once
+   * per attempt: without a content-type (the spec has one, or the body is empty), with `application/json`, with
+   * `application/octet-stream` (payload_base64 bytes).
+   */
+  heads: readonly [string[], string[], string[]];
 }
 
 type AttemptState = 'queued' | 'running' | 'done';
@@ -179,9 +201,17 @@ class Attempt implements UndiciDispatcher.DispatchHandler, LimiterEntry {
   prev: Attempt | null = null;
   next: Attempt | null = null;
   state: AttemptState = 'queued';
-  resolve: ((outcome: AttemptOutcome) => void) | null = null;
-  controller: UndiciDispatcher.DispatchController | null = null;
-  timer: NodeJS.Timeout | null = null;
+  /** Who gets the outcome (send()'s resolve, or sendTo()'s callback with its tag); null once settled. */
+  done: OutcomeCallback<unknown> | null;
+  readonly tag: unknown;
+  /** undici's abort of the request, once it reached a connection. */
+  abort: ((err: Error) => void) | null = null;
+  /** Deadline list links (Deadlines): set while the attempt's request is out. */
+  deadlineList: DeadlineList | null = null;
+  deadlinePrev: Attempt | null = null;
+  deadlineNext: Attempt | null = null;
+  /** performance.now() at which the attempt times out. */
+  deadlineAt = 0;
   startedAtMs = 0;
   statusCode: number | null = null;
   retryAfterMs: number | null = null;
@@ -198,48 +228,52 @@ class Attempt implements UndiciDispatcher.DispatchHandler, LimiterEntry {
     readonly target: Target,
     /** Headers built when the delivery was staged; null = build them at start. */
     readonly prepared: PreparedRequest | null,
+    done: OutcomeCallback<unknown>,
+    tag: unknown,
   ) {
+    this.done = done;
+    this.tag = tag;
     this.concurrencyKey = delivery.concurrencyKey;
     this.body = delivery.body;
     this.concurrencyLimit = Math.max(1, Math.floor(delivery.spec.maxConcurrency) || 1);
   }
 
-  onRequestStart(controller: UndiciDispatcher.DispatchController): void {
+  // The handler is undici's raw one (onConnect .. onError) rather than the controller API: that API wraps every
+  // request in two more objects and decodes every response's headers into an object, where an attempt reads at
+  // most two headers, and only on a 3xx or a retryable status.
+
+  onConnect(abort: (err?: Error) => void): void {
     // Already settled (timed out while queued inside undici, or closed): never send it late.
-    if (this.state === 'done') return controller.abort(new TimeoutError('attempt already settled'));
-    this.controller = controller;
+    if (this.state === 'done') return abort(new TimeoutError('attempt already settled'));
+    this.abort = abort;
   }
 
-  onResponseStart(
-    _controller: UndiciDispatcher.DispatchController,
-    statusCode: number,
-    headers: Record<string, string | string[] | undefined>,
-  ): void {
-    if (statusCode < 200) return; // 1xx informational: the real status follows
+  onHeaders(statusCode: number, rawHeaders: Buffer[]): boolean {
+    if (statusCode < 200) return true; // 1xx informational: the real status follows
     this.statusCode = statusCode;
     if (classifyStatus(statusCode) === 'retryable') {
-      this.retryAfterMs = parseRetryAfterMs(headers['retry-after'], this.engine.clock.nowMs());
+      const retryAfter = rawHeader(rawHeaders, 'retry-after');
+      this.retryAfterMs = parseRetryAfterMs(retryAfter ?? undefined, this.engine.clock.nowMs());
     }
-    if (statusCode >= 300 && statusCode <= 399) {
-      const location = headers['location'];
-      this.location = (Array.isArray(location) ? location[0] : location) ?? null;
-    }
+    if (statusCode >= 300 && statusCode <= 399) this.location = rawHeader(rawHeaders, 'location');
+    return true;
   }
 
-  onResponseData(controller: UndiciDispatcher.DispatchController, chunk: Buffer): void {
-    if (this.state === 'done') return;
+  onData(chunk: Buffer): boolean {
+    if (this.state === 'done') return true;
     this.bodyBytes += chunk.length;
-    if (this.bodyBytes <= limits.responseBodyBytesMax) return;
+    if (this.bodyBytes <= limits.responseBodyBytesMax) return true;
     // Enough read: settle on the status and drop the connection instead of reading an unbounded body.
     this.engine.settleOnStatus(this);
-    controller.abort(new Error('response body limit reached'));
+    this.abort?.(new Error('response body limit reached'));
+    return true;
   }
 
-  onResponseEnd(): void {
+  onComplete(): void {
     this.engine.settleOnStatus(this);
   }
 
-  onResponseError(_controller: UndiciDispatcher.DispatchController | null, err: Error): void {
+  onError(err: Error): void {
     if (this.state === 'done') return;
     // The receiver already answered with a status: that answer is the verdict, whatever happens to the body
     // (a 2xx whose body is cut must not be delivered again).
@@ -249,27 +283,127 @@ class Attempt implements UndiciDispatcher.DispatchHandler, LimiterEntry {
   }
 }
 
+/** The first value of header `lowerName` in undici's raw [name, value, ...] list, as latin1; null when absent. */
+function rawHeader(rawHeaders: readonly Buffer[], lowerName: string): string | null {
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i];
+    if (name.length === lowerName.length && name.toString('latin1').toLowerCase() === lowerName) {
+      return rawHeaders[i + 1].toString('latin1');
+    }
+  }
+  return null;
+}
+
+/** Attempts of one timeoutMs in start order, which is also deadline order (performance.now() is monotonic). */
+interface DeadlineList {
+  readonly timeoutMs: number;
+  head: Attempt | null;
+  tail: Attempt | null;
+}
+
 /**
- * The attempt's timer expired. The verdict waits for one more poll phase (setImmediate runs after it): libuv runs
- * expired timers BEFORE it reads the sockets, so after the event loop was blocked (a long synchronous batch of
- * fires or commits) an answer already sitting in the socket would otherwise lose to its own timer, and the
- * callback would be delivered again. A hot instant of 100,000 jobs showed exactly that: one duplicate per
- * connection of the pool (128).
+ * Every running attempt's deadline under one timer instead of a timer per attempt: a list per distinct
+ * timeoutMs (so each list stays sorted by appending), and one timer set for the earliest head. Settling
+ * unlinks in O(1); an early timer (its head settled) finds nothing due and is set again.
+ *
+ * An expired deadline gives its verdict only after one more poll phase (setImmediate runs after it): libuv
+ * runs expired timers BEFORE it reads the sockets, so after the event loop was blocked (a long synchronous
+ * batch of fires or commits) an answer already sitting in the socket would otherwise lose to its deadline, and
+ * the callback would be delivered again (one duplicate per pooled connection of a stalled hot instant).
  */
-function onAttemptTimeout(attempt: Attempt): void {
-  attempt.timer = null;
-  if (attempt.state === 'done') return;
-  setImmediate(declareTimeout, attempt);
+class Deadlines {
+  private readonly lists = new Map<number, DeadlineList>();
+  private timer: NodeJS.Timeout | null = null;
+  /** performance.now() the timer is set for. */
+  private timerAt = Infinity;
+  /** Expired attempts waiting for the next check phase, linked through deadlineNext. */
+  private expiredHead: Attempt | null = null;
+  private readonly scanBound = (): void => this.scan();
+  private readonly declareBound = (): void => this.declareExpired();
+
+  add(attempt: Attempt, timeoutMs: number): void {
+    let list = this.lists.get(timeoutMs);
+    if (list === undefined) {
+      list = { timeoutMs, head: null, tail: null };
+      this.lists.set(timeoutMs, list);
+    }
+    attempt.deadlineAt = performance.now() + timeoutMs;
+    attempt.deadlineList = list;
+    attempt.deadlinePrev = list.tail;
+    attempt.deadlineNext = null;
+    if (list.tail === null) list.head = attempt;
+    else list.tail.deadlineNext = attempt;
+    list.tail = attempt;
+    if (attempt.deadlineAt < this.timerAt) this.arm(attempt.deadlineAt);
+  }
+
+  remove(attempt: Attempt): void {
+    const list = attempt.deadlineList;
+    if (list === null) return;
+    if (attempt.deadlinePrev !== null) attempt.deadlinePrev.deadlineNext = attempt.deadlineNext;
+    else list.head = attempt.deadlineNext;
+    if (attempt.deadlineNext !== null) attempt.deadlineNext.deadlinePrev = attempt.deadlinePrev;
+    else list.tail = attempt.deadlinePrev;
+    attempt.deadlineList = null;
+    attempt.deadlinePrev = null;
+    attempt.deadlineNext = null;
+    // A list per distinct timeoutMs: an empty one goes, or specs with ever new timeouts would grow the map.
+    if (list.head === null) this.lists.delete(list.timeoutMs);
+    // Nothing out: no timer left to hold the process open.
+    if (this.lists.size === 0) this.close();
+  }
+
+  close(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    this.timerAt = Infinity;
+  }
+
+  private arm(atMs: number): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timerAt = atMs;
+    // Whole ms, rounded up: node's timers count whole ms of loop time, a shorter wait would find nothing due.
+    this.timer = setTimeout(this.scanBound, Math.max(1, Math.ceil(atMs - performance.now())));
+  }
+
+  private scan(): void {
+    this.timer = null;
+    this.timerAt = Infinity;
+    const now = performance.now();
+    let next = Infinity;
+    for (const list of this.lists.values()) {
+      while (list.head !== null && list.head.deadlineAt <= now) {
+        const attempt = list.head;
+        this.remove(attempt);
+        if (this.expiredHead === null) setImmediate(this.declareBound);
+        attempt.deadlineNext = this.expiredHead;
+        this.expiredHead = attempt;
+      }
+      if (list.head !== null && list.head.deadlineAt < next) next = list.head.deadlineAt;
+    }
+    if (next !== Infinity) this.arm(next);
+  }
+
+  private declareExpired(): void {
+    let attempt = this.expiredHead;
+    this.expiredHead = null;
+    while (attempt !== null) {
+      const nextExpired = attempt.deadlineNext;
+      attempt.deadlineNext = null;
+      declareTimeout(attempt);
+      attempt = nextExpired;
+    }
+  }
 }
 
 function declareTimeout(attempt: Attempt): void {
   if (attempt.state === 'done') return;
-  const controller = attempt.controller;
+  const abort = attempt.abort;
   const timeoutMs = attempt.delivery.spec.timeoutMs;
   // A status already received is the verdict: only the body was late (it is not waited for any longer).
   if (attempt.statusCode !== null) attempt.engine.settleOnStatus(attempt);
   else attempt.engine.finish(attempt, 'retryable', null, `timeout after ${timeoutMs} ms`, null);
-  if (controller !== null) controller.abort(new TimeoutError(`timeout after ${timeoutMs} ms`));
+  if (abort !== null) abort(new TimeoutError(`timeout after ${timeoutMs} ms`));
 }
 
 class Engine {
@@ -281,7 +415,8 @@ class Engine {
   private readonly agent: Agent;
   private readonly payloadRefs: PayloadRefFetcher;
   private readonly targets = new Map<string, Target | string>();
-  private readonly preparedHeaders = new WeakMap<CallbackSpec, PreparedHeaders>();
+  private readonly plans = new WeakMap<CallbackSpec, SpecPlan>();
+  private readonly deadlines = new Deadlines();
   private activeHead: Attempt | null = null;
   private closing: Promise<void> | null = null;
   private idleResolve: (() => void) | null = null;
@@ -311,15 +446,19 @@ class Engine {
   }
 
   send(delivery: Delivery, prepared: PreparedRequest | null): Promise<AttemptOutcome> {
-    if (this.closing !== null) return Promise.resolve(this.immediate('retryable', 'dispatcher closed'));
+    return new Promise<AttemptOutcome>((resolve) => this.sendTo(delivery, prepared, resolve, null));
+  }
+
+  sendTo(delivery: Delivery, prepared: PreparedRequest | null, done: OutcomeCallback<unknown>, tag: unknown): void {
+    if (this.closing !== null) return this.settleLater(done, tag, this.immediate('retryable', 'dispatcher closed'));
     const target = this.target(delivery.spec.url);
-    if (typeof target === 'string') return Promise.resolve(this.immediate('permanent', target));
-    const attempt = new Attempt(this, delivery, target, prepared);
-    const promise = new Promise<AttemptOutcome>((resolve) => {
-      attempt.resolve = resolve;
-    });
-    this.limiter.acquire(attempt);
-    return promise;
+    if (typeof target === 'string') return this.settleLater(done, tag, this.immediate('permanent', target));
+    this.limiter.acquire(new Attempt(this, delivery, target, prepared, done, tag));
+  }
+
+  /** An outcome known before anything was sent, handed over on a later tick like every other. */
+  private settleLater(done: OutcomeCallback<unknown>, tag: unknown, outcome: AttemptOutcome): void {
+    process.nextTick(done, outcome, tag);
   }
 
   /** Called by the limiter when the attempt holds its key slot and a global slot. */
@@ -361,7 +500,7 @@ class Engine {
   private sendNow(attempt: Attempt): void {
     const d = attempt.delivery;
     const startedAtMs = attempt.startedAtMs;
-    attempt.timer = setTimeout(onAttemptTimeout, d.spec.timeoutMs, attempt);
+    this.deadlines.add(attempt, d.spec.timeoutMs);
     const options: UndiciDispatcher.DispatchOptions = {
       origin: attempt.target.origin,
       path: attempt.target.path,
@@ -376,7 +515,7 @@ class Engine {
     try {
       this.agent.dispatch(options, attempt);
     } catch (err) {
-      attempt.onResponseError(null, err as Error);
+      attempt.onError(err as Error);
     }
   }
 
@@ -409,15 +548,17 @@ class Engine {
     if (attempt.state === 'done') return;
     const wasRunning = attempt.state === 'running';
     attempt.state = 'done';
-    if (attempt.timer !== null) {
-      clearTimeout(attempt.timer);
-      attempt.timer = null;
-    }
+    this.deadlines.remove(attempt);
     const finishedAtMs = this.clock.nowMs();
     const startedAtMs = wasRunning ? attempt.startedAtMs : finishedAtMs;
-    const resolve = attempt.resolve!;
-    attempt.resolve = null;
-    resolve({ kind, statusCode, error, retryAfterMs, startedAtMs, finishedAtMs });
+    const done = attempt.done!;
+    attempt.done = null;
+    try {
+      done({ kind, statusCode, error, retryAfterMs, startedAtMs, finishedAtMs }, attempt.tag);
+    } catch (err) {
+      // A sendTo() caller's bug must not leave the slots of this attempt taken.
+      this.logger.error('outcome callback threw', { jobId: attempt.delivery.jobId, err });
+    }
     if (!wasRunning) return;
     this.unlinkActive(attempt);
     this.limiter.release(attempt);
@@ -436,15 +577,16 @@ class Engine {
     let aborted = 0;
     while (this.activeHead !== null) {
       const attempt = this.activeHead;
-      const controller = attempt.controller;
+      const abort = attempt.abort;
       if (attempt.statusCode !== null) this.settleOnStatus(attempt);
       else this.finish(attempt, 'retryable', null, 'aborted: dispatcher closed', null);
-      controller?.abort(new Error('dispatcher closed'));
+      abort?.(new Error('dispatcher closed'));
       aborted++;
     }
     this.logger.info('dispatcher closed', { queuedDropped: drained.length, inFlightAborted: aborted });
     for (const set of this.spares.values()) for (const socket of set) socket.destroy();
     this.spares.clear();
+    this.deadlines.close();
     // Every attempt is settled by now. destroy(), not close(): close() would wait for requests still queued
     // inside undici whose attempts timed out there (a saturated pool), and for nothing we need.
     await this.agent.destroy();
@@ -556,43 +698,36 @@ class Engine {
   /** Our headers and the user's for one attempt: `body` is what is sent (a fetched payload_ref's, else the delivery's). */
   private headersFor(d: Delivery, target: Target, body: Uint8Array, refContentType: string | null, nowMs: number): string[] {
     const spec = d.spec;
-    let prepared = this.preparedHeaders.get(spec);
+    let prepared = this.plans.get(spec);
     if (prepared === undefined) {
-      prepared = prepareHeaders(spec.headers);
-      this.preparedHeaders.set(spec, prepared);
+      prepared = planSpec(spec);
+      this.plans.set(spec, prepared);
     }
-    // A fetched payload_ref body goes with its own content type, in place of the spec's.
-    const headers = refContentType === null ? prepared.user.slice() : withoutContentType(prepared.user);
     const dedupKey = `${d.jobId}:${d.scheduledAtMs}`;
-    headers.push(
-      'X-Deduplication-Key',
-      dedupKey,
-      'X-Punctual-Job-Id',
-      d.jobId,
-      'X-Punctual-Scheduled-At',
-      String(d.scheduledAtMs),
-      'X-Punctual-Attempt',
-      String(d.attempt),
-      'X-Punctual-Fencing-Token',
-      d.fencingToken,
-    );
-    if (spec.signingSecret !== null && spec.signingSecret.length > 0) {
-      const secrets = spec.signingSecretNext ? [spec.signingSecret, spec.signingSecretNext] : [spec.signingSecret];
-      const signed = signatureHeaders(secrets, { method: spec.method, url: target.url, dedupKey, unixMs: nowMs, body });
-      headers.push(
-        'webhook-id',
-        dedupKey,
-        'webhook-timestamp',
-        signed.webhookTimestamp,
-        'webhook-signature',
-        signed.webhookSignature,
-        'X-Punctual-Signature',
-        signed.punctualSignature,
-      );
+    let headers: string[];
+    let at: number;
+    if (refContentType === null) {
+      const variant = prepared.hasContentType || d.body.length === 0 ? 0 : d.bodyEncoding === 'base64' ? 2 : 1;
+      headers = prepared.heads[variant].slice();
+      at = prepared.user.length;
+    } else {
+      // A fetched payload_ref body goes with its own content type, in place of the spec's.
+      headers = withoutContentType(prepared.heads[0]);
+      at = headers.length - prepared.heads[0].length + prepared.user.length;
+      headers.push('content-type', refContentType);
     }
-    if (refContentType !== null) headers.push('content-type', refContentType);
-    else if (!prepared.hasContentType && d.body.length > 0) {
-      headers.push('content-type', d.bodyEncoding === 'base64' ? 'application/octet-stream' : 'application/json');
+    // The values into the slots of the spec's head (planSpec): names and order are fixed there.
+    headers[at + 1] = dedupKey;
+    headers[at + 3] = d.jobId;
+    headers[at + 5] = String(d.scheduledAtMs);
+    headers[at + 7] = String(d.attempt);
+    headers[at + 9] = d.fencingToken;
+    if (prepared.signer !== null) {
+      const signed = prepared.signer.sign({ method: spec.method, url: target.url, dedupKey, unixMs: nowMs, body });
+      headers[at + 11] = dedupKey;
+      headers[at + 13] = signed.webhookTimestamp;
+      headers[at + 15] = signed.webhookSignature;
+      headers[at + 17] = signed.punctualSignature;
     }
     return headers;
   }
@@ -630,8 +765,9 @@ function withoutContentType(user: readonly string[]): string[] {
   return out;
 }
 
-/** Specs are treated as immutable: the filtered headers are cached per spec object. */
-function prepareHeaders(specHeaders: Record<string, string>): PreparedHeaders {
+/** Specs are treated as immutable: the filtered headers and the signing keys are kept per spec object. */
+function planSpec(spec: CallbackSpec): SpecPlan {
+  const specHeaders = spec.headers;
   const user: string[] = [];
   let hasContentType = false;
   for (const name of Object.keys(specHeaders)) {
@@ -640,7 +776,16 @@ function prepareHeaders(specHeaders: Record<string, string>): PreparedHeaders {
     if (lower === 'content-type') hasContentType = true;
     user.push(name, specHeaders[name]);
   }
-  return { user, hasContentType };
+  let signer: Signer | null = null;
+  if (spec.signingSecret !== null && spec.signingSecret.length > 0) {
+    signer = new Signer(spec.signingSecretNext ? [spec.signingSecret, spec.signingSecretNext] : [spec.signingSecret]);
+  }
+  // Our names after the user's, values filled per attempt (headersFor), the default content-type last.
+  const ours = ['X-Deduplication-Key', '', 'X-Punctual-Job-Id', '', 'X-Punctual-Scheduled-At', '', 'X-Punctual-Attempt', '', 'X-Punctual-Fencing-Token', ''];
+  if (signer !== null) ours.push('webhook-id', '', 'webhook-timestamp', '', 'webhook-signature', '', 'X-Punctual-Signature', '');
+  const head = [...user, ...ours];
+  const heads: SpecPlan['heads'] = [head, [...head, 'content-type', 'application/json'], [...head, 'content-type', 'application/octet-stream']];
+  return { user, hasContentType, signer, heads };
 }
 
 function parseTarget(url: string): Target | string {

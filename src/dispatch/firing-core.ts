@@ -274,8 +274,7 @@ export class FiringCore {
     }
     s.state = 'sent';
     this.waiting.delete(s.id);
-    const id = s.id;
-    void this.dispatcher.send(s.delivery, s.prepared).then((outcome) => this.onOutcome(id, outcome));
+    this.dispatcher.sendTo(s.delivery, s.prepared, this.onOutcomeBound, s.id);
   }
 
   private releaseHeld(shard: number): void {
@@ -292,6 +291,9 @@ export class FiringCore {
     this.dropped.push(s.id);
     this.scheduleFlush();
   }
+
+  /** One function for every send (sendTo): no promise or closure per callback. */
+  private readonly onOutcomeBound = (o: AttemptOutcome, id: number): void => this.onOutcome(id, o);
 
   private onOutcome(id: number, o: AttemptOutcome): void {
     this.outcomes.push(id, outcomeKinds.indexOf(o.kind), o.statusCode ?? -1, o.retryAfterMs ?? -1, o.startedAtMs, o.finishedAtMs);

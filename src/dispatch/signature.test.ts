@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { signBody, signatureHeaders, signingKey, standardSignature, verifySignature, verifySignatureV2, verifyStandardWebhook } from './signature.js';
+import { limits } from '../core/limits.js';
+import { Signer, signBody, signatureHeaders, signingKey, standardSignature, verifySignature, verifySignatureV2, verifyStandardWebhook } from './signature.js';
 
 const body = new TextEncoder().encode('{"job":"a","n":1}');
 const secret = 'topsecret';
@@ -90,5 +91,42 @@ describe('Standard Webhooks and v2', () => {
     expect(verifySignatureV2('0123456789abcdef', header, r, 1000, t + 1001)).toBe(false);
     // Old receivers: the v1 entry is still there and still verifies.
     expect(verifySignature('0123456789abcdef', header, body, 1000, t)).toBe(true);
+  });
+});
+
+describe('Signer (the sending side, keys decoded once)', () => {
+  it('gives what node:crypto gives for every family: keys past one HMAC block, non-ASCII fields, empty and large bodies', () => {
+    const longKey = 'whsec_' + Buffer.alloc(100, 7).toString('base64'); // decoded key longer than SHA-256's 64-byte block
+    const longText = 'k'.repeat(90); // a plain secret longer than a block, used as is
+    const secrets = [longKey, longText];
+    const signer = new Signer(secrets);
+    // The shared scratch buffer grows for the 10,000 bytes; the next body is past its bound (a buffer of its own).
+    const past = new Uint8Array(limits.signScratchBytesMax + 1_000).fill(0x61);
+    const bodies = [new Uint8Array(0), body, new Uint8Array(10_000).fill(0x62), past, body];
+    for (const b of bodies) {
+      // The same signer used over and over: nothing of one MAC may leak into the next.
+      for (const r of [
+        { method: 'POST', url: 'http://127.0.0.1:9/h?q=1', dedupKey: 'job-é:1700000000000', unixMs: t, body: b },
+        { method: 'PUT', url: 'http://[::1]:8080/p', dedupKey: 'j:1', unixMs: t + 999, body: b },
+      ]) {
+        const signed = signer.sign(r);
+        const seconds = Math.floor(r.unixMs / 1000);
+        const std = secrets.map((s) => 'v1,' + createHmac('sha256', signingKey(s)).update(`${r.dedupKey}.${seconds}.`).update(b).digest('base64'));
+        const v1 = secrets.map((s) => 'v1=' + createHmac('sha256', s).update(`${r.unixMs}.`).update(b).digest('hex'));
+        const v2 = secrets.map(
+          (s) => 'v2=' + createHmac('sha256', signingKey(s)).update(`${r.method}\n${r.url}\n${r.dedupKey}\n${r.unixMs}\n`).update(b).digest('hex'),
+        );
+        expect(signed).toEqual({
+          webhookTimestamp: String(seconds),
+          webhookSignature: std.join(' '),
+          punctualSignature: [`t=${r.unixMs}`, ...v1, ...v2].join(','),
+        });
+        for (const s of secrets) {
+          expect(verifySignature(s, signed.punctualSignature, b, 0, r.unixMs)).toBe(true);
+          expect(verifySignatureV2(s, signed.punctualSignature, { method: r.method, url: r.url, dedupKey: r.dedupKey, body: b }, 0, r.unixMs)).toBe(true);
+          expect(verifyStandardWebhook(s, { id: r.dedupKey, timestamp: signed.webhookTimestamp, signature: signed.webhookSignature }, b, 0, seconds * 1000)).toBe(true);
+        }
+      }
+    }
   });
 });

@@ -14,7 +14,8 @@
  * secret first, then those of the next one while both are set. The timestamp is inside every MAC so a receiver
  * can refuse replays older than its tolerance.
  */
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, hash, timingSafeEqual } from 'node:crypto';
+import { limits } from '../core/limits.js';
 
 const hexDigestChars = 64;
 /** The Standard Webhooks secret prefix: the rest is the key in base64. */
@@ -64,21 +65,77 @@ export function standardSignature(key: Buffer, id: string, timestampSeconds: num
 
 /** Every signature header of one attempt, for the active secrets (current first, then next). */
 export function signatureHeaders(secrets: readonly string[], r: SignedRequest): SignatureHeaders {
-  const seconds = Math.floor(r.unixMs / 1000);
-  const standard: string[] = [];
-  const v1: string[] = [];
-  const v2: string[] = [];
-  for (const secret of secrets) {
-    const key = signingKey(secret);
-    standard.push(standardSignature(key, r.dedupKey, seconds, r.body));
-    v1.push(`v1=${v1Hex(secret, r.unixMs, r.body)}`);
-    v2.push(`v2=${v2Hex(key, r)}`);
+  return new Signer(secrets).sign(r);
+}
+
+const sha256BlockBytes = 64;
+const sha256DigestBytes = 32;
+
+/**
+ * HMAC-SHA256 with the key's padded blocks computed once: two one-shot hashes per MAC instead of an Hmac object
+ * (and its key schedule) per MAC. The sender's path only; the verify functions keep node:crypto's Hmac, so the
+ * tests check one against the other.
+ */
+class HmacKey {
+  private readonly inner: Buffer;
+  private readonly outer: Buffer;
+
+  constructor(key: Uint8Array) {
+    const k = key.length > sha256BlockBytes ? hash('sha256', key, 'buffer') : key;
+    this.inner = Buffer.alloc(sha256BlockBytes, 0x36);
+    this.outer = Buffer.alloc(sha256BlockBytes + sha256DigestBytes, 0x5c);
+    for (let i = 0; i < k.length; i++) {
+      this.inner[i] ^= k[i];
+      this.outer[i] ^= k[i];
+    }
   }
-  return {
-    webhookTimestamp: String(seconds),
-    webhookSignature: standard.join(' '),
-    punctualSignature: [`t=${r.unixMs}`, ...v1, ...v2].join(','),
-  };
+
+  /** HMAC(key, prefix as UTF-8 + body). */
+  mac(prefix: string, body: Uint8Array, encoding: 'hex' | 'base64'): string {
+    const need = sha256BlockBytes + prefix.length * 3 + body.length;
+    if (scratch.length < need && need <= limits.signScratchBytesMax) scratch = Buffer.allocUnsafe(limits.signScratchBytesMax);
+    const input = scratch.length >= need ? scratch : Buffer.allocUnsafe(need);
+    this.inner.copy(input, 0);
+    const end = sha256BlockBytes + input.write(prefix, sha256BlockBytes, 'utf8');
+    input.set(body, end);
+    const innerDigest = hash('sha256', input.subarray(0, end + body.length), 'buffer');
+    innerDigest.copy(this.outer, sha256BlockBytes);
+    return hash('sha256', this.outer, encoding);
+  }
+}
+
+/**
+ * Shared by every HmacKey: a MAC's input is copied here (the sender runs on one thread, nothing awaits inside).
+ * It grows once to limits.signScratchBytesMax; a MAC over more is copied into a buffer of its own.
+ */
+let scratch = Buffer.allocUnsafe(4096);
+
+/**
+ * The signing side for one set of secrets (current, then next), kept as long as the callback spec that holds
+ * them: each secret's keys are decoded and padded once, not once per attempt.
+ */
+export class Signer {
+  private readonly keys: Array<{ key: HmacKey; v1: HmacKey }>;
+
+  constructor(secrets: readonly string[]) {
+    this.keys = secrets.map((secret) => ({ key: new HmacKey(signingKey(secret)), v1: new HmacKey(Buffer.from(secret, 'utf8')) }));
+  }
+
+  sign(r: SignedRequest): SignatureHeaders {
+    const seconds = Math.floor(r.unixMs / 1000);
+    const standardHead = `${r.dedupKey}.${seconds}.`;
+    const v1Head = `${r.unixMs}.`;
+    const v2Head = canonicalV2Head(r);
+    let standard = '';
+    let v1 = '';
+    let v2 = '';
+    for (const { key, v1: v1Key } of this.keys) {
+      standard += (standard.length === 0 ? 'v1,' : ' v1,') + key.mac(standardHead, r.body, 'base64');
+      v1 += ',v1=' + v1Key.mac(v1Head, r.body, 'hex');
+      v2 += ',v2=' + key.mac(v2Head, r.body, 'hex');
+    }
+    return { webhookTimestamp: String(seconds), webhookSignature: standard, punctualSignature: `t=${r.unixMs}${v1}${v2}` };
+  }
 }
 
 /** `t={unixMs},v1={hex HMAC-SHA256(secret, t + "." + body)}`: the v1 scheme alone. */
