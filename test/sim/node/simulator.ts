@@ -10,7 +10,7 @@ import { PunctualError } from '../../../src/core/errors.js';
 import { shardOf } from '../../../src/core/ids.js';
 import { silentLogger } from '../../../src/core/log.js';
 import { Prng } from '../../../src/core/prng.js';
-import type { NodeCoreApi, NodeCoreDeps } from '../../../src/nodecore/types.js';
+import type { NodeCoreDeps } from '../../../src/nodecore/types.js';
 import { HostBugs, RaftBugs, resetHostBugs, resetRaftBugs } from '../../../src/raft/bugs.js';
 import type { HostBugName, RaftBugName } from '../../../src/raft/bugs.js';
 import type { Message, NodeId } from '../../../src/raft/index.js';
@@ -49,7 +49,7 @@ export class NodeSimulator implements NodeWorld {
   readonly workload: Workload;
   readonly digestEvery = 64;
   readonly logger = silentLogger;
-  readonly makeCore: (deps: NodeCoreDeps) => NodeCoreApi = (deps) => new FedCore(deps);
+  readonly makeCore = (deps: NodeCoreDeps): FedCore => new FedCore(deps);
   nowMs = epochMs;
   private readonly queue = new EventQueue<Ev>();
   private readonly netRand: Prng;
@@ -158,7 +158,7 @@ export class NodeSimulator implements NodeWorld {
     for (const m of messages) {
       this.messages++;
       const from = this.node(m.from);
-      if (this.blocked.has(`${m.from}>${m.to}`)) {
+      if (this.isBlocked(m)) {
         from.reportUnreachable(m);
         continue;
       }
@@ -181,13 +181,18 @@ export class NodeSimulator implements NodeWorld {
 
   private deliver(m: Message): void {
     const from = this.node(m.from);
-    if (this.blocked.has(`${m.from}>${m.to}`)) {
+    if (this.isBlocked(m)) {
       if (!from.down) from.reportUnreachable(m);
       return;
     }
     this.trace.message(m, this.nowMs - epochMs);
     this.node(m.to).step(m);
     if (m.type === 'snapshot' && !from.down) from.reportSnapshot(m, true);
+  }
+
+  /** The message's link is cut (no partition: no link name to build). */
+  private isBlocked(m: Message): boolean {
+    return this.blocked.size > 0 && this.blocked.has(`${m.from}>${m.to}`);
   }
 
   private node(id: string): SimNode {
