@@ -248,7 +248,7 @@ export class Replication {
     this.tickedToMono += due * clusterLimits.tickMs;
     const n = Math.min(ticks, clusterLimits.catchUpTicksMax);
     for (const s of this.shards) {
-      const k = n === 1 || s.raw.status().role === 'leader' ? n : Math.min(n, stallLimits.followerCatchUpTicksMax);
+      const k = n === 1 || s.raw.basicStatus().role === 'leader' ? n : Math.min(n, stallLimits.followerCatchUpTicksMax);
       for (let i = 0; i < k; i++) s.raw.tick();
     }
     for (let i = 0; i < n; i++) {
@@ -366,17 +366,17 @@ export class Replication {
   /** The next round, or null while one is in flight (not advanced) or no shard has anything. */
   ready(): ReplicaRound | null {
     if (this.round !== null) return null;
-    const shards: RoundShard[] = [];
-    for (const s of this.shards) if (s.raw.hasReady()) shards.push({ shard: s.shard, ready: s.raw.ready() });
-    if (shards.length === 0) return null;
-    const confChange = shards.some(({ ready }) => ready.committedEntries.some((e) => e.type === 'conf_change'));
-    this.round = {
-      id: ++this.roundSeq,
-      shards,
-      mustSync: shards.some(({ ready }) => ready.mustSync),
-      inline: !confChange && this.inline(shards),
-      confChange,
-    };
+    // Asked after every input, most of which leave nothing to do: nothing is allocated until a shard has work.
+    let shards: RoundShard[] | null = null;
+    for (const s of this.shards) if (s.raw.hasReady()) (shards ??= []).push({ shard: s.shard, ready: s.raw.ready() });
+    if (shards === null) return null;
+    let confChange = false;
+    let mustSync = false;
+    for (const { ready } of shards) {
+      if (ready.mustSync) mustSync = true;
+      for (const e of ready.committedEntries) if (e.type === 'conf_change') confChange = true;
+    }
+    this.round = { id: ++this.roundSeq, shards, mustSync, inline: !confChange && this.inline(shards), confChange };
     return this.round;
   }
 
@@ -422,7 +422,7 @@ export class Replication {
       const s = this.shard(shard);
       const role = ready.softState.role;
       const wasLeader = s.role === 'leader';
-      if (s.lead.softState(role, ready.softState.leader, s.raw.status())) this.events.push({ kind: 'leader_stop', shard });
+      if (s.lead.softState(role, ready.softState.leader, s.raw.basicStatus())) this.events.push({ kind: 'leader_stop', shard });
       if (!wasLeader && role === 'leader') this.events.push({ kind: 'leading', shard, term: s.lead.term });
       if (role !== 'leader') {
         for (const r of s.reads.splice(0)) this.events.push({ kind: 'read', ticket: r.ticket, shard, error: notLeader(shard) });
@@ -456,7 +456,7 @@ export class Replication {
       const s = this.shard(shard);
       s.raw.advance();
       // Deposed and re-elected between two rounds: same soft state, new term (new fencing token).
-      if (ready.hardState !== null && s.lead.hardTerm(ready.hardState.term, s.raw.status())) this.events.push({ kind: 'leader_stop', shard });
+      if (ready.hardState !== null && s.lead.hardTerm(ready.hardState.term, s.raw.basicStatus())) this.events.push({ kind: 'leader_stop', shard });
       this.maybeStartFiring(s);
       for (const rs of ready.readStates) {
         const r = s.reads.find((x) => x.ctx === rs.ctx);

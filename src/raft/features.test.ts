@@ -471,3 +471,24 @@ describe('RaftBugs.voteWithoutPersist (mutation switch)', () => {
     expect(doubleVote()).toBe(2);
   });
 });
+
+describe('basicStatus', () => {
+  it('tells the role, term and last index status() tells, before and after an election and a proposal', () => {
+    const c = new Cluster({ config: {} });
+    const ids = c.addNodes(3);
+    const same = (): void => {
+      for (const id of ids) {
+        const s = c.node(id).raw.status();
+        expect(c.node(id).raw.basicStatus()).toEqual({ role: s.role, term: s.term, lastIndex: s.lastIndex });
+      }
+    };
+    same();
+    c.node(ids[0]!).raw.campaign();
+    c.stabilize();
+    same();
+    expect(c.node(ids[0]!).raw.basicStatus().role).toBe('leader');
+    expect(c.node(ids[0]!).raw.propose(encodeText('x')).ok).toBe(true);
+    c.stabilize();
+    same();
+  });
+});

@@ -176,11 +176,19 @@ export class Progress {
   }
 }
 
-/** The smallest value that a majority of `values` reach (the quorum's "committed" index or tick). */
+/**
+ * The smallest value that a majority of `values` reach (the quorum's "committed" index or tick). Sorts `values`
+ * in place (callers pass an array built for the call); an insertion sort, as a group has a handful of voters.
+ */
 export function quorumMin(values: number[]): number {
   assert(values.length > 0, 'quorumMin of no voters');
-  const sorted = values.slice().sort((a, b) => b - a);
-  return sorted[Math.floor(sorted.length / 2)]!;
+  for (let i = 1; i < values.length; i++) {
+    const v = values[i]!;
+    let j = i - 1;
+    for (; j >= 0 && values[j]! < v; j--) values[j + 1] = values[j]!;
+    values[j + 1] = v;
+  }
+  return values[Math.floor(values.length / 2)]!;
 }
 
 export function quorumSize(voters: number): number {

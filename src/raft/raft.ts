@@ -590,7 +590,8 @@ export class Raft {
 
   /** Commits the largest index a quorum holds, but only if it is from this term (paper 5.4.2, Figure 8). */
   maybeCommit(): boolean {
-    const matches = [...this.voters].map((id) => this.progress.get(id)!.match);
+    const matches: number[] = [];
+    for (const id of this.voters) matches.push(this.progress.get(id)!.match);
     if (matches.length === 0) return false;
     const mci = quorumMin(matches) as LogIndex;
     if (mci <= this.log.committed) return false;
@@ -668,7 +669,8 @@ export class Raft {
   leaseValid(): boolean {
     if (this.role !== 'leader' || this.leaseVoid || this.leadTransferee !== noNode) return false;
     if (!this.config.checkQuorum) return false; // the lease relies on followers' stickiness (CheckQuorum)
-    const acks = [...this.voters].map((id) => (id === this.id ? this.tickCount : this.progress.get(id)!.leaseAckTick));
+    const acks: number[] = [];
+    for (const id of this.voters) acks.push(id === this.id ? this.tickCount : this.progress.get(id)!.leaseAckTick);
     if (acks.length === 0) return false;
     return this.tickCount < quorumMin(acks) + this.config.leaseTicks;
   }

@@ -50,6 +50,12 @@ export interface Status {
   readonly progress: ReadonlyMap<NodeId, ProgressStatus>;
 }
 
+export interface BasicStatus {
+  readonly role: Role;
+  readonly term: Term;
+  readonly lastIndex: LogIndex;
+}
+
 interface InFlightReady {
   readonly lastEntry: Entry | null;
   readonly snapshotIndex: LogIndex | null;
@@ -134,6 +140,9 @@ export class RawNode {
   hasReady(): boolean {
     if (this.inFlight) return false;
     const r = this.raft;
+    const hard = this.prevHard;
+    const soft = this.prevSoft;
+    // Compared field by field: a host asks this after every input, and most inputs change nothing.
     return (
       r.msgs.length > 0 ||
       r.readStates.length > 0 ||
@@ -141,8 +150,11 @@ export class RawNode {
       r.log.unstable.entries.length > 0 ||
       r.log.hasPendingSnapshot() ||
       r.log.hasNextCommittedEntries() ||
-      !sameHard(this.hardState(), this.prevHard) ||
-      !sameSoft(this.softState(), this.prevSoft)
+      r.term !== hard.term ||
+      r.vote !== hard.vote ||
+      r.log.committed !== hard.commit ||
+      r.lead !== soft.leader ||
+      r.role !== soft.role
     );
   }
 
@@ -201,6 +213,12 @@ export class RawNode {
   /** The membership as of the applied index (what a snapshot made now must record). */
   confState(): ConfState {
     return this.raft.confState();
+  }
+
+  /** The node's role, term and last log index without the rest of status() (no copies: cheap on every tick). */
+  basicStatus(): BasicStatus {
+    const r = this.raft;
+    return { role: r.role, term: r.term, lastIndex: r.log.lastIndex() };
   }
 
   status(): Status {

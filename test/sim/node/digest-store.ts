@@ -1,8 +1,9 @@
 /**
- * A MemoryStore that keeps the digest of everything it holds up to date as records are written, so the replica
- * check (equal state at equal applied index) reads one number instead of every record. The digest is an
- * order-free sum of 64-bit hashes of each record's every field (two 32-bit lanes, plus the record count), the
- * same function `storeDigest` (invariants.ts) computes by reading the whole store; a test holds them equal.
+ * A MemoryStore that keeps the digest of everything it holds as records are written (each record hashed once, at
+ * the first digest after its put), so the replica check (equal state at equal applied index) reads one number
+ * instead of every record. The digest is an order-free sum of 64-bit hashes of each record's every field (two
+ * 32-bit lanes, plus the record count), the same function `storeDigest` (invariants.ts) computes by reading the
+ * whole store; a test holds them equal.
  */
 import { MemoryStore } from '../../../src/scheduler/memory-store.js';
 import type { CalendarRecord, ExecutionRecord, JobRecord, TaskRecord } from '../../../src/scheduler/types.js';
@@ -126,63 +127,119 @@ export class DigestSum {
   }
 }
 
+/**
+ * A record as the store keeps it (its own copy, never changed in place: a put replaces it) and its hash, computed
+ * at the first digest() that finds it still kept (a record replaced before then is never hashed).
+ */
+interface Kept<T> {
+  readonly kind: string;
+  readonly rec: T;
+  h: RecordHash | null;
+  gone: boolean;
+}
+
+/** Every record of a store, in the order the old full read gave them (see `DigestStore.image`). */
+export interface StoreImage {
+  readonly tasks: readonly TaskRecord[];
+  readonly calendars: readonly CalendarRecord[];
+  readonly jobs: readonly JobRecord[];
+  readonly executions: readonly ExecutionRecord[];
+}
+
 export class DigestStore extends MemoryStore {
   private readonly sum = new DigestSum();
-  private readonly tasksH = new Map<string, RecordHash>();
-  private readonly calendarsH = new Map<string, RecordHash>();
-  private readonly jobsH = new Map<string, RecordHash>();
-  /** jobId -> scheduledAtMs -> hash. */
-  private readonly executionsH = new Map<string, Map<number, RecordHash>>();
+  private readonly tasksK = new Map<string, Kept<TaskRecord>>();
+  private readonly calendarsK = new Map<string, Kept<CalendarRecord>>();
+  private readonly jobsK = new Map<string, Kept<JobRecord>>();
+  /** jobId -> scheduledAtMs -> kept execution. */
+  private readonly executionsK = new Map<string, Map<number, Kept<ExecutionRecord>>>();
+  /** The copy MemoryStore made last: a put makes exactly one, of the record it keeps. */
+  private copied: unknown = null;
+  /** Records put since the last digest(), not yet in the sum. */
+  private unhashed: Array<Kept<unknown>> = [];
 
   digest(): string {
+    for (const k of this.unhashed) {
+      if (k.gone) continue;
+      k.h = recordHash(k.kind, k.rec);
+      this.sum.add(k.h);
+    }
+    this.unhashed = [];
     return this.sum.toString();
   }
 
   protected override copy<T>(value: T): T {
-    return copyRecord(value);
+    const c = copyRecord(value);
+    this.copied = c;
+    return c;
+  }
+
+  /** The record the put just before kept (hashed at the next digest()). */
+  private kept<T>(kind: string): Kept<T> {
+    const k: Kept<T> = { kind, rec: this.copied as T, h: null, gone: false };
+    this.copied = null;
+    this.unhashed.push(k);
+    return k;
+  }
+
+  /**
+   * Every record without a copy (they are never changed in place): tasks and calendars by name, jobs by id, each
+   * job's executions newest first, as listTasks, listCalendars, listJobs and listExecutions order them.
+   */
+  image(): StoreImage {
+    const byKey = <T>(m: Map<string, Kept<T>>): T[] => [...m.entries()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)).map((e) => e[1].rec);
+    const jobs = byKey(this.jobsK);
+    const executions: ExecutionRecord[] = [];
+    for (const j of jobs) {
+      const perJob = this.executionsK.get(j.id);
+      if (perJob === undefined) continue;
+      const ats = [...perJob.keys()].sort((a, b) => b - a);
+      for (const at of ats) executions.push(perJob.get(at)!.rec);
+    }
+    return { tasks: byKey(this.tasksK), calendars: byKey(this.calendarsK), jobs, executions };
   }
 
   override putTask(task: TaskRecord): void {
     super.putTask(task);
-    this.swap(this.tasksH, task.name, recordHash('task', task));
+    this.swap(this.tasksK, task.name, this.kept('task'));
   }
 
   override deleteTask(name: string): boolean {
     const deleted = super.deleteTask(name);
-    if (deleted) this.drop(this.tasksH, name);
+    if (deleted) this.drop(this.tasksK, name);
     return deleted;
   }
 
   override putCalendar(calendar: CalendarRecord): void {
     super.putCalendar(calendar);
-    this.swap(this.calendarsH, calendar.name, recordHash('calendar', calendar));
+    this.swap(this.calendarsK, calendar.name, this.kept('calendar'));
   }
 
   override deleteCalendar(name: string): boolean {
     const deleted = super.deleteCalendar(name);
-    if (deleted) this.drop(this.calendarsH, name);
+    if (deleted) this.drop(this.calendarsK, name);
     return deleted;
   }
 
   override putJob(job: JobRecord): void {
     super.putJob(job);
-    this.swap(this.jobsH, job.id, recordHash('job', job));
+    this.swap(this.jobsK, job.id, this.kept('job'));
   }
 
   override putExecution(execution: ExecutionRecord): void {
     super.putExecution(execution);
-    let perJob = this.executionsH.get(execution.jobId);
+    let perJob = this.executionsK.get(execution.jobId);
     if (perJob === undefined) {
       perJob = new Map();
-      this.executionsH.set(execution.jobId, perJob);
+      this.executionsK.set(execution.jobId, perJob);
     }
-    this.swap(perJob, execution.scheduledAtMs, recordHash('execution', execution));
+    this.swap(perJob, execution.scheduledAtMs, this.kept('execution'));
   }
 
   override deleteJob(id: string, executionsMax: number): { executions: number; deleted: boolean } {
     const r = super.deleteJob(id, executionsMax);
     this.forgetDeletedExecutions(id);
-    if (r.deleted) this.drop(this.jobsH, id);
+    if (r.deleted) this.drop(this.jobsK, id);
     return r;
   }
 
@@ -194,24 +251,29 @@ export class DigestStore extends MemoryStore {
 
   /** The store chose which executions to delete: whatever it no longer holds leaves the sum. */
   private forgetDeletedExecutions(jobId: string): void {
-    const perJob = this.executionsH.get(jobId);
+    const perJob = this.executionsK.get(jobId);
     if (perJob === undefined) return;
     for (const at of [...perJob.keys()]) if (super.getExecution(jobId, at) === null) this.drop(perJob, at);
-    if (perJob.size === 0) this.executionsH.delete(jobId);
+    if (perJob.size === 0) this.executionsK.delete(jobId);
   }
 
-  private swap<K>(m: Map<K, RecordHash>, key: K, h: RecordHash): void {
+  private swap<K, T>(m: Map<K, Kept<T>>, key: K, k: Kept<T>): void {
     const old = m.get(key);
-    if (old !== undefined) this.sum.remove(old);
-    m.set(key, h);
-    this.sum.add(h);
+    if (old !== undefined) this.forget(old);
+    m.set(key, k);
   }
 
-  private drop<K>(m: Map<K, RecordHash>, key: K): void {
+  private drop<K, T>(m: Map<K, Kept<T>>, key: K): void {
     const old = m.get(key);
     if (old === undefined) return;
-    this.sum.remove(old);
+    this.forget(old);
     m.delete(key);
+  }
+
+  /** A record leaves the store: out of the sum if it was hashed, else it never will be. */
+  private forget(k: Kept<unknown>): void {
+    k.gone = true;
+    if (k.h !== null) this.sum.remove(k.h);
   }
 }
 
@@ -226,7 +288,11 @@ export function copyRecord<T>(v: T): T {
   if (v instanceof Uint8Array) return new Uint8Array(v) as T;
   if (Array.isArray(v)) return v.map(copyRecord) as T;
   if (Object.getPrototypeOf(v) !== Object.prototype) throw new Error('copyRecord: not a plain record');
-  const o: Record<string, unknown> = {};
-  for (const k in v) o[k] = copyRecord((v as Record<string, unknown>)[k]);
+  // A spread copies the fields at once (same shape as the original); only nested values need a copy of their own.
+  const o: Record<string, unknown> = { ...(v as Record<string, unknown>) };
+  for (const k in o) {
+    const x = o[k];
+    if (typeof x === 'object' && x !== null) o[k] = copyRecord(x);
+  }
   return o as T;
 }

@@ -20,14 +20,17 @@ export class EventQueue<T> {
   push(atMs: number, event: T): void {
     const item: Scheduled<T> = { atMs, seq: this.seq++, event };
     const h = this.heap;
+    // Sift up with a hole: parents move down one write each, the item is written once where it belongs.
+    let i = h.length;
     h.push(item);
-    let i = h.length - 1;
     while (i > 0) {
       const p = (i - 1) >> 1;
-      if (!before(h[i]!, h[p]!)) break;
-      [h[i], h[p]] = [h[p]!, h[i]!];
+      const parent = h[p]!;
+      if (!before(item, parent)) break;
+      h[i] = parent;
       i = p;
     }
+    h[i] = item;
   }
 
   peekMs(): number | null {
@@ -36,24 +39,25 @@ export class EventQueue<T> {
 
   /** Removes and returns the earliest event due at or before `nowMs`, or null. */
   popDue(nowMs: number): Scheduled<T> | null {
-    const top = this.heap[0];
-    if (!top || top.atMs > nowMs) return null;
     const h = this.heap;
+    const top = h[0];
+    if (top === undefined || top.atMs > nowMs) return null;
     const last = h.pop()!;
-    if (h.length > 0) {
-      h[0] = last;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < h.length && before(h[l]!, h[m]!)) m = l;
-        if (r < h.length && before(h[r]!, h[m]!)) m = r;
-        if (m === i) break;
-        [h[i], h[m]] = [h[m]!, h[i]!];
-        i = m;
-      }
+    const n = h.length;
+    if (n === 0) return top;
+    // Sift the last item down from the root with a hole.
+    let i = 0;
+    for (;;) {
+      const l = 2 * i + 1;
+      if (l >= n) break;
+      const r = l + 1;
+      const c = r < n && before(h[r]!, h[l]!) ? r : l;
+      const child = h[c]!;
+      if (!before(child, last)) break;
+      h[i] = child;
+      i = c;
     }
+    h[i] = last;
     return top;
   }
 }

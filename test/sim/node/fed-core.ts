@@ -14,6 +14,11 @@ export class FedCore extends NodeCore {
   /** The last ready() when it was empty and no input came since; null: compute the next one. */
   private idle_: CoreReady | null = null;
 
+  /** No input came since the last, empty, ready(): the next one would be that one again (nothing to carry out). */
+  get quiet(): boolean {
+    return this.idle_ !== null;
+  }
+
   override ready(): CoreReady {
     if (this.idle_ !== null) return { ...this.idle_, propose: [], withdraw: [], dispatch: [], replies: [] };
     const rd = super.ready();

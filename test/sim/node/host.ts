@@ -16,7 +16,7 @@ import { classifyStatus } from '../../../src/dispatch/classify.js';
 import { Node } from '../../../src/nodecore/node.js';
 import type { NodeReady } from '../../../src/nodecore/node.js';
 import type { ReplicaEvent, Replication } from '../../../src/nodecore/replication.js';
-import type { DispatchOrder, NodeCoreApi, NodeCoreDeps } from '../../../src/nodecore/types.js';
+import type { DispatchOrder, NodeCoreDeps } from '../../../src/nodecore/types.js';
 import type { RawNode } from '../../../src/raft/index.js';
 import type { ConfState, Entry, LogIndex, Message, NodeId, Ready, Role } from '../../../src/raft/index.js';
 import { CommandDecodeError, decodeCommand } from '../../../src/scheduler/codec.js';
@@ -29,7 +29,8 @@ import { SimDisk } from '../disk.js';
 import type { NodeClock } from './clock.js';
 import { decodeImage, encodeImage } from './image.js';
 import type { SchedulerChecker } from './invariants.js';
-import type { DigestStore } from './digest-store.js';
+import { DigestStore } from './digest-store.js';
+import type { FedCore } from './fed-core.js';
 import type { Answer, SimReceivers } from './receivers.js';
 
 /** What the node needs from the simulation around it. */
@@ -45,7 +46,7 @@ export interface NodeWorld {
   event(what: string): void;
   /** Replica digests are compared every this many applied entries. */
   readonly digestEvery: number;
-  readonly makeCore: (deps: NodeCoreDeps) => NodeCoreApi;
+  readonly makeCore: (deps: NodeCoreDeps) => FedCore;
   readonly logger: Logger;
 }
 
@@ -54,13 +55,7 @@ class Group {
   rep!: Replication;
   store!: DigestStore;
   /** What the core holds: always the current store (a snapshot install swaps the rows under it, as SQLite's). */
-  readonly view: SchedulerStore = new Proxy({} as SchedulerStore, {
-    get: (_, k) => {
-      const s = this.store as unknown as Record<string | symbol, unknown>;
-      const v = s[k];
-      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(s) : v;
-    },
-  });
+  readonly view: SchedulerStore = forwarder(() => this.store);
   term = 0;
   commit = 0;
   /** Where the store stood when the process started (the Replication counts from here). */
@@ -96,7 +91,7 @@ interface OrderState {
 
 export class SimNode {
   readonly groups: Group[] = [];
-  core!: NodeCoreApi;
+  core!: FedCore;
   down = false;
   pausedUntil = 0;
   /** Bumped at every start: events of an earlier process are dropped. */
@@ -171,7 +166,7 @@ export class SimNode {
       makeCore: this.w.makeCore,
     });
     this.rep = this.node.replication;
-    this.core = this.node.core;
+    this.core = this.node.core as FedCore;
     for (const g of this.groups) g.rep = this.rep;
     this.rep.start(this.monoMs);
     this.scheduleInterval();
@@ -231,6 +226,7 @@ export class SimNode {
    * core's proposals reached the core inside take().
    */
   private carryOut(): void {
+    if (!this.rep.hasEvents()) return;
     for (const ev of this.node.take()) this.handle(ev);
   }
 
@@ -322,22 +318,26 @@ export class SimNode {
     const rd = this.rep.ready();
     if (rd === null) return false;
     this.roundsRun++;
-    const wasLeader = new Map(rd.shards.map(({ shard }) => [shard, this.groups[shard]!.role === 'leader']));
-    const inline: Array<{ g: Group; e: Entry }> = [];
+    // Roles before persisted() moves them, for the checker's view of an election (only rounds with a soft state).
+    let wasLeader: boolean[] | null = null;
+    let inline: Array<{ g: Group; e: Entry }> | null = null;
     for (const { shard, ready } of rd.shards) {
       const g = this.groups[shard]!;
+      if (ready.softState !== null) (wasLeader ??= [])[shard] = g.role === 'leader';
       this.persist(g, ready);
-      if (rd.inline) for (const e of ready.committedEntries) inline.push({ g, e });
+      if (rd.inline) for (const e of ready.committedEntries) (inline ??= []).push({ g, e });
     }
     for (const { shard, ready } of rd.shards) if (ready.mustSync) this.groups[shard]!.disk.sync();
     const { early, late } = this.rep.persisted(rd);
-    for (const { shard, ready } of rd.shards) if (ready.softState !== null) this.softState(this.groups[shard]!, ready, wasLeader.get(shard)!);
+    if (wasLeader !== null) for (const { shard, ready } of rd.shards) if (ready.softState !== null) this.softState(this.groups[shard]!, ready, wasLeader[shard]!);
     this.carryOut();
     this.w.send(early);
     this.w.send(late);
-    const touched = new Set<number>();
-    for (const { g, e } of inline) if (this.applyEntry(g, e)) touched.add(g.shard);
-    for (const shard of touched) this.rep.afterApply(shard, false);
+    if (inline !== null) {
+      const touched = new Set<number>();
+      for (const { g, e } of inline) if (this.applyEntry(g, e)) touched.add(g.shard);
+      for (const shard of touched) this.rep.afterApply(shard, false);
+    }
     this.carryOut();
     this.rep.sent(rd);
     this.applyQueued();
@@ -373,6 +373,7 @@ export class SimNode {
 
   /** The applier, all at once: the simulated store has no slices to yield between. */
   private applyQueued(): void {
+    if (this.rep.applyBacklog() === 0) return this.carryOut();
     this.rep.applyMark();
     const touched = new Set<number>();
     for (let n = this.rep.nextApply(); n !== null; n = this.rep.nextApply()) {
@@ -438,6 +439,8 @@ export class SimNode {
 
   /** Carries out one node.ready() (NodeShell pump; the core's proposals are in their logs). Returns whether it had any work. */
   private pump(): boolean {
+    // Nothing came in since the last, empty, answer: it would be given again, and its deadlines are armed.
+    if (this.core.quiet) return false;
     const rd: NodeReady = this.node.ready();
     let worked = false;
     for (const p of rd.propose) {
@@ -596,8 +599,28 @@ function decoded(data: Uint8Array): Command {
 
 function deepFreeze<T>(v: T): T {
   if (typeof v !== 'object' || v === null || ArrayBuffer.isView(v)) return v;
-  for (const x of Object.values(v)) deepFreeze(x);
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) deepFreeze(v[i]);
+  } else {
+    const o = v as Record<string, unknown>;
+    for (const k in o) deepFreeze(o[k]);
+  }
   return Object.freeze(v);
+}
+
+/**
+ * An object whose every store method calls that method of the store `current()` returns at the time of the call
+ * (built once: a Proxy would look the method up and bind it on every read).
+ */
+function forwarder(current: () => DigestStore): SchedulerStore {
+  const view: Record<string, (...args: unknown[]) => unknown> = {};
+  for (let p: object = DigestStore.prototype; p !== Object.prototype; p = Object.getPrototypeOf(p) as object) {
+    for (const k of Object.getOwnPropertyNames(p)) {
+      if (k === 'constructor' || k in view) continue;
+      view[k] = (...args) => (current() as unknown as Record<string, (...a: unknown[]) => unknown>)[k]!(...args);
+    }
+  }
+  return view as unknown as SchedulerStore;
 }
 
 function termOrNull(g: Group, i: LogIndex): number | null {

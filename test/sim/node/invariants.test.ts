@@ -5,6 +5,7 @@ import { apply } from '../../../src/scheduler/machine.js';
 import { SimViolation } from '../checker.js';
 import type { DispatchStart } from './invariants.js';
 import { DigestStore } from './digest-store.js';
+import { decodeImage, encodeImage } from './image.js';
 import { SchedulerChecker, allJobs, storeDigest } from './invariants.js';
 import type { OpRecord } from './workload.js';
 import { jobSpecOf } from './workload.js';
@@ -216,5 +217,50 @@ describe('SchedulerChecker', () => {
       for (const e of d.listExecutions(job.id, 1000, null)) copy.putExecution(e);
     }
     expect(copy.digest()).toBe(d.digest());
+  });
+  it('a DigestStore digest taken after many writes, overwrites and deletions equals the full read', () => {
+    const d = new DigestStore();
+    const before = d.digest();
+    for (const id of ['j1', 'j2', 'j3']) {
+      const op = { ...(acked('create', id, t0).op as Parameters<typeof jobSpecOf>[0]), schedule: { kind: 'every' as const, everyMs: 1000 } };
+      apply(d, { type: 'create_jobs', nowMs: t0, shard: 0, jobs: [jobSpecOf(op, t0)] });
+    }
+    // Every record below is written, then replaced or deleted, with no digest in between.
+    for (let i = 0; i < 3; i++) {
+      const at = d.getJob('j1')!.nextFireAtMs!;
+      apply(d, { type: 'fired', nowMs: at, nodeId: 'n1', items: [{ jobId: 'j1', scheduledAtMs: at, attempt: 1, startedAtMs: at }] });
+      apply(d, { type: 'outcomes', nowMs: at + 5, nodeId: 'n1', items: [{ jobId: 'j1', scheduledAtMs: at, attempt: 1, result: 'succeeded', statusCode: 200, error: null, finishedAtMs: at + 5, retryAtMs: null }] });
+    }
+    apply(d, { type: 'cancel_job', nowMs: t0 + 10_000, id: 'j2' });
+    expect(d.deleteJob('j2', 100).deleted).toBe(true);
+    expect(d.trimExecutions('j1', 1, 10)).toBeGreaterThan(0);
+    const after = d.digest();
+    expect(after).not.toBe(before);
+    expect(after).toBe(storeDigest(d));
+    apply(d, { type: 'cancel_job', nowMs: t0 + 11_000, id: 'j3' });
+    expect(d.deleteJob('j3', 100).deleted).toBe(true);
+    expect(d.digest()).toBe(storeDigest(d));
+  });
+
+  it('a snapshot image restores the store as it was when taken, whatever was written after', () => {
+    const d = new DigestStore();
+    const op = { ...(acked('create', 'j1', t0).op as Parameters<typeof jobSpecOf>[0]), schedule: { kind: 'every' as const, everyMs: 1000 } };
+    apply(d, { type: 'create_jobs', nowMs: t0, shard: 0, jobs: [jobSpecOf(op, t0)] });
+    const at = d.getJob('j1')!.nextFireAtMs!;
+    apply(d, { type: 'fired', nowMs: at, nodeId: 'n1', items: [{ jobId: 'j1', scheduledAtMs: at, attempt: 1, startedAtMs: at }] });
+    const digest = d.digest();
+    const bytes = encodeImage(d, 7);
+    apply(d, { type: 'outcomes', nowMs: at + 5, nodeId: 'n1', items: [{ jobId: 'j1', scheduledAtMs: at, attempt: 1, result: 'succeeded', statusCode: 200, error: null, finishedAtMs: at + 5, retryAtMs: null }] });
+    apply(d, { type: 'pause_job', nowMs: at + 10, id: 'j1' });
+    expect(d.digest()).not.toBe(digest);
+    const restored = decodeImage(bytes, 0);
+    expect(restored.hash).toBe(7);
+    expect(restored.store.digest()).toBe(digest);
+    expect(storeDigest(restored.store)).toBe(digest);
+    expect(restored.store.getJob('j1')!.state).toBe('PENDING');
+    // The restored store has records of its own: writing to it leaves the image as it was.
+    apply(restored.store, { type: 'cancel_job', nowMs: at + 20, id: 'j1' });
+    expect(decodeImage(bytes, 0).store.digest()).toBe(digest);
+    expect(() => decodeImage(new Uint8Array(4), 0)).toThrow(/no encodeImage made/);
   });
 });
