@@ -171,6 +171,33 @@ describe('SchedulerChecker', () => {
     expect(late(t0 + 16_000, t0 + 16_010)).toBe('not_fired_in_time');
   });
 
+  it('overlap=buffer_one: a run scheduled after the occurrence (a clock ahead) but started before it was late also holds it', () => {
+    const late = (runStartMs: number, runEndMs: number): string | null => {
+      const store = new MemoryStore();
+      const op = { ...(acked('create', 'j1', t0).op as Parameters<typeof jobSpecOf>[0]), timeoutMs: 10_000 };
+      const spec = { ...jobSpecOf(op, t0), schedule: { kind: 'every' as const, everyMs: 1000, startAtMs: t0 + 1000 }, overlap: 'buffer_one' as const };
+      apply(store, { type: 'create_jobs', nowMs: t0, shard: 0, jobs: [spec] });
+      const c = new SchedulerChecker(1);
+      c.submittedJob('j1');
+      c.acknowledged(acked('create', 'j1', t0));
+      // A manual run through a node whose wall clock is 20 s ahead: its time is after the occurrence at b.
+      const r = t0 + 20_000 + runStartMs - t0;
+      apply(store, { type: 'run_job', nowMs: r, id: 'j1' });
+      apply(store, { type: 'fired', nowMs: r, nodeId: 'n1', items: [{ jobId: 'j1', scheduledAtMs: r, attempt: 1, startedAtMs: r }] });
+      c.dispatchStarted(start({ scheduledAtMs: r, nodeWallMs: r, trueMs: runStartMs }));
+      apply(store, { type: 'outcomes', nowMs: r + runEndMs - runStartMs, nodeId: 'n1', items: [{ jobId: 'j1', scheduledAtMs: r, attempt: 1, result: 'succeeded', statusCode: 200, error: null, finishedAtMs: runEndMs, retryAtMs: null }] });
+      // The occurrence at b (due t0 + 1 s) waited (buffered) for that run and went 10 ms after it ended.
+      const b = t0 + 1000;
+      apply(store, { type: 'fired', nowMs: runEndMs + 10, nodeId: 'n1', items: [{ jobId: 'j1', scheduledAtMs: b, attempt: 1, startedAtMs: runEndMs + 10 }] });
+      c.dispatchStarted(start({ scheduledAtMs: b, nodeWallMs: runEndMs + 10, trueMs: runEndMs + 10 }));
+      return kindOf(() => c.checkFinal([{ id: 'n1', stores: [store] }], runEndMs + 100, 5000, t0 - 1));
+    };
+    // The run started at t0 + 0.5 s, before b was due, and ran 8 s (within its 10 s timeout): b on time.
+    expect(late(t0 + 500, t0 + 8500)).toBeNull();
+    // A run started after b should already have gone (due + bound = t0 + 6 s) excuses nothing.
+    expect(late(t0 + 6500, t0 + 14_500)).toBe('not_fired_in_time');
+  });
+
   it('storeDigest sees every record', () => {
     const a = new MemoryStore();
     const h0 = storeDigest(a);

@@ -190,8 +190,9 @@ export class SchedulerChecker {
         const first = this.firstStart.get(`${e.jobId}\n${e.scheduledAtMs}`);
         if (e.latenessMs === null || first === undefined || first <= healTrueMs) continue;
         // A pause counts only if it came before the occurrence was late (it cannot excuse an earlier lateness).
-        // overlap=buffer_one holds an occurrence until the run before it ended (its retries included).
-        const runBeforeMs = job.overlap === 'buffer_one' ? this.runEndBefore(job, executions, e.scheduledAtMs) : -Infinity;
+        // overlap=buffer_one holds an occurrence until the runs before it ended (their retries included).
+        const heldByMs = Math.min(first, Math.max(e.scheduledAtMs, healTrueMs) + boundMs);
+        const runBeforeMs = job.overlap === 'buffer_one' ? this.runEndBefore(job, executions, e.scheduledAtMs, heldByMs) : -Infinity;
         const dueMs = Math.max(e.scheduledAtMs, healTrueMs, runBeforeMs);
         const due = Math.max(dueMs, this.resumedAtMs(job.id, dueMs + boundMs, first) ?? -Infinity);
         if (first > due + boundMs + clockSlackMs) {
@@ -202,14 +203,19 @@ export class SchedulerChecker {
   }
 
   /**
-   * When the job's last run scheduled before `scheduledAtMs` ended: its finish on its node's clock, which a wall
-   * clock that jumped ahead may have set late, so capped by the true start of its last attempt plus the timeout.
+   * When the job's runs before this occurrence ended: those scheduled before it, and those another node started
+   * (true time) by `startedByMs` whatever their time (a manual run, or an occurrence scheduled on a wall clock that
+   * had jumped ahead: buffer_one waits for every other open execution). An end is its finish on its node's clock,
+   * which a wall clock that jumped ahead may have set late, so capped by the true start of its last attempt plus
+   * the timeout.
    */
-  private runEndBefore(job: JobRecord, executions: readonly ExecutionRecord[], scheduledAtMs: number): number {
+  private runEndBefore(job: JobRecord, executions: readonly ExecutionRecord[], scheduledAtMs: number, startedByMs: number): number {
     let endMs = -Infinity;
     for (const f of executions) {
-      if (f.scheduledAtMs >= scheduledAtMs || f.finishedAtMs === null) continue;
-      const last = this.occurrences.get(`${f.jobId}\n${f.scheduledAtMs}`);
+      if (f.scheduledAtMs === scheduledAtMs || f.finishedAtMs === null) continue;
+      const key = `${f.jobId}\n${f.scheduledAtMs}`;
+      if (f.scheduledAtMs > scheduledAtMs && !((this.firstStart.get(key) ?? Infinity) <= startedByMs)) continue;
+      const last = this.occurrences.get(key);
       if (last === undefined) continue;
       endMs = Math.max(endMs, Math.min(f.finishedAtMs, last.trueMs + (job.callback?.timeoutMs ?? 0) + clockSlackMs));
     }
