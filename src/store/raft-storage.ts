@@ -154,7 +154,8 @@ class LogTail {
   append(from: readonly Entry[]): void {
     const start = from[0]!.index;
     const first = this.first();
-    if (first === null || start < first) this.clear();
+    // Not contiguous with what is held (the storage checks the log itself has no gap): start over from `from`.
+    if (first === null || start < first || start > first + (this.ents.length - this.head)) this.clear();
     else {
       const keep = this.head + (start - first);
       for (let i = keep; i < this.ents.length; i++) this.bytes -= this.ents[i]!.data.length;
@@ -195,6 +196,7 @@ class LogTail {
     return out;
   }
 
+  /** Cuts off the dropped entries once they are a thousand and more than half the array (amortized O(1)). */
   private compactHead(): void {
     if (this.head === this.ents.length) this.clear();
     else if (this.head > 1024 && this.head * 2 > this.ents.length) {
