@@ -1,12 +1,18 @@
 // Measurement script (not a test, not product code): CPU us per item of create_jobs / fired / outcomes applied
-// through the real SqliteShardStore in transactions of `batch` items, of the loader's page per due job, and of
-// the engine's per-fire reads.
-//   npm run build && node bench/tools/apply-cost.mjs [dist=dist] [items=20000] [batch=1000]
+// through the real SqliteShardStore in transactions of `batch` items, of the loader's page per due job, of the
+// engine's per-fire reads, and of the Raft log's side of a record: outcomes entries of 256 items appended in a
+// transaction with the hard state, then read back as committed entries (what the applier gets) with their crc
+// checked (as src/raft/log.ts does).
+//   npm run build && node bench/tools/apply-cost.mjs [dist=dist] [items=20000] [batch=1000] [checkpointMs=]
+// With checkpointMs (e.g. 100,1000): for each interval, a fresh `--fsync batch` file with the node's Checkpointer
+// at that interval, the items fired then finished at a paced 10,000 items/s (100 per transaction every 10 ms);
+// prints the process CPU (every thread: the checkpointer's copying included) per item and the checkpoint rounds.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 const dist = resolve(process.argv[2] ?? 'dist');
 const N = Number(process.argv[3] ?? 20000), batch = Number(process.argv[4] ?? 1000);
+const checkpointMs = (process.argv[5] ?? '').split(',').filter((x) => x !== '').map(Number);
 const { openNodeDb } = await import(`file://${dist}/src/store/db.js`);
 const { SqliteShardStore } = await import(`file://${dist}/src/store/shard-store.js`);
 const { apply } = await import(`file://${dist}/src/scheduler/machine.js`);
@@ -39,4 +45,61 @@ let cpu = process.cpuUsage();
 for (const id of ids) { store.getJob(id); store.getExecution(id, t0); store.getTask('hook'); }
 let c = process.cpuUsage(cpu);
 console.log(`engine reads (getJob+getExecution+getTask): ${((c.user + c.system) / N).toFixed(1)} us/item`);
+{
+  const { SqliteRaftStorage } = await import(`file://${dist}/src/store/raft-storage.js`);
+  const { encodeCommand } = await import(`file://${dist}/src/scheduler/codec.js`);
+  const { makeEntry, entryCrcOk } = await import(`file://${dist}/src/raft/index.js`);
+  const storage = new SqliteRaftStorage(db, 0);
+  const per = 256;
+  const data = encodeCommand({ type: 'outcomes', nowMs: t0 + 2, items: ids.slice(0, per).map((jobId) => ({ jobId, scheduledAtMs: t0, attempt: 1, startedAtMs: t0, result: 'succeeded', statusCode: 200, error: null, finishedAtMs: t0 + 2, retryAtMs: null })) });
+  const entries = Math.ceil(N / per);
+  let next = storage.lastIndex() + 1;
+  cpu = process.cpuUsage();
+  for (let k = 0; k < entries; k++, next++) {
+    const e = makeEntry(next, 1, 'normal', data);
+    db.transaction(() => {
+      storage.append([e]);
+      storage.setHardState({ term: 1, vote: 'n1', commit: next });
+    })();
+    for (const got of storage.entries(next, next + 1, 64 * 1024 * 1024)) if (!entryCrcOk(got)) throw new Error('crc');
+  }
+  c = process.cpuUsage(cpu);
+  console.log(`raft log (append + read back, ${data.length} B entries of ${per} items): ${((c.user + c.system) / (entries * per)).toFixed(2)} us/item`);
+}
 db.close(); rmSync(dir, { recursive: true, force: true });
+
+if (checkpointMs.length > 0) {
+  const { Checkpointer, walFileBytes } = await import(`file://${dist}/src/store/checkpointer.js`);
+  const { silentLogger } = await import(`file://${dist}/src/core/log.js`);
+  const { dbFilePath } = await import(`file://${dist}/src/store/db.js`);
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+  for (const ms of checkpointMs) {
+    const d = mkdtempSync(join(tmpdir(), 'apply-bench-'));
+    const cdb = openNodeDb(d, 'batch');
+    const st = new SqliteShardStore(cdb, 0);
+    apply(st, { type: 'put_task', nowMs: 1, task: { name: 'hook', url: 'http://127.0.0.1:9/cb', method: 'POST', headers: {}, timeoutMs: 5000, retry, signingSecret: null, maxConcurrency: 1000, createdAtMs: 0, updatedAtMs: 0 } });
+    for (let b = 0; b < N; b += batch) cdb.transaction(() => apply(st, { type: 'create_jobs', shard: 0, nowMs: t0 - 10000, jobs: ids.slice(b, b + batch).map(job) }))();
+    const ckpt = new Checkpointer(dbFilePath(d), ms, silentLogger, (err) => { throw err; });
+    await sleep(Math.max(ms, 200));
+    const step = 100;
+    const cpu0 = process.cpuUsage();
+    const started = performance.now();
+    for (const kind of ['fired', 'outcomes']) {
+      for (let b = 0; b < N; b += step) {
+        const s = ids.slice(b, b + step);
+        const cmd = kind === 'fired'
+          ? { type: 'fired', nowMs: t0, nodeId: 'n1', items: s.map((jobId) => ({ jobId, scheduledAtMs: t0, attempt: 1, startedAtMs: t0 })) }
+          : { type: 'outcomes', nowMs: t0 + 2, items: s.map((jobId) => ({ jobId, scheduledAtMs: t0, attempt: 1, result: 'succeeded', statusCode: 200, error: null, finishedAtMs: t0 + 2, retryAtMs: null })) };
+        cdb.transaction(() => apply(st, cmd))();
+        await sleep(10);
+      }
+    }
+    await sleep(Math.max(ms, 200)); // the last checkpoint of the run is part of its cost
+    const cc = process.cpuUsage(cpu0);
+    const stats = ckpt.stats();
+    console.log(`checkpoint every ${ms} ms: ${((cc.user + cc.system) / (2 * N)).toFixed(1)} us/item of process CPU (fired + outcomes, paced), ${stats.rounds} rounds, ${stats.truncates} truncates, WAL ${(walFileBytes(dbFilePath(d)) / 1e6).toFixed(1)} MB, ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    await ckpt.close();
+    cdb.close();
+    rmSync(d, { recursive: true, force: true });
+  }
+}

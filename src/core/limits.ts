@@ -224,6 +224,11 @@ export const nodeLimits = {
   walJournalSizeLimitBytes: 16 * 1024 * 1024,
   /** Every this many loader runs, the loader rescans everything due within the horizon, not just the new window. */
   loaderFullScanEveryRuns: 12,
+  /** The newest entries of each shard's Raft log kept in memory as appended, so the applier and the leader's
+   * appends to followers read them without SQLite: at most this many ... */
+  logTailEntriesMax: 2_048,
+  /** ... and about this many bytes of entry data. */
+  logTailBytesMax: 4 * 1024 * 1024,
 } as const;
 assert(nodeLimits.logCompactEveryEntries <= nodeLimits.logKeepEntries, 'compaction interval exceeds kept entries');
 assert(nodeLimits.listScanRowsMax >= limits.listLimitMax, 'list scan bound below a page');

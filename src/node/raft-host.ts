@@ -148,8 +148,14 @@ export class RaftHost implements RoundLoop {
   private roundFull = false;
   private applierFull = false;
   private fullRetry: NodeJS.Timeout | null = null;
+  /**
+   * Runs fn in a transaction, or in a savepoint inside one. Made once: better-sqlite3 builds a new wrapper for
+   * every `db.transaction(fn)`, which cost more than the savepoint itself for every entry applied.
+   */
+  private readonly inTransaction: <T>(fn: () => T) => T;
 
   constructor(private readonly o: RaftHostOptions) {
+    this.inTransaction = o.db.transaction((fn: () => unknown) => fn()) as <T>(fn: () => T) => T;
     this.appliedIndexes = new AppliedIndexes(o.db);
     this.quarantined = new QuarantineTable(o.db);
     this.replication = o.node.replication;
@@ -459,7 +465,7 @@ export class RaftHost implements RoundLoop {
   /** Step 2: the log side of the round in one transaction (one fsync with --fsync always). */
   private persist(rd: ReplicaRound, inline: { out: AppliedOut[]; touched: Set<ShardGroup> } | null): void {
     const startNs = process.hrtime.bigint();
-    this.o.db.transaction(() => {
+    this.inTransaction(() => {
       for (const { shard, ready } of rd.shards) {
         const g = this.groups[shard]!;
         if (ready.snapshot !== null) this.installRows(g, ready.snapshot);
@@ -470,7 +476,7 @@ export class RaftHost implements RoundLoop {
         inline.touched.add(g);
         this.appliedIndexes.write(g.shard, g.applied);
       }
-    })();
+    });
     const ms = Number(process.hrtime.bigint() - startNs) / 1e6;
     this.o.metrics.appendDurationMs.observe(ms);
     if (inline === null || inline.out.length === 0) return;
@@ -524,7 +530,7 @@ export class RaftHost implements RoundLoop {
   /** One transaction: queued entries until the slice's time or entry bound, with each touched applied_index. */
   private applySlice(out: AppliedOut[], touched: Set<ShardGroup>): void {
     const start = performance.now();
-    this.o.db.transaction(() => {
+    this.inTransaction(() => {
       let n = 0;
       for (let next = this.replication.nextApply(); next !== null; next = n < stallLimits.applySliceEntriesMax ? this.replication.nextApply() : null) {
         const g = this.groups[next.shard]!;
@@ -536,7 +542,7 @@ export class RaftHost implements RoundLoop {
         if (performance.now() - start >= stallLimits.applySliceMs || this.o.node.fireDue()) break;
       }
       for (const g of touched) this.appliedIndexes.write(g.shard, g.applied);
-    })();
+    });
     this.o.metrics.commitDurationMs.observe(performance.now() - start);
     this.o.metrics.commitBatchSize.observe(out.length);
   }
@@ -572,9 +578,7 @@ export class RaftHost implements RoundLoop {
     }
     let applied: Applied | null = null;
     try {
-      this.o.db.transaction(() => {
-        applied = apply(g.store, command, e.term);
-      })();
+      applied = this.inTransaction(() => apply(g.store, command, e.term));
     } catch (err) {
       if (isStorageError(err)) throw err;
       out.push({ g, index: e.index, term: e.term, command: null, applied: null, error: err, quarantined: this.quarantine(g, e, command.type, err) });

@@ -21,16 +21,18 @@ function ent(index: number, term: number, data = `e${index}t${term}`): Entry {
   return makeEntry(index as LogIndex, term as Term, 'normal', enc.encode(data));
 }
 
-// Group 7 in a file that also holds other groups, so group keying is exercised by the whole contract.
-runLogStorageContract(
-  'SqliteRaftStorage',
+// Group 7 in a file that also holds other groups, so group keying is exercised by the whole contract. Three tails:
+// the node's (every recent read from memory), none (every read from SQLite), and two entries (reads across both).
+const tails: Array<[string, { tailEntriesMax?: number }]> = [['', {}], [', no tail', { tailEntriesMax: 0 }], [', tail of 2', { tailEntriesMax: 2 }]];
+for (const [name, tail] of tails) runLogStorageContract(
+  `SqliteRaftStorage${name}`,
   (boot: ConfState) => {
     const dir = mkdtempSync(join(tmpdir(), 'punctual-raft-'));
     const db = openNodeDb(dir, 'off');
     bootstrapGroup(db, 3, ['x1', 'x2'] as NodeId[]);
     new SqliteRaftStorage(db, 8).append([ent(1, 9), ent(2, 9)]);
     if (boot.voters.length > 0) bootstrapGroup(db, 7, boot.voters);
-    const s = new SqliteRaftStorage(db, 7);
+    const s = new SqliteRaftStorage(db, 7, tail);
     opened.set(s, { dir, db });
     return s;
   },
@@ -39,7 +41,7 @@ runLogStorageContract(
       const o = opened.get(s)!;
       o.db.close();
       const db = openNodeDb(o.dir, 'off');
-      const again = new SqliteRaftStorage(db, 7);
+      const again = new SqliteRaftStorage(db, 7, tail);
       opened.set(again, { dir: o.dir, db });
       return again;
     },
@@ -109,12 +111,67 @@ describe('SqliteRaftStorage beyond the contract', () => {
 
   it('throws CorruptEntryError for a flipped byte and for a missing row', () => {
     const db = open();
-    const s = new SqliteRaftStorage(db, 4);
-    s.append([ent(1, 1, 'hello'), ent(2, 1), ent(3, 1)]);
+    new SqliteRaftStorage(db, 4).append([ent(1, 1, 'hello'), ent(2, 1), ent(3, 1)]);
     db.prepare('UPDATE raft_entries SET data = ? WHERE group_id = 4 AND idx = 1').run(Buffer.from('hellp'));
+    // Opened again, as after a restart: every entry is read from the file.
+    const s = new SqliteRaftStorage(db, 4);
     expect(() => s.entries(1 as LogIndex, 2 as LogIndex, 1e9)).toThrow(CorruptEntryError);
     db.prepare('DELETE FROM raft_entries WHERE group_id = 4 AND idx = 2').run();
     expect(() => s.entries(2 as LogIndex, 4 as LogIndex, 1e9)).toThrow(CorruptEntryError);
+  });
+
+  it('serves the newest entries as appended from memory, older ones from SQLite, whatever the truncation', () => {
+    const db = open();
+    const s = new SqliteRaftStorage(db, 0, { tailEntriesMax: 3 });
+    const first = [1, 2, 3, 4, 5].map((i) => ent(i, 1));
+    s.append(first);
+    const recent = s.entries(3 as LogIndex, 6 as LogIndex, 1e9);
+    expect(recent).toHaveLength(3);
+    recent.forEach((e, i) => expect(e).toBe(first[i + 2]));
+    // Below the tail: read back from the rows, equal but not the same objects.
+    const older = s.entries(1 as LogIndex, 6 as LogIndex, 1e9);
+    expect(older).toEqual(first);
+    expect(older[4]).not.toBe(first[4]);
+    // A new leader's entries replace the held suffix.
+    const second = [4, 5, 6].map((i) => ent(i, 2));
+    s.append(second);
+    expect(s.entries(4 as LogIndex, 7 as LogIndex, 1e9)).toEqual(second);
+    expect(s.entries(4 as LogIndex, 7 as LogIndex, 1e9)[2]).toBe(second[2]);
+    expect(s.entries(1 as LogIndex, 7 as LogIndex, 1e9).map((e) => e.term)).toEqual([1, 1, 1, 2, 2, 2]);
+    // The byte bound applies as it does to rows: at least one entry.
+    expect(s.entries(4 as LogIndex, 7 as LogIndex, 1)).toEqual([second[0]]);
+    // A rolled-back append is forgotten once reload() runs (what the host does after a failed transaction).
+    expect(() =>
+      db.transaction(() => {
+        s.append([ent(7, 2, 'lost')]);
+        throw new Error('disk full');
+      })(),
+    ).toThrow('disk full');
+    s.reload();
+    expect(s.lastIndex()).toBe(6);
+    expect(() => s.entries(7 as LogIndex, 8 as LogIndex, 1e9)).toThrow();
+    const kept = ent(7, 2, 'kept');
+    s.append([kept]);
+    expect(s.entries(7 as LogIndex, 8 as LogIndex, 1e9)[0]).toBe(kept);
+    // Compaction drops the held entries it passes; the rest are still served.
+    s.createSnapshot(5 as LogIndex, { voters: ['n1'] as NodeId[], learners: [] }, new Uint8Array(0));
+    s.compact(5 as LogIndex);
+    expect(() => s.entries(5 as LogIndex, 8 as LogIndex, 1e9)).toThrow();
+    expect(s.entries(6 as LogIndex, 8 as LogIndex, 1e9)).toEqual([second[2], kept]);
+  });
+
+  it('holds about tailBytesMax of entry data: a large entry pushes the older ones out', () => {
+    const db = open();
+    const s = new SqliteRaftStorage(db, 0, { tailBytesMax: 100 });
+    const small = [1, 2, 3].map((i) => ent(i, 1, 'x'.repeat(30)));
+    s.append(small);
+    expect(s.entries(1 as LogIndex, 4 as LogIndex, 1e9)[0]).toBe(small[0]);
+    const big = ent(4, 1, 'y'.repeat(80));
+    s.append([big]);
+    const got = s.entries(1 as LogIndex, 5 as LogIndex, 1e9);
+    expect(got.map((e) => e.index)).toEqual([1, 2, 3, 4]);
+    expect(got[0]).not.toBe(small[0]);
+    expect(s.entries(4 as LogIndex, 5 as LogIndex, 1e9)[0]).toBe(big);
   });
 
   it('answers term() across term changes, truncation and compaction from its cache', () => {

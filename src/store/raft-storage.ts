@@ -14,10 +14,14 @@
  * stays atomic). The in-memory cache (offset, last index, the terms of the log as runs) is updated as each write
  * is issued: if the caller's transaction rolls back, call reload() on every storage it touched (or drop them).
  *
- * Every entry read back is checked against its crc: a mismatch throws CorruptEntryError (fatal for the node).
+ * Every entry read back from SQLite is checked against its crc: a mismatch throws CorruptEntryError (fatal for the
+ * node). The newest entries are also kept in memory as they were appended (`LogTail`): the applier reads a
+ * committed entry right after the round that wrote it, and a leader sends its new entries to its followers, so
+ * both are served from memory instead of reading back the rows just written.
  */
 import type { Statement } from 'better-sqlite3';
 import { assert } from '../core/assert.js';
+import { nodeLimits } from '../core/limits.js';
 import { CorruptEntryError, entryCrcOk, StorageCompactedError, StorageUnavailableError } from '../raft/index.js';
 import type { ConfState, Entry, GroupId, HardState, InitialState, LogIndex, LogStorageWriter, NodeId, Snapshot, Term } from '../raft/index.js';
 import type { Db } from './db.js';
@@ -120,6 +124,89 @@ interface SnapMeta {
 const noConf: ConfState = { voters: [], learners: [] };
 
 /**
+ * The newest appended entries of one log, contiguous, the same objects Raft handed to append (as MemoryStorage
+ * keeps them). Bounded by entries and bytes: the oldest leave first. It follows every write as it is issued, like
+ * the cached terms, so after a rolled-back transaction reload() empties it.
+ */
+class LogTail {
+  private ents: Entry[] = [];
+  /** ents[head] is the oldest kept (dropped ones are cut off in bulk, not shifted one by one). */
+  private head = 0;
+  private bytes = 0;
+
+  constructor(
+    private readonly entriesMax: number,
+    private readonly bytesMax: number,
+  ) {}
+
+  clear(): void {
+    this.ents = [];
+    this.head = 0;
+    this.bytes = 0;
+  }
+
+  /** The first index held, or null when empty. */
+  first(): number | null {
+    return this.head < this.ents.length ? this.ents[this.head]!.index : null;
+  }
+
+  /** Appends entries that start at `start` (<= the last held + 1): what was held from `start` on is replaced. */
+  append(from: readonly Entry[]): void {
+    const start = from[0]!.index;
+    const first = this.first();
+    // Not contiguous with what is held (the storage checks the log itself has no gap): start over from `from`.
+    if (first === null || start < first || start > first + (this.ents.length - this.head)) this.clear();
+    else {
+      const keep = this.head + (start - first);
+      for (let i = keep; i < this.ents.length; i++) this.bytes -= this.ents[i]!.data.length;
+      this.ents.length = Math.min(this.ents.length, keep);
+    }
+    for (const e of from) {
+      this.ents.push(e);
+      this.bytes += e.data.length;
+    }
+    while (this.ents.length - this.head > this.entriesMax || (this.bytes > this.bytesMax && this.head < this.ents.length)) {
+      this.bytes -= this.ents[this.head]!.data.length;
+      this.head++;
+    }
+    this.compactHead();
+  }
+
+  /** Forgets the entries at or below `index`. */
+  dropThrough(index: number): void {
+    while (this.head < this.ents.length && this.ents[this.head]!.index <= index) {
+      this.bytes -= this.ents[this.head]!.data.length;
+      this.head++;
+    }
+    this.compactHead();
+  }
+
+  /** Entries [lo, hi) by maxBytes (at least one) as entries() answers, or null when lo is not held. hi <= last + 1. */
+  read(lo: number, hi: number, maxBytes: number): Entry[] | null {
+    const first = this.first();
+    if (first === null || lo < first) return null;
+    const out: Entry[] = [];
+    let bytes = 0;
+    for (let i = this.head + (lo - first); i < this.ents.length && out.length < hi - lo; i++) {
+      const e = this.ents[i]!;
+      bytes += e.data.length;
+      if (out.length > 0 && bytes > maxBytes) break;
+      out.push(e);
+    }
+    return out;
+  }
+
+  /** Cuts off the dropped entries once they are a thousand and more than half the array (amortized O(1)). */
+  private compactHead(): void {
+    if (this.head === this.ents.length) this.clear();
+    else if (this.head > 1024 && this.head * 2 > this.ents.length) {
+      this.ents = this.ents.slice(this.head);
+      this.head = 0;
+    }
+  }
+}
+
+/**
  * One group's log. The terms of the log [offset, last] are cached as runs (a run starts where the term changes):
  * terms change rarely, so the whole log's terms fit in a few numbers and term(i) never touches SQLite.
  */
@@ -132,6 +219,7 @@ export class SqliteRaftStorage implements LogStorageWriter {
   /** runStart[k] is the first index of run k (runStart[0] = offsetIndex), runTerm[k] its term. */
   private runStart: number[] = [];
   private runTerm: number[] = [];
+  private readonly tail: LogTail;
 
   /**
    * `markerSnapshots`: a stored snapshot past the bootstrap with EMPTY data is a compaction marker (the node
@@ -141,15 +229,17 @@ export class SqliteRaftStorage implements LogStorageWriter {
   constructor(
     private readonly db: Db,
     readonly group: GroupId,
-    private readonly options: { markerSnapshots?: boolean } = {},
+    private readonly options: { markerSnapshots?: boolean; tailEntriesMax?: number; tailBytesMax?: number } = {},
   ) {
     ensureRaftSchema(db);
     this.s = statements(db);
+    this.tail = new LogTail(options.tailEntriesMax ?? nodeLimits.logTailEntriesMax, options.tailBytesMax ?? nodeLimits.logTailBytesMax);
     this.reload();
   }
 
   /** Re-reads the cached state from SQLite: call it after a transaction that wrote here rolled back. */
   reload(): void {
+    this.tail.clear();
     const h = this.s.hard.get(this.group) as
       | { term: number; vote: string; commit_index: number; offset_index: number; offset_term: number }
       | undefined;
@@ -212,6 +302,8 @@ export class SqliteRaftStorage implements LogStorageWriter {
     if (lo <= this.offsetIndex) throw new StorageCompactedError(`group ${this.group}: entries(${lo}) compacted through ${this.offsetIndex}`);
     if (hi > this.last + 1) throw new StorageUnavailableError(`group ${this.group}: entries(${lo}, ${hi}) last is ${this.last}`);
     assert(lo <= hi, `entries(${lo}, ${hi}): lo > hi`);
+    const held = this.tail.read(lo, hi, maxBytes);
+    if (held !== null) return held;
     const out: Entry[] = [];
     let bytes = 0;
     let full = false;
@@ -266,6 +358,7 @@ export class SqliteRaftStorage implements LogStorageWriter {
     });
     this.truncateTerms(start);
     for (const e of from) this.pushTerm(e.index, e.term);
+    this.tail.append(from);
   }
 
   applySnapshot(snapshot: Snapshot): void {
@@ -278,6 +371,7 @@ export class SqliteRaftStorage implements LogStorageWriter {
     });
     this.snap = { index, term, confState };
     this.offsetIndex = index;
+    this.tail.clear();
     this.runStart = [index];
     this.runTerm = [term];
     this.last = index;
@@ -301,6 +395,7 @@ export class SqliteRaftStorage implements LogStorageWriter {
       this.s.upsertOffset.run(this.group, index, term);
     });
     this.offsetIndex = index;
+    this.tail.dropThrough(index);
     let k = this.runStart.length - 1;
     while (this.runStart[k]! > index) k--;
     this.runStart = [index, ...this.runStart.slice(k + 1)];
