@@ -180,6 +180,56 @@ describe('NodeCore firing', () => {
     expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'SUCCEEDED', attempt: 1 });
   });
 
+  it('an order of an earlier term still waiting for its slot does not keep the new term from arming the occurrence', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100));
+    h.advance(T0 + 100);
+    const order = h.orders[0]!; // waiting for a concurrency slot: not started
+    h.core.leaderStop(0);
+    h.drain();
+    expect(h.withdrawals.map((w) => w.key)).toEqual([order.key]);
+    // Leading again before the slot frees: the new term's load finds the occurrence PENDING, the old order still out.
+    h.core.leaderStart(0, 2, h.nowMs);
+    h.advance(h.nowMs + 1);
+    expect(h.orders).toHaveLength(1); // one order per occurrence: the new one waits behind the old
+    // The slot frees; the shell does not send the withdrawn order (another term's) and hands it back.
+    h.core.dispatchWithdrawn(order.key);
+    h.advance(h.nowMs + 1);
+    // Simulator seeds 2955, 3606, 4012, 4929: nothing armed it again before the loader's next full scan.
+    expect(h.orders.slice(1).map((o) => [o.jobId, o.attempt, o.fencingToken])).toEqual([['a', 1, '0.2']]);
+  });
+
+  it('an overlap=buffer_one occurrence does not wait for an attempt out whose execution another leader closed', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('p', T0 + 1_000, { schedule: { kind: 'every', everyMs: 1_000, startAtMs: T0 + 1_000 }, overlap: 'buffer_one' }));
+    h.advance(T0 + 1_000);
+    const stale = h.orders[0]!;
+    h.started(stale);
+    h.advance(T0 + 1_000 + stallLimits.engineItemsDelayMs);
+    expect(h.stores[0]!.getExecution('p', T0 + 1_000)).toMatchObject({ state: 'RUNNING', attempt: 1 });
+    // n2 leads meanwhile: it fires attempt 2, which succeeds (applied here as a follower); this node leads again
+    // while its attempt 1 is still out.
+    h.core.leaderStop(0);
+    h.drain();
+    firedBy(h, 'n2', 'p', T0 + 1_000, 2);
+    const done: Command = {
+      type: 'outcomes', nowMs: h.nowMs, nodeId: 'n2',
+      items: [{ jobId: 'p', scheduledAtMs: T0 + 1_000, attempt: 2, result: 'succeeded', statusCode: 200, error: null, finishedAtMs: h.nowMs, retryAtMs: null }],
+    };
+    h.core.applied(0, done, apply(h.stores[0]!, done).effects, h.nowMs);
+    expect(h.stores[0]!.getExecution('p', T0 + 1_000)).toMatchObject({ state: 'SUCCEEDED', attempt: 2 });
+    h.core.leaderStart(0, 3, h.nowMs);
+    // The next occurrence is not buffered behind attempt 1: its outcome will be ignored (the execution is closed),
+    // so no `finished` effect would ever let it go (simulator seed 2545, also 4358, 4563, 4828, 4860).
+    h.advance(T0 + 2_000);
+    expect(h.orders.slice(1).map((o) => [o.scheduledAtMs, o.attempt, o.fencingToken])).toEqual([[T0 + 2_000, 1, '0.3']]);
+    h.finish(stale, ok(h.nowMs));
+    h.advance(h.nowMs + stallLimits.engineItemsDelayMs);
+    expect(h.stores[0]!.getExecution('p', T0 + 1_000)).toMatchObject({ state: 'SUCCEEDED', attempt: 2 });
+  });
+
   it('a pause that applies before the fired record, then a resume while the attempt is out: the occurrence goes again after its outcome', () => {
     const h = new Harness();
     h.setup();

@@ -32,7 +32,7 @@ import type { DueJob, SchedulerStore } from '../scheduler/store.js';
 import type { CallbackSpec, JobRecord, JobState } from '../scheduler/types.js';
 import { TimerWheel } from '../timerwheel/wheel.js';
 import type { Batcher } from './batcher.js';
-import { decideDue, missingTaskOutcome, occurrenceKey, outcomeOf, type Attempt } from './rules.js';
+import { decideDue, isFinal, missingTaskOutcome, occurrenceKey, outcomeOf, type Attempt } from './rules.js';
 import type { DispatchOrder, OccurrenceKey, Withdrawal } from './types.js';
 
 /** Without a valid lease a due occurrence is looked at again this much later (a heartbeat round renews it). */
@@ -53,6 +53,8 @@ interface Armed extends Attempt {
 /** The attempt ordered out: handed to the host, not finished. */
 interface Out {
   attempt: number;
+  /** The term of the shard's leadership it was ordered in (its fencing token's). */
+  term: number;
   spec: CallbackSpec;
   /** The host reported its start (past the dispatcher's concurrency queue): the RUNNING overlay. */
   started: boolean;
@@ -518,9 +520,18 @@ export class Firing {
     rec.armed = { ...a, where: 'buffered' };
   }
 
+  /**
+   * Another run of the job is in flight: an order of ours out, or an open execution in the store. An order out
+   * whose execution is already closed (another leader's later attempt finished it) is no run: its outcome will be
+   * ignored, so no `finished` effect would ever let go of an occurrence buffered behind it.
+   */
   private hasOtherOpen(a: Attempt): boolean {
-    for (const key of this.byJob.get(a.jobId) ?? []) if (this.occ.get(key)?.out != null) return true;
-    return this.d.stores[a.shard]!.openExecutions(a.jobId).some((e) => e.scheduledAtMs !== a.scheduledAtMs);
+    const store = this.d.stores[a.shard]!;
+    for (const key of this.byJob.get(a.jobId) ?? []) {
+      const rec = this.occ.get(key)!;
+      if (rec.out !== null && !isFinal(store.getExecution(rec.jobId, rec.scheduledAtMs))) return true;
+    }
+    return store.openExecutions(a.jobId).some((e) => e.scheduledAtMs !== a.scheduledAtMs);
   }
 
   private order(rec: Occurrence, a: Armed, job: JobRecord, nowMs: number, firstOfOnce: boolean): void {
@@ -532,10 +543,11 @@ export class Firing {
       this.batcher.addOutcome(a.shard, missingTaskOutcome(a, job.task, nowMs), nowMs);
       return;
     }
-    rec.out = { attempt: a.attempt, spec, started: false, fired, hold: firstOfOnce, firedLost: null };
+    const term = this.firing.get(a.shard)!;
+    rec.out = { attempt: a.attempt, term, spec, started: false, fired, hold: firstOfOnce, firedLost: null };
     this.outCount++;
     this.dispatched++;
-    const fencingToken = `${a.shard}.${this.firing.get(a.shard)!}`;
+    const fencingToken = `${a.shard}.${term}`;
     this.outbox.dispatch.push({
       key: rec.key,
       shard: a.shard,
@@ -731,8 +743,10 @@ export class Firing {
 
   private armLoaded(shard: number, job: DueJob): boolean {
     const rec = this.occ.get(occurrenceKey(job.id, job.nextFireAtMs));
-    // Armed (or buffered), out, or recorded and not applied yet: nothing to arm.
-    if (rec !== undefined && (rec.armed !== null || rec.out !== null || rec.recording)) return false;
+    // Armed (or buffered), out in this term, or recorded and not applied yet: nothing to arm. An order of an
+    // earlier term is no answer: withdrawn with that leadership and not taken back yet (it waits for a concurrency
+    // slot), it ends unsent and nothing else would arm the occurrence; the new arm waits behind it (fire).
+    if (rec !== undefined && (rec.armed !== null || rec.recording || (rec.out !== null && rec.out.term === this.firing.get(shard)))) return false;
     this.arm({ shard, jobId: job.id, scheduledAtMs: job.nextFireAtMs, attempt: 1, dueAtMs: job.nextFireAtMs, fromEffect: false, released: false });
     return true;
   }

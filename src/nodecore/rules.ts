@@ -42,13 +42,18 @@ export interface DueFacts {
 
 const finalExecution = new Set(['SUCCEEDED', 'FAILED', 'CANCELLED']);
 
+/** The execution is closed: nothing recorded for it changes it any more (a later fired or outcome record is ignored). */
+export function isFinal(exec: ExecutionRecord | null): boolean {
+  return exec !== null && finalExecution.has(exec.state);
+}
+
 /**
  * A due attempt of a shard this node fires, with a valid lease, at `nowMs >= dueAtMs`: is it still wanted, and
  * does the scheduler's policy fire, buffer or skip it?
  */
 export function decideDue(a: Attempt, job: JobRecord | null, exec: ExecutionRecord | null, nowMs: number, facts: DueFacts): DueDecision {
   if (job === null || job.state === 'CANCELLED') return { kind: 'drop' };
-  if (exec !== null && finalExecution.has(exec.state)) {
+  if (isFinal(exec)) {
     // The job's next regular occurrence already ran (a new schedule or a resume computed from a wall clock
     // behind the job's history): it can never fire again, and dropping it would leave the job there forever.
     if (job.state === 'PENDING' && job.nextFireAtMs === a.scheduledAtMs && !facts.recording) return { kind: 'skip', reason: 'misfire' };
