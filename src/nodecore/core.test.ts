@@ -180,6 +180,23 @@ describe('NodeCore firing', () => {
     expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'SUCCEEDED', attempt: 1 });
   });
 
+  it("a new term's re-fire of an attempt another node recorded never goes before the occurrence's time on this node's clock", () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 1_000));
+    h.core.leaderStop(0);
+    h.drain();
+    // n2, whose wall clock ran 400 ms ahead of this one, recorded attempt 1 at its T0 + 1,000, then lost the shard.
+    h.advance(T0 + 600);
+    firedBy(h, 'n2', 'a', T0 + 1_000, 1);
+    h.core.leaderStart(0, 2, h.nowMs);
+    h.advance(T0 + 999);
+    // Simulator seed 22951: the RUNNING execution fired again at once, 154 ms before its time here.
+    expect(h.orders).toHaveLength(0);
+    h.advance(T0 + 1_000);
+    expect(h.orders.map((o) => [o.jobId, o.attempt, o.fencingToken])).toEqual([['a', 2, '0.2']]);
+  });
+
   it('an order of an earlier term still waiting for its slot does not keep the new term from arming the occurrence', () => {
     const h = new Harness();
     h.setup();

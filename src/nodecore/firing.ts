@@ -476,9 +476,12 @@ export class Firing {
 
   /** Decides what to do with a due attempt (rules.ts), then orders it. */
   private fire(rec: Occurrence, a: Armed, nowMs: number): void {
-    if (nowMs < a.dueAtMs) {
-      // Never early (a clock that stepped back): wait again.
-      this.arm(a);
+    // Never early, on this node's clock: not before the attempt's due time (a clock that stepped back), nor before
+    // the occurrence's own time, which another node's clock may have set ahead of this one (a re-fire of an
+    // attempt it recorded as started is otherwise due at once).
+    const notBeforeMs = Math.max(a.dueAtMs, a.scheduledAtMs);
+    if (nowMs < notBeforeMs) {
+      this.arm(notBeforeMs === a.dueAtMs ? a : { ...a, dueAtMs: notBeforeMs });
       return;
     }
     if (!this.firing.has(a.shard)) return;

@@ -16,6 +16,14 @@ const fixed: ReadonlyArray<{ cause: string; seeds: readonly number[] }> = [
     cause: "an order of an earlier term, waiting for its concurrency slot, kept the new term's load from arming the occurrence",
     seeds: [2955, 3606, 4012, 4929],
   },
+  {
+    cause: "a new term re-fired an attempt recorded by a node whose clock ran ahead before the occurrence's time on its own clock",
+    seeds: [22951],
+  },
+  {
+    cause: 'the checker counted an occurrence held (buffer_one) by a manual run from a clock ahead as late',
+    seeds: [14087],
+  },
 ];
 
 describe('whole-node simulator: seeds that found a bug pass every invariant', () => {
