@@ -37,6 +37,18 @@ function acked(kind: 'create' | 'cancel', jobId: string, ackMs: number): OpRecor
   return { seq: 0, op, node: 'n1', issuedMs: ackMs - 5, outcome: 'ok', ackMs };
 }
 
+/** An acknowledged job 'j1' every second from t0 + 1 s with overlap=buffer_one, and a checker that knows it. */
+function bufferOneJob(over: { maxAttempts?: number; timeoutMs?: number }): { store: MemoryStore; c: SchedulerChecker } {
+  const store = new MemoryStore();
+  const op = { ...(acked('create', 'j1', t0).op as Parameters<typeof jobSpecOf>[0]), ...over };
+  const spec = { ...jobSpecOf(op, t0), schedule: { kind: 'every' as const, everyMs: 1000, startAtMs: t0 + 1000 }, overlap: 'buffer_one' as const };
+  apply(store, { type: 'create_jobs', nowMs: t0, shard: 0, jobs: [spec] });
+  const c = new SchedulerChecker(1);
+  c.submittedJob('j1');
+  c.acknowledged(acked('create', 'j1', t0));
+  return { store, c };
+}
+
 describe('SchedulerChecker', () => {
   it('an attempt for a job no client submitted', () => {
     const c = new SchedulerChecker(1);
@@ -143,13 +155,7 @@ describe('SchedulerChecker', () => {
 
   it('overlap=buffer_one: lateness counts from the end of the run before, capped by its true start plus the timeout', () => {
     const late = (finishedAtMs: number, nextStartMs: number): string | null => {
-      const store = new MemoryStore();
-      const op = { ...(acked('create', 'j1', t0).op as Parameters<typeof jobSpecOf>[0]), maxAttempts: 2 };
-      const spec = { ...jobSpecOf(op, t0), schedule: { kind: 'every' as const, everyMs: 1000, startAtMs: t0 + 1000 }, overlap: 'buffer_one' as const };
-      apply(store, { type: 'create_jobs', nowMs: t0, shard: 0, jobs: [spec] });
-      const c = new SchedulerChecker(1);
-      c.submittedJob('j1');
-      c.acknowledged(acked('create', 'j1', t0));
+      const { store, c } = bufferOneJob({ maxAttempts: 2 });
       const a = t0 + 1000;
       const b = t0 + 2000;
       // The run at a fails once, its retry starts at t0 + 8 s and ends at finishedAtMs (its node's clock).
@@ -173,13 +179,7 @@ describe('SchedulerChecker', () => {
 
   it('overlap=buffer_one: a run scheduled after the occurrence (a clock ahead) but started before it was late also holds it', () => {
     const late = (runStartMs: number, runEndMs: number): string | null => {
-      const store = new MemoryStore();
-      const op = { ...(acked('create', 'j1', t0).op as Parameters<typeof jobSpecOf>[0]), timeoutMs: 10_000 };
-      const spec = { ...jobSpecOf(op, t0), schedule: { kind: 'every' as const, everyMs: 1000, startAtMs: t0 + 1000 }, overlap: 'buffer_one' as const };
-      apply(store, { type: 'create_jobs', nowMs: t0, shard: 0, jobs: [spec] });
-      const c = new SchedulerChecker(1);
-      c.submittedJob('j1');
-      c.acknowledged(acked('create', 'j1', t0));
+      const { store, c } = bufferOneJob({ timeoutMs: 10_000 });
       // A manual run through a node whose wall clock is 20 s ahead: its time is after the occurrence at b.
       const r = t0 + 20_000 + runStartMs - t0;
       apply(store, { type: 'run_job', nowMs: r, id: 'j1' });
