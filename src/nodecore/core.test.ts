@@ -20,6 +20,21 @@ function create(h: Harness, ...jobs: ReturnType<typeof once>[]): void {
   h.must(0, { type: 'create_jobs', nowMs: h.nowMs, shard: 0, jobs });
 }
 
+/**
+ * A one-off 'a' due at T0 + 100 whose order waits for a concurrency slot (not started) while a pause sent its
+ * fired record ahead: the execution is RUNNING in the store.
+ */
+function orderAheadOfPause(h: Harness): DispatchOrder {
+  h.setup();
+  create(h, once('a', T0 + 100));
+  h.advance(T0 + 100);
+  const order = h.orders[0]!;
+  h.client(0, { type: 'pause_job', nowMs: h.nowMs, id: 'a' });
+  h.flushNow();
+  expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'RUNNING', attempt: 1 });
+  return order;
+}
+
 /** A one-off job 'a' due at T0 + 100 whose first attempt this node started and recorded: the order out. */
 function attemptOut(h: Harness): DispatchOrder {
   create(h, once('a', T0 + 100));
@@ -331,13 +346,7 @@ describe('NodeCore firing', () => {
 
   it('an order whose fired record went ahead of a pause can still be taken back once the shard is lost', () => {
     const h = new Harness();
-    h.setup();
-    create(h, once('a', T0 + 100));
-    h.advance(T0 + 100);
-    const order = h.orders[0]!; // waiting for a concurrency slot: not started
-    h.client(0, { type: 'pause_job', nowMs: h.nowMs, id: 'a' });
-    h.flushNow();
-    expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'RUNNING', attempt: 1 });
+    const order = orderAheadOfPause(h);
     // The shard is lost before the slot frees: the shell does not send it and hands it back.
     h.core.leaderStop(0);
     h.drain();
@@ -352,13 +361,7 @@ describe('NodeCore firing', () => {
 
   it('a cancel takes back an order not started even when its fired record went ahead (the cancel closed it)', () => {
     const h = new Harness();
-    h.setup();
-    create(h, once('a', T0 + 100));
-    h.advance(T0 + 100);
-    const order = h.orders[0]!; // waiting for a concurrency slot: not started
-    h.client(0, { type: 'pause_job', nowMs: h.nowMs, id: 'a' });
-    h.flushNow();
-    expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'RUNNING', attempt: 1 });
+    const order = orderAheadOfPause(h);
     expect(h.withdrawals).toEqual([]); // the pause leaves the attempt in flight to finish
     h.must(0, { type: 'cancel_job', nowMs: h.nowMs, id: 'a' });
     expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'CANCELLED' });
