@@ -423,9 +423,10 @@ export const stallLimits = {
    * The fired item of a one-off job's first attempt waits up to this long for its outcome (then both become one
    * record: src/node/proposer.ts, folding). A fired item only makes the RUNNING execution durable; without it a
    * restart or a new leader fires the occurrence again anyway (same deduplication key), so holding it loses
-   * nothing. It saves a record per callback when the receiver is slower than engineItemsDelayMs (a hot instant).
+   * nothing. It saves a record per callback when the receiver is slower than engineItemsDelayMs (a hot instant),
+   * and under load the outcome comes seconds after the start: a short hold let most of them go as two records.
    */
-  firedHoldMs: 500,
+  firedHoldMs: 5_000,
   /** After a stall, a group this node does not lead counts at most this many of the missed Raft ticks. */
   followerCatchUpTicksMax: 2,
 } as const;

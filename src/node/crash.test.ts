@@ -6,7 +6,7 @@
  * at the kill must be delivered again with the same X-Deduplication-Key and a higher attempt.
  */
 import { describe, expect, it } from 'vitest';
-import { limits } from '../core/limits.js';
+import { limits, stallLimits } from '../core/limits.js';
 import { nodeConfig } from './testing/fixtures.js';
 import { useProcessBed } from './testing/bed.js';
 import { call, kill9, spawnNode as spawnTestNode, type Child } from './testing/processes.js';
@@ -29,10 +29,11 @@ describe('kill -9 and restart on the same data directory', () => {
     expect((await call(child, 'PUT', '/v1/tasks/hang', { url: bed.rx.url('/hang'), retry })).status).toBe(201);
 
     const t0 = Date.now();
-    // Everything falls due 2 s after submission (a margin for a slow machine to get to the kill first); the
+    // Everything falls due 2 s after the in-flight callback's record is written (a one-off's first fired record
+    // waits up to stallLimits.firedHoldMs for its outcome; 2 s is a margin for a slow machine to get to the kill first); the
     // restart comes late enough that the first two occurrences of the recurring jobs are more than the misfire
     // threshold late.
-    const dueAt = t0 + 2_000;
+    const dueAt = t0 + stallLimits.firedHoldMs + 2_000;
     const restartAt = dueAt + limits.misfireThresholdMs + 1_500;
     const created = await Promise.all([
       call(child, 'POST', '/v1/jobs', { id: 'inflight', task: 'hang', payload: { n: 1 } }),
@@ -56,7 +57,7 @@ describe('kill -9 and restart on the same data directory', () => {
     await waitFor('inflight RUNNING', async () => {
       const h = await call(child!, 'GET', '/v1/jobs/inflight/executions');
       return h.json.executions?.[0]?.state === 'RUNNING' && bed.rx.of('inflight').length === 1;
-    });
+    }, stallLimits.firedHoldMs + 5_000);
     await kill9(child);
     child = null;
     expect(Date.now()).toBeLessThan(dueAt);

@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { shardOf } from '../core/ids.js';
+import { stallLimits } from '../core/limits.js';
 import type { JobSpec } from '../scheduler/types.js';
 import type { NodeConfig } from './api.js';
 import type { OpenNode } from './host.js';
@@ -238,12 +239,13 @@ describe('job commands', () => {
     // A slow callback: once the hold is over its fired item is proposed alone, so the stored execution (what a
     // new leader or a restart sees) is RUNNING while the receiver holds the request.
     folded = core.proposer.foldedTotal;
-    bed.rx.respond = () => ({ status: 200, delayMs: 1_500 });
+    bed.rx.respond = () => ({ status: 200, delayMs: stallLimits.firedHoldMs + 1_000 });
     const at = core.service.nowMs();
-    await create(core, [jobSpec('slow-2', { kind: 'once', atMs: at })]);
+    await core.service.putTask('slow-hook', callbackSpec(bed.rx.url('/quick'), { timeoutMs: stallLimits.firedHoldMs + 5_000 }));
+    await create(core, [jobSpec('slow-2', { kind: 'once', atMs: at }, { task: 'slow-hook' })]);
     await waitFor('in flight', () => bed.rx.of('slow-2').length === 1);
     const store = core.host.groups[shardOf('slow-2', 4)].store;
-    await waitFor('RUNNING stored', () => store.getExecution('slow-2', at)?.state === 'RUNNING');
+    await waitFor('RUNNING stored', () => store.getExecution('slow-2', at)?.state === 'RUNNING', stallLimits.firedHoldMs + 1_000);
     expect(bed.rx.of('slow-2')).toHaveLength(1);
     await waitFor('done', async () => (await core.service.getJob('slow-2')).state === 'SUCCEEDED');
     expect(core.proposer.foldedTotal).toBe(folded);
