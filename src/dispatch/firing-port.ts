@@ -83,6 +83,8 @@ interface Entry {
   /** When it was handed over (node clock): a send-now could have started then. */
   submittedAtMs: number;
   started: boolean;
+  /** When it started (node clock), once the thread said so. */
+  startedAtMs?: number;
   /** Called once: the outcome, or null when it was not sent (withdrawn, revoked, its term over, closed). */
   done: SettledCallback<unknown>;
   tag: unknown;
@@ -388,13 +390,17 @@ export class FiringPort implements CallbackSender {
         if (e === undefined || e.started) continue;
         e.started = true;
         this.running++;
-        this.noteStart(e, started[i + 1]!);
+        // The thread's clock is never ahead of the node's but may be a part of a millisecond behind it: a start
+        // is never put before the moment the node handed the delivery over.
+        const startedAtMs = Math.max(started[i + 1]!, e.submittedAtMs);
+        e.startedAtMs = startedAtMs;
+        this.noteStart(e, startedAtMs);
         if (e.dueAtMs === 0) this.waitingNow--;
         else this.staged--;
         if (this.unstartedByKey.get(e.key) === e) this.unstartedByKey.delete(e.key);
         if (this.o.onStart !== undefined) {
           try {
-            this.o.onStart(e.delivery, started[i + 1]!);
+            this.o.onStart(e.delivery, startedAtMs);
           } catch (err) {
             this.o.logger.error('onStart hook threw', { jobId: e.delivery.jobId, err });
           }
@@ -408,13 +414,14 @@ export class FiringPort implements CallbackSender {
         if (e === undefined) continue;
         const status = outcomes[i + 2]!;
         const retryAfter = outcomes[i + 3]!;
+        const startedAtMs = Math.max(outcomes[i + 4]!, e.startedAtMs ?? e.submittedAtMs);
         this.settle(e, {
           kind: outcomeKinds[outcomes[i + 1]!]!,
           statusCode: status < 0 ? null : status,
           error: ev.errors[j] ?? null,
           retryAfterMs: retryAfter < 0 ? null : retryAfter,
-          startedAtMs: outcomes[i + 4]!,
-          finishedAtMs: outcomes[i + 5]!,
+          startedAtMs,
+          finishedAtMs: Math.max(outcomes[i + 5]!, startedAtMs),
         });
       }
     }
