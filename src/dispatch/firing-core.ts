@@ -15,7 +15,7 @@ import type { Logger } from '../core/log.js';
 import { nodeLimits, stallLimits } from '../core/limits.js';
 import type { CallbackSpec, PayloadRef } from '../scheduler/types.js';
 import { Dispatcher, type AttemptOutcome, type Delivery, type PreparedRequest } from './dispatcher.js';
-import { TargetPolicy, type TargetPolicyData } from './target-policy.js';
+import type { TargetPolicy, TargetPolicyData } from './target-policy.js';
 
 /** One delivery to send now (dueAtMs 0) or at dueAtMs (node clock, epoch ms). */
 export interface SendOp {
