@@ -110,6 +110,17 @@ describe('serve: flags and env', () => {
     expect(r.stderr).toMatch(/--retention-executions/);
   });
 
+  it('--firing-thread on|off (absent: on, not in the config); anything else is a usage error', async () => {
+    expect((await config([])).firingThread).toBeUndefined();
+    expect((await config(['--firing-thread', 'off'])).firingThread).toBe(false);
+    expect((await config(['--firing-thread', 'on'])).firingThread).toBe(true);
+    expect((await config([], { PUNCTUAL_FIRING_THREAD: 'off' })).firingThread).toBe(false);
+    expect((await config(['--firing-thread', 'on'], { PUNCTUAL_FIRING_THREAD: 'off' })).firingThread).toBe(true);
+    const r = await cli(['serve', '--check-config', '--firing-thread', 'yes']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--firing-thread/);
+  });
+
   it('reads PUNCTUAL_<FLAG_IN_CAPS> env vars, and a flag wins over its env var', async () => {
     const env = {
       PUNCTUAL_LISTEN: '127.0.0.1:7000',

@@ -22,8 +22,8 @@ import * as esbuild from 'esbuild';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const seaFuse = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
-// The same names as src/platform/sea.ts assetNames.
-const assets = { buildInfo: 'build-info.json', sqliteAddon: 'better_sqlite3.node', sqliteModule: 'better-sqlite3.cjs', uiPrefix: 'ui/' };
+// The same names as src/platform/sea.ts assetNames (and firingThread: src/dispatch/firing-port.ts firingThreadAsset).
+const assets = { buildInfo: 'build-info.json', sqliteAddon: 'better_sqlite3.node', sqliteModule: 'better-sqlite3.cjs', uiPrefix: 'ui/', firingThread: 'firing-thread.cjs' };
 const binaryName = 'punctual-linux-x64';
 
 // Built-ins of later Node versions that a dependency only probes for, lazily and inside try (undici's
@@ -264,7 +264,11 @@ async function build(args, outDir, work) {
   });
   const sqliteJs = join(work, assets.sqliteModule);
   await bundle('node_modules/better-sqlite3/lib/index.js', sqliteJs, { bindings: stub('bindings-beside.cjs') });
-  step(`bundled ${modules} modules (${(statSync(mainJs).size / 1024).toFixed(0)} KiB)`);
+  // The firing thread's entry, started from its source (new Worker(source, { eval: true })): a single executable
+  // has no module file beside it to start.
+  const firingJs = join(work, assets.firingThread);
+  await bundle('src/dispatch/firing-thread.ts', firingJs, {});
+  step(`bundled ${modules} modules (${(statSync(mainJs).size / 1024).toFixed(0)} KiB), the firing thread ${(statSync(firingJs).size / 1024).toFixed(0)} KiB`);
 
   const addon = chooseAddon(args);
   if (!existsSync(addon.file)) fail(`no SQLite addon at ${addon.file} (npm install compiles it)`);
@@ -302,7 +306,7 @@ async function build(args, outDir, work) {
     output: blob,
     disableExperimentalSEAWarning: true,
     useCodeCache: true,
-    assets: { [assets.buildInfo]: infoFile, [assets.sqliteAddon]: addon.file, [assets.sqliteModule]: sqliteJs, ...ui },
+    assets: { [assets.buildInfo]: infoFile, [assets.sqliteAddon]: addon.file, [assets.sqliteModule]: sqliteJs, [assets.firingThread]: firingJs, ...ui },
   }));
   run(process.execPath, ['--experimental-sea-config', seaConfig], 'making the SEA blob');
   run(process.execPath, [join(root, 'node_modules', 'postject', 'dist', 'cli.js'), binaryTmp, 'NODE_SEA_BLOB', blob,

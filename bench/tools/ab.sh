@@ -9,17 +9,25 @@
 #       --server (the bench reads node CPU from /metrics); results in bench/results/ab/
 #   bench/tools/ab.sh bench BASE_DIST ROUNDS BENCH_ARGS...
 #       the same with any scenario: `bench/tools/ab.sh bench B 1 --scenario submit --count 10000`
+# A build named DIR@off runs with its firing thread off (`serve --firing-thread off`, PUNCTUAL_FIRING_THREAD=off
+# for hot-core): `bench/tools/ab.sh steady dist@off 3` compares the main loop with the thread of the same build.
 set -u
 mode=$1 base=$2 rounds=$3
 cd "$(dirname "$0")/../.."
 for r in $(seq "$rounds"); do
-  for d in "$base" dist; do
+  for spec in "$base" dist; do
+    d=${spec%@off} firing=on
+    [ "$d" != "$spec" ] && firing=off
     load=$(cut -d' ' -f1 /proc/loadavg)
     if [ "$mode" = hot-core ]; then
+      if [ "$firing" = off ]; then export PUNCTUAL_FIRING_THREAD=off; else unset PUNCTUAL_FIRING_THREAD; fi
       out=$(timeout 300 node bench/tools/hot-core.mjs "$d" "${4:-10000}" 2>&1 | tail -1)
+      unset PUNCTUAL_FIRING_THREAD
     else
       data=$(mktemp -d /tmp/punctual-ab-XXXX)
-      node "$d/cmd/punctual.js" serve --listen 127.0.0.1:18931 --peer-listen 127.0.0.1:18932 --data "$data" --log-level warn >"$data/serve.log" 2>&1 &
+      flags=()
+      [ "$firing" = off ] && flags=(--firing-thread off)
+      node "$d/cmd/punctual.js" serve --listen 127.0.0.1:18931 --peer-listen 127.0.0.1:18932 --data "$data" --log-level warn "${flags[@]}" >"$data/serve.log" 2>&1 &
       pid=$!
       for _ in $(seq 100); do curl -sf http://127.0.0.1:18931/metrics >/dev/null 2>&1 && break; sleep 0.1; done
       if [ "$mode" = bench ]; then args=("${@:4}"); else args=(--scenario steady --rate "${4:-1000}" --duration-s "${5:-10}"); fi
@@ -28,6 +36,6 @@ for r in $(seq "$rounds"); do
       rm -rf "$data"
       out=$(echo "$res" | grep -E 'accepted jobs/s|node CPU|lateness p99|written' | sed 's/  */ /g' | tr '\n' ' ')
     fi
-    echo "$(date +%T) load $load $d: $out"
+    echo "$(date +%T) load $load $spec: $out"
   done
 done

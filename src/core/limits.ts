@@ -110,7 +110,13 @@ export const limits = {
   /** Staged deliveries the firing thread holds at most; past this the engine sends at the due time instead. */
   firingStagedMax: 50_000,
   /** While deliveries wait in the thread, the main side sends the shards' lease deadlines this often. */
-  firingLeaseRefreshMs: 20,
+  firingLeaseRefreshMs: 10,
+  /**
+   * How long the firing thread trusts a lease the main loop found valid (it cannot ask at the moment it sends):
+   * longer than the refresh, so a steady stream is not held between two; far shorter than the lease's margin
+   * before a follower may campaign (asserted with clusterLimits below).
+   */
+  firingLeaseGraceMs: 25,
   /** Unexpected exits of the firing thread after which the node sends from its main loop instead. */
   firingThreadRestartsMax: 5,
   // --- the due profile and the admission report (GET /v1/due-profile, Punctual-Hot-Instant)
@@ -396,6 +402,11 @@ export const clusterLimits = {
   peerInfoTtlMs: 5_000,
 } as const;
 assert(clusterLimits.leaseTicks < clusterLimits.electionTicks, 'the lease must end before a follower may campaign');
+assert(limits.firingLeaseGraceMs > limits.firingLeaseRefreshMs, 'the firing thread gets a new lease deadline before the last one ends');
+assert(
+  limits.firingLeaseGraceMs < clusterLimits.tickMs * (clusterLimits.electionTicks - clusterLimits.leaseTicks - 1),
+  'a lease trusted by the firing thread ends before a follower may campaign',
+);
 assert(clusterLimits.heartbeatTicks < clusterLimits.leaseTicks, 'heartbeats must renew the lease before it ends');
 assert(clusterLimits.catchUpTicksMax > clusterLimits.electionTicks, 'a catch-up must be able to expire a lease');
 assert(clusterLimits.maxMsgBytes * 2 <= peerLimits.frameBytesMax, 'an append message must fit in a peer frame');

@@ -13,9 +13,9 @@
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
 import { nodeLimits, stallLimits } from '../core/limits.js';
-import type { CallbackSpec } from '../scheduler/types.js';
+import type { CallbackSpec, PayloadRef } from '../scheduler/types.js';
 import { Dispatcher, type AttemptOutcome, type Delivery, type PreparedRequest } from './dispatcher.js';
-import { TargetPolicy, type TargetPolicyData } from './target-policy.js';
+import type { TargetPolicy, TargetPolicyData } from './target-policy.js';
 
 /** One delivery to send now (dueAtMs 0) or at dueAtMs (node clock, epoch ms). */
 export interface SendOp {
@@ -31,6 +31,17 @@ export interface SendOp {
   body: Uint8Array;
   enc: 'json' | 'base64' | undefined;
   ck: string;
+  /** The body by reference (fetched when the attempt starts), or null. */
+  ref: PayloadRef | null;
+}
+
+/**
+ * A shard as the main side sees it: the term this node fires it in (-1: none) and until when (the monotonic epoch
+ * ms of monoEpochMs()) its lease may be trusted; -Infinity when it may not.
+ */
+export interface ShardLease {
+  term: number;
+  untilMs: number;
 }
 
 export type FiringOp =
@@ -40,8 +51,9 @@ export type FiringOp =
   | { o: 'unspec'; id: number }
   | { o: 'withdraw'; req: number; ids: number[] }
   /** untilMs: performance.timeOrigin + performance.now() domain (the same on every thread). */
-  | { o: 'lease'; shard: number; untilMs: number }
-  | { o: 'revoke'; shard: number }
+  | { o: 'lease'; shard: number; term: number; untilMs: number }
+  /** This node no longer fires `shard` in `term` or any earlier term: what waits with such a token is dropped. */
+  | { o: 'revoke'; shard: number; term: number }
   | { o: 'policy'; policy: TargetPolicyData }
   | { o: 'close'; graceMs: number };
 
@@ -63,7 +75,7 @@ export interface FiringEvents {
   errors: Array<string | null>;
   /** Answers to withdraw ops: per id 1 = withdrawn (never sent), 0 = already handed to the network or unknown. */
   withdrawn: Array<{ req: number; results: Uint8Array }>;
-  /** Deliveries dropped unsent by a revoke or by close. */
+  /** Deliveries dropped unsent: a revoke, a newer term's lease, close. */
   dropped: number[];
   closed: boolean;
   /** The thread's first message: it is running and can send. */
@@ -78,6 +90,13 @@ export interface FiringCoreOptions {
   inFlightMax?: number;
   /** Shard lease deadlines are obeyed (false: the main side gave no lease source; everything may be sent). */
   leases: boolean;
+  /**
+   * On the main loop only: the shard's lease asked at the moment of each send, instead of the deadline last
+   * pushed (the check is then exactly the node's own, with no grace).
+   */
+  leaseNow?: (shard: number) => ShardLease;
+  /** `serve --payload-ref-max-bytes` for the thread's Dispatcher. */
+  payloadRefBytesMax?: number;
   emit(events: FiringEvents, transfer: ArrayBuffer[]): void;
 }
 
@@ -94,11 +113,17 @@ export class OffsetClock implements Clock {
   }
 }
 
-type StagedState = 'staged' | 'held' | 'sent' | 'gone';
+/**
+ * staged: in the near-horizon wheel; held: due, its shard's lease not trusted now; queued: handed to the
+ * Dispatcher, waiting for a concurrency slot; sent: started; gone: withdrawn or dropped (never sent).
+ */
+type StagedState = 'staged' | 'held' | 'queued' | 'sent' | 'gone';
 
 interface Staged {
   id: number;
   shard: number;
+  /** The term of its fencing token. */
+  term: number;
   dueAtMs: number;
   delivery: Delivery;
   prepared: PreparedRequest | null;
@@ -108,7 +133,7 @@ interface Staged {
 export class FiringCore {
   private readonly dispatcher: Dispatcher;
   private readonly specs = new Map<number, CallbackSpec>();
-  /** Not sent yet: staged, or held for a lease. */
+  /** Not started yet: staged, held for a lease, or queued in the Dispatcher. */
   private readonly waiting = new Map<number, Staged>();
   private readonly ids = new WeakMap<Delivery, number>();
   /** Due ms -> deliveries staged for it; `dueHeap` is a min-heap of the keys. */
@@ -118,7 +143,14 @@ export class FiringCore {
   /** Due and not sent yet (a hot instant goes out in batches); dueHead is the next one. */
   private dueNow: Staged[] = [];
   private dueHead = 0;
-  private readonly leases = new Map<number, number>();
+  private readonly leases = new Map<number, ShardLease>();
+  /** Per shard, the last term this node was told it no longer fires. */
+  private readonly revokedTerms = new Map<number, number>();
+  /** Ids the Dispatcher's admit just refused: the outcome it settles them with is not one to report. */
+  private readonly refused = new Set<number>();
+  /** Withdrawn or dropped while queued in the Dispatcher (already answered for; their slot has not come yet). */
+  private readonly goneQueued = new Set<number>();
+  private heldRetry: NodeJS.Timeout | null = null;
   private timer: NodeJS.Timeout | null = null;
   private timerAtMs = 0;
   private spin: NodeJS.Immediate | null = null;
@@ -147,9 +179,16 @@ export class FiringCore {
       logger: this.o.logger,
       inFlightMax: this.o.inFlightMax,
       targetPolicy: this.policy,
+      payloadRefBytesMax: this.o.payloadRefBytesMax,
+      admit: (d) => this.admit(d),
       onStart: (d, startedAtMs) => {
         const id = this.ids.get(d);
         if (id === undefined) return;
+        const s = this.waiting.get(id);
+        if (s !== undefined) {
+          s.state = 'sent';
+          this.waiting.delete(id);
+        }
         this.started.push(id, startedAtMs);
         this.scheduleFlush();
       },
@@ -177,8 +216,7 @@ export class FiringCore {
         op.ids.forEach((id, i) => {
           const s = this.waiting.get(id);
           if (s === undefined) return;
-          s.state = 'gone';
-          this.waiting.delete(id);
+          this.forget(s);
           results[i] = 1;
         });
         this.withdrawn.push({ req: op.req, results });
@@ -186,13 +224,12 @@ export class FiringCore {
         return;
       }
       case 'lease':
-        this.leases.set(op.shard, op.untilMs);
+        this.leases.set(op.shard, { term: op.term, untilMs: op.untilMs });
         this.releaseHeld(op.shard);
         return;
       case 'revoke':
-        this.leases.set(op.shard, Number.NEGATIVE_INFINITY);
-        for (const s of this.waiting.values()) if (s.shard === op.shard) this.drop(s);
-        this.held.delete(op.shard);
+        this.revokedTerms.set(op.shard, Math.max(op.term, this.revokedTerms.get(op.shard) ?? -1));
+        for (const s of this.waiting.values()) if (s.shard === op.shard && s.term <= op.term) this.drop(s);
         return;
       case 'policy':
         // Own listeners bound after start (the API port): added to the live policy the connector checks with.
@@ -216,9 +253,11 @@ export class FiringCore {
       body: op.body,
       bodyEncoding: op.enc,
       concurrencyKey: op.ck,
+      payloadRef: op.ref,
     };
     this.ids.set(delivery, op.id);
-    const s: Staged = { id: op.id, shard: op.shard, dueAtMs: op.dueAtMs, delivery, prepared: null, state: 'staged' };
+    const term = Number(op.fencingToken.slice(op.fencingToken.indexOf('.') + 1));
+    const s: Staged = { id: op.id, shard: op.shard, term, dueAtMs: op.dueAtMs, delivery, prepared: null, state: 'staged' };
     if (this.closing) return this.drop(s);
     this.waiting.set(op.id, s);
     if (op.dueAtMs === 0 || op.dueAtMs <= this.o.clock.nowMs()) return this.fire(s);
@@ -254,48 +293,101 @@ export class FiringCore {
     for (const [url, n] of most) this.dispatcher.warm(url, n);
   }
 
-  private leaseHolds(shard: number): boolean {
-    if (!this.o.leases) return true;
-    return monoEpochMs() < (this.leases.get(shard) ?? Number.NEGATIVE_INFINITY);
+  /**
+   * May `s` leave now? 'send' while this node fires its shard in its token's term with a lease trusted now;
+   * 'drop' once that term is over here (revoked, or a newer term fires the shard: a newer leader sends it);
+   * 'hold' while the lease is not trusted (a stall, or the newer term's lease has not arrived yet).
+   */
+  private verdict(s: Staged): 'send' | 'hold' | 'drop' {
+    if (!this.o.leases) return 'send';
+    if (s.term <= (this.revokedTerms.get(s.shard) ?? -1)) return 'drop';
+    const lease = this.o.leaseNow !== undefined ? this.o.leaseNow(s.shard) : this.leases.get(s.shard);
+    if (lease === undefined || lease.term < s.term) return 'hold';
+    if (lease.term > s.term) return 'drop';
+    return monoEpochMs() < lease.untilMs ? 'send' : 'hold';
   }
 
-  /** Due (or sent now): out, unless the shard's lease deadline has passed (then held for the next deadline). */
+  /** Due (or sent now): to the Dispatcher's queue, unless its lease is not trusted now (held) or its term is over. */
   private fire(s: Staged): void {
     if (s.state === 'gone') return;
-    if (!this.leaseHolds(s.shard)) {
-      s.state = 'held';
-      let list = this.held.get(s.shard);
-      if (list === undefined) {
-        list = [];
-        this.held.set(s.shard, list);
-      }
-      list.push(s);
-      return;
-    }
-    s.state = 'sent';
-    this.waiting.delete(s.id);
+    const v = this.verdict(s);
+    if (v === 'drop') return this.drop(s);
+    if (v === 'hold') return this.hold(s);
+    s.state = 'queued';
     this.dispatcher.sendTo(s.delivery, s.prepared, this.onOutcomeBound, s.id);
+  }
+
+  /**
+   * The Dispatcher's last word when a queued delivery gets its concurrency slot: one withdrawn or dropped while
+   * it waited is not sent, nor one whose lease is not trusted at this moment (held again), nor one of a term over.
+   */
+  private admit(d: Delivery): boolean {
+    const id = this.ids.get(d);
+    const s = id === undefined ? undefined : this.waiting.get(id);
+    if (s === undefined || s.state !== 'queued') {
+      if (id !== undefined) {
+        this.goneQueued.delete(id);
+        this.refused.add(id);
+      }
+      return false;
+    }
+    const v = this.verdict(s);
+    if (v === 'send') return true;
+    this.refused.add(s.id);
+    if (v === 'drop') this.drop(s);
+    else this.hold(s);
+    return false;
+  }
+
+  private hold(s: Staged): void {
+    s.state = 'held';
+    let list = this.held.get(s.shard);
+    if (list === undefined) {
+      list = [];
+      this.held.set(s.shard, list);
+    }
+    list.push(s);
+    // On the main loop the lease is asked, not pushed: look again shortly, as the node did before the thread.
+    if (this.o.leaseNow !== undefined) this.heldRetry ??= setTimeout(() => this.retryHeld(), nodeLimits.leaseRetryMs);
+  }
+
+  private retryHeld(): void {
+    this.heldRetry = null;
+    for (const shard of [...this.held.keys()]) this.releaseHeld(shard);
   }
 
   private releaseHeld(shard: number): void {
     const list = this.held.get(shard);
-    if (list === undefined || !this.leaseHolds(shard)) return;
+    if (list === undefined) return;
     this.held.delete(shard);
     for (const s of list) if (s.state === 'held') this.fire(s);
   }
 
   private drop(s: Staged): void {
     if (s.state === 'gone' || s.state === 'sent') return;
-    s.state = 'gone';
-    this.waiting.delete(s.id);
+    this.forget(s);
     this.dropped.push(s.id);
     this.scheduleFlush();
+  }
+
+  /** Never to be sent. One queued in the Dispatcher stays there until its slot comes; admit refuses it then. */
+  private forget(s: Staged): void {
+    if (s.state === 'queued') this.goneQueued.add(s.id);
+    s.state = 'gone';
+    this.waiting.delete(s.id);
   }
 
   /** One function for every send (sendTo): no promise or closure per callback. */
   private readonly onOutcomeBound = (o: AttemptOutcome, id: number): void => this.onOutcome(id, o);
 
   private onOutcome(id: number, o: AttemptOutcome): void {
+    if (this.refused.delete(id)) return;
+    const s = this.waiting.get(id);
+    if (s !== undefined) {
+      // Settled without a start (a URL that cannot be used, a refused target, the Dispatcher closing).
+      s.state = 'gone';
+      this.waiting.delete(id);
+    } else if (this.goneQueued.delete(id)) return; // withdrawn or dropped in the queue, then drained by close
     this.outcomes.push(id, outcomeKinds.indexOf(o.kind), o.statusCode ?? -1, o.retryAfterMs ?? -1, o.startedAtMs, o.finishedAtMs);
     this.errors.push(o.error);
     this.scheduleFlush();
@@ -376,6 +468,7 @@ export class FiringCore {
     this.closing = true;
     if (this.timer !== null) clearTimeout(this.timer);
     if (this.spin !== null) clearImmediate(this.spin);
+    if (this.heldRetry !== null) clearTimeout(this.heldRetry);
     for (const s of [...this.waiting.values()]) this.drop(s);
     this.held.clear();
     this.buckets.clear();

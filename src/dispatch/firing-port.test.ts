@@ -194,7 +194,7 @@ describe.each(modes)('FiringPort (%s)', (mode) => {
   it('obeys the lease deadline: held while it has passed, sent once renewed, dropped on revoke', async () => {
     const r = await receiver();
     const deadlines = new Map<number, number>([[0, Number.NEGATIVE_INFINITY], [1, Number.NEGATIVE_INFINITY]]);
-    const p = port(mode, { leaseDeadlineMs: (shard) => deadlines.get(shard)! });
+    const p = port(mode, { lease: (shard) => ({ term: 4, untilMs: deadlines.get(shard)! }) });
     const s = spec(r.url);
     const held = delivery(s, { fencingToken: '0.4' });
     const revoked = delivery(s, { fencingToken: '1.4' });
@@ -202,11 +202,57 @@ describe.each(modes)('FiringPort (%s)', (mode) => {
     const revokedOutcome = p.stage(revoked, Date.now() + 20);
     await new Promise((resolve) => setTimeout(resolve, 150));
     expect(r.arrivals).toHaveLength(0);
-    p.revokeShard(1);
+    p.revokeShard(1, 4);
     expect(await revokedOutcome).toBeNull();
     deadlines.set(0, performance.timeOrigin + performance.now() + 60_000);
     expect((await heldOutcome)?.kind).toBe('succeeded');
     expect(r.arrivals.map((a) => a.key)).toEqual([keyOf(held)]);
+  });
+
+  it('a delivery waiting for its concurrency slot: withdrawn, it is never sent; its lease lapsed, it waits; its term over, it is dropped', async () => {
+    let release: Array<() => void> = [];
+    const r = await receiver((_req, res) => {
+      release.push(() => {
+        res.writeHead(200, { 'content-length': '0' });
+        res.end();
+      });
+    });
+    const leases = new Map<number, { term: number; untilMs: number }>([[0, { term: 2, untilMs: Number.POSITIVE_INFINITY }]]);
+    const p = port(mode, { lease: (shard) => leases.get(shard) ?? { term: -1, untilMs: Number.NEGATIVE_INFINITY } });
+    const s = spec(r.url, { maxConcurrency: 1 });
+    const first = delivery(s, { fencingToken: '0.2' });
+    const [withdrawn, held, stale] = [delivery(s, { fencingToken: '0.2' }), delivery(s, { fencingToken: '0.2' }), delivery(s, { fencingToken: '0.2' })];
+    const settled = new Map<string, AttemptOutcome | null>();
+    const done = (o: AttemptOutcome | null, d: Delivery): void => void settled.set(d.jobId, o);
+    for (const d of [first, withdrawn, held]) p.sendTo(d, done, d);
+    await until(() => r.arrivals.length === 1 && p.queued() === 2);
+    expect(await p.withdraw([`${withdrawn.jobId}\n${withdrawn.scheduledAtMs}`])).toEqual(['withdrawn']);
+    expect(settled.get(withdrawn.jobId)).toBeNull();
+    // The lease lapses while the other one waits; the first one's slot comes free: nothing more is sent.
+    leases.set(0, { term: 2, untilMs: Number.NEGATIVE_INFINITY });
+    p.setLease(0, leases.get(0)!);
+    await new Promise((resolve) => setTimeout(resolve, 20)); // the thread has the new deadline
+    release.shift()!();
+    await until(() => settled.get(first.jobId)?.kind === 'succeeded');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(r.arrivals.map((a) => a.key)).toEqual([keyOf(first)]);
+    // The lease is back: the held one goes.
+    leases.set(0, { term: 2, untilMs: Number.POSITIVE_INFINITY });
+    p.setLease(0, leases.get(0)!);
+    await until(() => r.arrivals.length === 2);
+    // One more of term 2 waits for the slot; a newer term fires the shard meanwhile: it is dropped, never sent.
+    p.sendTo(stale, done, stale);
+    await until(() => p.queued() === 1);
+    leases.set(0, { term: 3, untilMs: Number.POSITIVE_INFINITY });
+    p.setLease(0, leases.get(0)!);
+    await new Promise((resolve) => setTimeout(resolve, 20)); // the thread has the new term
+    release.shift()!();
+    await until(() => settled.has(held.jobId) && settled.has(stale.jobId));
+    expect(settled.get(held.jobId)?.kind).toBe('succeeded');
+    expect(settled.get(stale.jobId)).toBeNull();
+    expect(r.arrivals.map((a) => a.key)).toEqual([keyOf(first), keyOf(held)]);
+    expect(p.queued()).toBe(0);
+    release = [];
   });
 
   it('applies the target policy in the thread: a denied address is refused, nothing sent', async () => {

@@ -1,14 +1,15 @@
 /**
- * The main side of the firing thread. It is a Dispatcher to the engine (send, inFlight, queued, close, onStart)
- * and adds what a thread ahead of time needs: stage(delivery, dueAtMs) (sent by the thread at its due ms),
- * withdraw(keys) (answered per key: withdrawn, or already sent), revokeShard(shard) and the lease deadlines of
- * the shards (pulled from `leaseDeadlineMs` and pushed with each batch and every limits.firingLeaseRefreshMs
- * while something waits in the thread).
+ * The main side of the firing thread. It is a Dispatcher to the engine (send and sendTo, inFlight, queued,
+ * close, onStart) and adds what a thread ahead of time needs: stage(delivery, dueAtMs) (sent by the thread at its
+ * due ms), withdraw(keys) (answered per key: withdrawn, or already sent), revokeShard(shard, term) and each
+ * shard's firing term and lease deadline (pulled from `lease` and pushed with each batch and every
+ * limits.firingLeaseRefreshMs while something waits in the thread).
  *
  * Calls of one macrotask go out as ONE message (flushed in a microtask); events come back batched the same way.
- * The thread is started from firing-thread.js beside this module (the built code); where that file does not
- * exist (the TypeScript sources under vitest, the single executable's bundle) the same FiringCore runs on the
- * main loop instead (`mode` says which).
+ * The thread is started from firing-thread.js beside this module (the built code), or inside the single
+ * executable from the bundle of it embedded there; where neither exists (the TypeScript sources under vitest)
+ * the same FiringCore runs on the main loop instead (`mode` says which). On the main loop the lease is asked at
+ * the moment of each send (`lease`), not pushed.
  *
  * A crash of the thread loses no acknowledged work: deliveries not reported started are handed to a new thread
  * (a withdraw still waiting is answered here); those reported started settle `retryable` ("firing thread exited")
@@ -24,9 +25,10 @@ import type { Logger, LogLevel } from '../core/log.js';
 import { limits } from '../core/limits.js';
 import type { CallbackSpec } from '../scheduler/types.js';
 import type { AttemptOutcome, Delivery } from './dispatcher.js';
-import { FiringCore, monoEpochMs, outcomeKinds, type FiringBatch, type FiringEvents, type FiringOp, type SendOp } from './firing-core.js';
+import { FiringCore, monoEpochMs, outcomeKinds, type FiringBatch, type FiringEvents, type FiringOp, type SendOp, type ShardLease } from './firing-core.js';
 import { crashMessage, type FiringThreadData } from './firing-thread.js';
 import { TargetPolicy } from './target-policy.js';
+import { embeddedAsset, runningAsSea } from '../platform/sea.js';
 
 /** What the firing engine needs of a callback sender: the Dispatcher and the FiringPort both are one. */
 export interface CallbackSender {
@@ -38,6 +40,12 @@ export interface CallbackSender {
 
 export type WithdrawResult = 'withdrawn' | 'sent';
 
+/** How sendTo() and stageTo() hand back what became of a delivery: its outcome, or null when it was never sent. */
+export type SettledCallback<T> = (outcome: AttemptOutcome | null, tag: T) => void;
+
+/** The single executable's asset holding the bundled thread entry (scripts/build-binary.mjs embeds it). */
+export const firingThreadAsset = 'firing-thread.cjs';
+
 export interface FiringPortOptions {
   clock: Clock;
   logger: Logger;
@@ -45,17 +53,25 @@ export interface FiringPortOptions {
   inFlightMax?: number;
   onStart?: (d: Delivery, startedAtMs: number) => void;
   /**
-   * Until when (performance.timeOrigin + performance.now(), ms) this node's lease of `shard` holds; -Infinity when
-   * it does not. Absent: no lease is enforced (a bare sender).
+   * The term this node fires `shard` in (-1: none) and until when (performance.timeOrigin + performance.now(),
+   * ms) its lease may be trusted (-Infinity: not now). A delivery leaves only in its token's term, before that
+   * deadline. Absent: no lease is enforced (a bare sender).
    */
-  leaseDeadlineMs?: (shard: number) => number;
-  /** 'thread' (default when the built thread module exists) or 'in-process' (the core on the main loop). */
+  lease?: (shard: number) => ShardLease;
+  /** 'thread' (default when a thread entry exists) or 'in-process' (the core on the main loop). */
   mode?: 'thread' | 'in-process';
-  /** The thread module to start (tests start a bundle of the TypeScript sources). Default: firing-thread.js beside this file. */
-  threadEntry?: string | URL;
+  /**
+   * The thread module to start, or its source (started with eval). Default: firing-thread.js beside this file,
+   * or the bundle embedded in the single executable.
+   */
+  threadEntry?: ThreadEntry;
+  /** `serve --payload-ref-max-bytes`. */
+  payloadRefBytesMax?: number;
   logLevel?: LogLevel;
   logFormat?: 'json' | 'pretty';
 }
+
+export type ThreadEntry = string | URL | { source: string };
 
 interface Entry {
   id: number;
@@ -67,12 +83,16 @@ interface Entry {
   /** When it was handed over (node clock): a send-now could have started then. */
   submittedAtMs: number;
   started: boolean;
-  /** Staged entries resolve null when they were not sent (withdrawn, revoked, closed). */
-  resolve: (o: AttemptOutcome | null) => void;
+  /** When it started (node clock), once the thread said so. */
+  startedAtMs?: number;
+  /** Called once: the outcome, or null when it was not sent (withdrawn, revoked, its term over, closed). */
+  done: SettledCallback<unknown>;
+  tag: unknown;
 }
 
-/** The default thread module, or null when there is none to start (sources, bundle). */
-function defaultThreadEntry(): URL | null {
+/** The default thread module, or null when there is none to start (the TypeScript sources). */
+function defaultThreadEntry(): ThreadEntry | null {
+  if (runningAsSea()) return { source: embeddedAsset(firingThreadAsset).toString('utf8') };
   try {
     const url = new URL('./firing-thread.js', import.meta.url);
     return existsSync(fileURLToPath(url)) ? url : null;
@@ -89,8 +109,9 @@ export class FiringPort implements CallbackSender {
   readonly mode: 'thread' | 'in-process';
   private readonly policy: TargetPolicy;
   private readonly entries = new Map<number, Entry>();
-  /** Occurrence key (`${jobId}\n${scheduledAtMs}`) -> its staged entry, until it starts. */
-  private readonly stagedByKey = new Map<string, Entry>();
+  /** Occurrence key (`${jobId}\n${scheduledAtMs}`) -> its entry, until it starts or settles. */
+  private readonly unstartedByKey = new Map<string, Entry>();
+  private staged = 0;
   private nextId = 1;
   private ops: FiringOp[] = [];
   private flushQueued = false;
@@ -119,7 +140,7 @@ export class FiringPort implements CallbackSender {
   constructor(private readonly o: FiringPortOptions) {
     this.policy = o.targetPolicy ?? new TargetPolicy();
     const entry = o.threadEntry ?? defaultThreadEntry();
-    this.mode = o.mode ?? (entry !== null ? 'thread' : 'in-process');
+    this.mode = o.mode !== 'in-process' && entry !== null ? 'thread' : 'in-process';
     if (this.mode === 'thread' && entry !== null) this.startThread(entry);
     else this.startInProcess();
     this.policy.onChange(() => {
@@ -129,8 +150,17 @@ export class FiringPort implements CallbackSender {
 
   // --- the Dispatcher interface ----------------------------------------------------------------------------
 
+  /** Never rejects; a delivery that was not sent (withdrawn, revoked, closed) settles retryable. */
   send(delivery: Delivery): Promise<AttemptOutcome> {
-    return this.submit(delivery, 0) as Promise<AttemptOutcome>;
+    return new Promise((resolve) => this.submit(delivery, 0, (o: AttemptOutcome | null) => resolve(o ?? notSent('not sent: withdrawn, shard lease lost or node closing', this.o.clock.nowMs())), null));
+  }
+
+  /**
+   * send() without a promise: `done(outcome, tag)` once, with null when the delivery was never sent (withdrawn,
+   * its shard revoked or its term over, the port closed). One `done` for all of a caller's sends.
+   */
+  sendTo<T>(delivery: Delivery, done: SettledCallback<T>, tag: T): void {
+    this.submit(delivery, 0, done as SettledCallback<unknown>, tag);
   }
 
   /** Callbacks handed to the network and not settled. */
@@ -143,7 +173,12 @@ export class FiringPort implements CallbackSender {
    * staged for a due time. The engine's back-pressure (queueLimits.dispatchQueuedMax) counts both.
    */
   queued(): number {
-    return this.waitingNow + this.stagedByKey.size;
+    return this.waitingNow + this.staged;
+  }
+
+  /** The delivery of this occurrence key is handed over and has not started (a withdraw of it needs the thread's answer). */
+  unstarted(key: string): boolean {
+    return this.unstartedByKey.has(key);
   }
 
   /** Resolves once the thread runs (at once for the core on the main loop); sends made before simply wait. */
@@ -164,25 +199,31 @@ export class FiringPort implements CallbackSender {
    * outcome, or null when it was not sent (withdrawn, its shard revoked, the port closed).
    */
   stage(delivery: Delivery, dueAtMs: number): Promise<AttemptOutcome | null> {
-    return this.submit(delivery, Math.max(1, dueAtMs));
+    return new Promise((resolve) => this.stageTo(delivery, dueAtMs, resolve, null));
+  }
+
+  /** stage() without a promise (see sendTo). */
+  stageTo<T>(delivery: Delivery, dueAtMs: number, done: SettledCallback<T>, tag: T): void {
+    this.submit(delivery, Math.max(1, dueAtMs), done as SettledCallback<unknown>, tag);
   }
 
   /** Deliveries staged and not started yet. */
   stagedCount(): number {
-    return this.stagedByKey.size;
+    return this.staged;
   }
 
   /**
-   * Takes staged deliveries back (by occurrence key). Per key: 'withdrawn' (it will never be sent; its stage()
-   * resolved null) or 'sent' (already handed to the network, or not staged here). A cancel's acknowledgement
-   * waits for this, so nothing fires after an acknowledged cancel.
+   * Takes deliveries not started yet back (by occurrence key): staged, or sent now and waiting for a concurrency
+   * slot or a lease. Per key: 'withdrawn' (it will never be sent; its done got null first) or 'sent' (already
+   * handed to the network, or not here). A cancel's acknowledgement waits for this, so nothing fires after an
+   * acknowledged cancel.
    */
   withdraw(keys: readonly string[]): Promise<WithdrawResult[]> {
     const ids: number[] = [];
     const at: number[] = [];
     const results: WithdrawResult[] = keys.map(() => 'sent');
     keys.forEach((key, i) => {
-      const e = this.stagedByKey.get(key);
+      const e = this.unstartedByKey.get(key);
       if (e === undefined) return;
       ids.push(e.id);
       at.push(i);
@@ -201,14 +242,17 @@ export class FiringPort implements CallbackSender {
     });
   }
 
-  /** This node no longer leads `shard`: the thread drops its waiting deliveries and sends nothing more for it. */
-  revokeShard(shard: number): void {
-    this.push({ o: 'revoke', shard });
+  /**
+   * This node no longer fires `shard` in `term` (nor before): the thread drops what waits with such a fencing
+   * token (done gets null) and sends nothing more of it.
+   */
+  revokeShard(shard: number, term: number): void {
+    this.push({ o: 'revoke', shard, term });
   }
 
-  /** Tells the thread the shard's lease deadline now (also done with every batch that carries a delivery of it). */
-  setLease(shard: number, untilMs: number): void {
-    this.push({ o: 'lease', shard, untilMs });
+  /** Tells the thread the shard's term and lease deadline now (also done with every batch that carries a delivery of it). */
+  setLease(shard: number, lease: ShardLease): void {
+    this.push({ o: 'lease', shard, term: lease.term, untilMs: lease.untilMs });
   }
 
   /** Test only: the thread exits at once, as a crash would. */
@@ -218,22 +262,23 @@ export class FiringPort implements CallbackSender {
 
   // --- internals ---------------------------------------------------------------------------------------------
 
-  private submit(delivery: Delivery, dueAtMs: number): Promise<AttemptOutcome | null> {
+  private submit(delivery: Delivery, dueAtMs: number, done: SettledCallback<unknown>, tag: unknown): void {
     if (this.closing !== null) {
-      return Promise.resolve(dueAtMs === 0 ? notSent('dispatcher closed', this.o.clock.nowMs()) : null);
+      // As every other answer: on a later tick, never inside the call.
+      queueMicrotask(() => done(null, tag));
+      return;
     }
     const id = this.nextId++;
     const shard = Number.parseInt(delivery.fencingToken, 10) || 0;
     const key = `${delivery.jobId}\n${delivery.scheduledAtMs}`;
-    return new Promise((resolve) => {
-      const e: Entry = { id, delivery, shard, dueAtMs, key, submittedAtMs: this.o.clock.nowMs(), started: false, resolve };
-      this.entries.set(id, e);
-      if (dueAtMs === 0) this.waitingNow++;
-      else this.stagedByKey.set(key, e);
-      this.leaseShards.add(shard);
-      this.ops.push(this.sendOp(e));
-      this.scheduleFlush();
-    });
+    const e: Entry = { id, delivery, shard, dueAtMs, key, submittedAtMs: this.o.clock.nowMs(), started: false, done, tag };
+    this.entries.set(id, e);
+    if (dueAtMs === 0) this.waitingNow++;
+    else this.staged++;
+    this.unstartedByKey.set(key, e);
+    this.leaseShards.add(shard);
+    this.ops.push(this.sendOp(e));
+    this.scheduleFlush();
   }
 
   private sendOp(e: Entry): SendOp {
@@ -241,7 +286,7 @@ export class FiringPort implements CallbackSender {
     return {
       o: 'send', id: e.id, specId: this.specId(d.spec), shard: e.shard, dueAtMs: e.dueAtMs,
       jobId: d.jobId, scheduledAtMs: d.scheduledAtMs, attempt: d.attempt, fencingToken: d.fencingToken,
-      body: d.body, enc: d.bodyEncoding, ck: d.concurrencyKey,
+      body: d.body, enc: d.bodyEncoding, ck: d.concurrencyKey, ref: d.payloadRef ?? null,
     };
   }
 
@@ -295,18 +340,22 @@ export class FiringPort implements CallbackSender {
     if (this.ops.length === 0) return;
     const ops: FiringOp[] = [];
     // Each shard's lease deadline goes before its deliveries.
-    if (this.o.leaseDeadlineMs !== undefined) {
-      for (const shard of this.leaseShards) ops.push({ o: 'lease', shard, untilMs: this.o.leaseDeadlineMs(shard) });
-    }
+    if (this.o.lease !== undefined && this.core === null) for (const shard of this.leaseShards) ops.push(this.leaseOp(shard));
     for (const op of this.ops) ops.push(op);
     this.ops = [];
     this.post({ offsetMs: this.measureOffset(), ops });
     this.armLeaseRefresh();
   }
 
+  private leaseOp(shard: number): FiringOp {
+    const lease = this.o.lease!(shard);
+    return { o: 'lease', shard, term: lease.term, untilMs: lease.untilMs };
+  }
+
   /** While deliveries wait in the thread, their shards' deadlines are refreshed (a lease is renewed every heartbeat). */
   private armLeaseRefresh(): void {
-    if (this.o.leaseDeadlineMs === undefined || this.leaseTimer !== null) return;
+    // On the main loop the core asks the lease itself at each send.
+    if (this.o.lease === undefined || this.leaseTimer !== null || this.core !== null) return;
     this.leaseTimer = setInterval(() => {
       this.leaseShards.clear();
       for (const e of this.entries.values()) if (!e.started) this.leaseShards.add(e.shard);
@@ -322,7 +371,7 @@ export class FiringPort implements CallbackSender {
 
   private flushLeasesOnly(): void {
     const ops: FiringOp[] = [];
-    for (const shard of this.leaseShards) ops.push({ o: 'lease', shard, untilMs: this.o.leaseDeadlineMs!(shard) });
+    for (const shard of this.leaseShards) ops.push(this.leaseOp(shard));
     this.post({ offsetMs: this.measureOffset(), ops });
   }
 
@@ -341,12 +390,17 @@ export class FiringPort implements CallbackSender {
         if (e === undefined || e.started) continue;
         e.started = true;
         this.running++;
-        this.noteStart(e, started[i + 1]!);
+        // The thread's clock is never ahead of the node's but may be a part of a millisecond behind it: a start
+        // is never put before the moment the node handed the delivery over.
+        const startedAtMs = Math.max(started[i + 1]!, e.submittedAtMs);
+        e.startedAtMs = startedAtMs;
+        this.noteStart(e, startedAtMs);
         if (e.dueAtMs === 0) this.waitingNow--;
-        else this.stagedByKey.delete(e.key);
+        else this.staged--;
+        if (this.unstartedByKey.get(e.key) === e) this.unstartedByKey.delete(e.key);
         if (this.o.onStart !== undefined) {
           try {
-            this.o.onStart(e.delivery, started[i + 1]!);
+            this.o.onStart(e.delivery, startedAtMs);
           } catch (err) {
             this.o.logger.error('onStart hook threw', { jobId: e.delivery.jobId, err });
           }
@@ -360,13 +414,14 @@ export class FiringPort implements CallbackSender {
         if (e === undefined) continue;
         const status = outcomes[i + 2]!;
         const retryAfter = outcomes[i + 3]!;
+        const startedAtMs = Math.max(outcomes[i + 4]!, e.startedAtMs ?? e.submittedAtMs);
         this.settle(e, {
           kind: outcomeKinds[outcomes[i + 1]!]!,
           statusCode: status < 0 ? null : status,
           error: ev.errors[j] ?? null,
           retryAfterMs: retryAfter < 0 ? null : retryAfter,
-          startedAtMs: outcomes[i + 4]!,
-          finishedAtMs: outcomes[i + 5]!,
+          startedAtMs,
+          finishedAtMs: Math.max(outcomes[i + 5]!, startedAtMs),
         });
       }
     }
@@ -392,11 +447,11 @@ export class FiringPort implements CallbackSender {
     this.drain.noteStart(e.dueAtMs === 0 ? e.submittedAtMs : e.dueAtMs, startedAtMs);
   }
 
-  /** An entry that will never be sent: staged -> null, sent-now -> a retryable "not sent". */
+  /** An entry that will never be sent: its done gets null. */
   private dropEntry(id: number): boolean {
     const e = this.entries.get(id);
     if (e === undefined || e.started) return false;
-    this.settle(e, e.dueAtMs === 0 ? notSent('not sent: shard lease lost or node closing', this.o.clock.nowMs()) : null);
+    this.settle(e, null);
     return true;
   }
 
@@ -404,23 +459,32 @@ export class FiringPort implements CallbackSender {
     this.entries.delete(e.id);
     if (e.started) this.running--;
     else if (e.dueAtMs === 0) this.waitingNow--;
-    if (!e.started && this.stagedByKey.get(e.key) === e) this.stagedByKey.delete(e.key);
+    else this.staged--;
+    if (!e.started && this.unstartedByKey.get(e.key) === e) this.unstartedByKey.delete(e.key);
     this.unref(e.delivery.spec);
-    e.resolve(outcome);
+    try {
+      e.done(outcome, e.tag);
+    } catch (err) {
+      this.o.logger.error('outcome callback threw', { jobId: e.delivery.jobId, err });
+    }
   }
 
   // --- the thread's life -------------------------------------------------------------------------------------
 
-  private startThread(entry: string | URL): void {
+  private startThread(entry: ThreadEntry): void {
     const data: FiringThreadData = {
       policy: this.policy.toData(),
       inFlightMax: this.o.inFlightMax,
-      leases: this.o.leaseDeadlineMs !== undefined,
+      leases: this.o.lease !== undefined,
+      payloadRefBytesMax: this.o.payloadRefBytesMax,
       logLevel: this.o.logLevel ?? 'warn',
       logFormat: this.o.logFormat ?? 'json',
       offsetMs: this.measureOffset(),
     };
-    const worker = new Worker(entry, { workerData: data, stdout: false, stderr: false });
+    const worker =
+      typeof entry === 'object' && 'source' in entry
+        ? new Worker(entry.source, { eval: true, workerData: data, stdout: false, stderr: false })
+        : new Worker(entry, { workerData: data, stdout: false, stderr: false });
     worker.on('message', (ev: FiringEvents) => this.onEvents(ev));
     worker.on('error', (err) => this.o.logger.error('firing thread failed', { err }));
     worker.on('exit', (code) => this.onThreadExit(worker, code));
@@ -436,7 +500,9 @@ export class FiringPort implements CallbackSender {
       logger: this.o.logger,
       policy: this.policy,
       inFlightMax: this.o.inFlightMax,
-      leases: this.o.leaseDeadlineMs !== undefined,
+      leases: this.o.lease !== undefined,
+      leaseNow: this.o.lease,
+      payloadRefBytesMax: this.o.payloadRefBytesMax,
       emit: (ev) => this.onEvents(ev),
     });
   }

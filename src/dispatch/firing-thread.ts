@@ -13,6 +13,7 @@ export interface FiringThreadData {
   policy: TargetPolicyData;
   inFlightMax: number | undefined;
   leases: boolean;
+  payloadRefBytesMax: number | undefined;
   logLevel: LogLevel;
   logFormat: 'json' | 'pretty';
   offsetMs: number;
@@ -32,6 +33,7 @@ if (port !== null) {
     policy: TargetPolicy.fromData(data.policy),
     inFlightMax: data.inFlightMax,
     leases: data.leases,
+    payloadRefBytesMax: data.payloadRefBytesMax,
     emit: (events, transfer) => port.postMessage(events, transfer),
   });
   port.postMessage({ started: null, outcomes: null, errors: [], withdrawn: [], dropped: [], closed: false, ready: true } satisfies FiringEvents);

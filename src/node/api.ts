@@ -63,4 +63,9 @@ export interface NodeConfig {
   retentionMs?: number | null;
   /** `--retention-executions`: a job keeps its newest this many executions (default 100). */
   retentionExecutions?: number;
+  /**
+   * `--firing-thread on|off`: callbacks leave from the firing thread (on, the default) or from the main event loop
+   * (off). Absent = on; a manual clock always runs them on the main loop.
+   */
+  firingThread?: boolean;
 }

@@ -2,7 +2,12 @@
  * The node end to end without its HTTP listener: real SQLite files in a temp bed.dir, the real dispatcher, wheel and
  * state machine, and a real node:http receiver on 127.0.0.1.
  */
-import { describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { buildSync } from 'esbuild';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { shardOf } from '../core/ids.js';
 import { stallLimits } from '../core/limits.js';
 import type { JobSpec } from '../scheduler/types.js';
@@ -13,14 +18,42 @@ import { useNodeBed } from './testing/bed.js';
 import { sleep, waitFor } from './testing/receiver.js';
 
 const bed = useNodeBed('punctual-node-', { closeGraceMs: 2_000 });
-const start = (over: Partial<NodeConfig> = {}): Promise<OpenNode> => bed.startCore(nodeConfig(bed.dir, over));
+
+// The firing thread as the build runs it: firing-thread.ts bundled (the sources have no firing-thread.js).
+let bundleDir = '';
+let threadEntry = '';
+beforeAll(() => {
+  bundleDir = mkdtempSync(join(tmpdir(), 'punctual-firing-'));
+  threadEntry = join(bundleDir, 'firing-thread.cjs');
+  buildSync({
+    entryPoints: [fileURLToPath(new URL('../dispatch/firing-thread.ts', import.meta.url))],
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    target: 'node20',
+    outfile: threadEntry,
+    logLevel: 'silent',
+  });
+});
+afterAll(() => rmSync(bundleDir, { recursive: true, force: true }));
+
+/** Every test runs with callbacks sent from the firing thread and from the main loop (`--firing-thread off`). */
+const modes = ['thread', 'main loop'] as const;
+let mode: (typeof modes)[number] = 'thread';
+async function start(over: Partial<NodeConfig> = {}): Promise<OpenNode> {
+  const core = await bed.startCore(nodeConfig(bed.dir, { firingThread: mode === 'thread', ...over }), { firingThreadEntry: threadEntry });
+  expect(core.engine.dispatcher.mode).toBe(mode === 'thread' ? 'thread' : 'in-process');
+  return core;
+}
 
 async function create(core: OpenNode, specs: JobSpec[]): Promise<void> {
   const results = await core.service.createJobs(specs);
   for (const r of results) if (!r.ok) throw r.error;
 }
 
-describe('firing', () => {
+describe.each(modes)('firing (%s)', (m) => {
+  beforeAll(() => void (mode = m));
+
   it('fires a job due now once, with the exact callback headers and body', async () => {
     const core = await start();
     await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
@@ -135,7 +168,9 @@ describe('firing', () => {
   });
 });
 
-describe('job commands', () => {
+describe.each(modes)('job commands (%s)', (m) => {
+  beforeAll(() => void (mode = m));
+
   it('a job cancelled before it is due never fires', async () => {
     const core = await start();
     await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
@@ -198,6 +233,42 @@ describe('job commands', () => {
     expect((await core.service.getJob('queued')).state).toBe('CANCELLED');
     expect(core.engine.dispatcher.queued()).toBe(0);
   });
+
+  it('a callback waiting for its slot when the node closes is not sent, and its job fires after a restart', async () => {
+    let core = await start();
+    bed.rx.respond = (r) => (r.path === '/one-at-a-time' ? { status: 200, delayMs: 300 } : { status: 200 });
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/one-at-a-time'), { maxConcurrency: 1 }));
+    await create(core, [jobSpec('first', { kind: 'once', atMs: core.service.nowMs() })]);
+    await waitFor('first in flight', () => bed.rx.of('first').length === 1);
+    await create(core, [jobSpec('waits', { kind: 'once', atMs: core.service.nowMs() })]);
+    await waitFor('queued in the dispatcher', () => core.engine.dispatcher.queued() === 1);
+    await bed.stop(core);
+    expect(bed.rx.of('waits')).toHaveLength(0);
+    core = await start();
+    await waitFor('fired after the restart', async () => (await core.service.getJob('waits')).state === 'SUCCEEDED');
+    expect(bed.rx.of('waits')).toHaveLength(1);
+  });
+
+  if (m === 'thread') {
+    it('a firing thread that dies with a callback out: the attempt is retried with the same deduplication key, nothing is lost', async () => {
+      const core = await start();
+      bed.rx.respond = (_r, n) => (n === 1 ? { status: 200, delayMs: 1_000 } : { status: 200 });
+      await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
+      const at = core.service.nowMs();
+      await create(core, [jobSpec('crash', { kind: 'once', atMs: at })]);
+      await waitFor('in flight', () => bed.rx.of('crash').length === 1);
+      core.engine.dispatcher.crashThreadForTest();
+      await waitFor('done', async () => (await core.service.getJob('crash')).state === 'SUCCEEDED');
+      const got = bed.rx.of('crash');
+      expect(got.length).toBeGreaterThanOrEqual(2);
+      expect(new Set(got.map((r) => r.headers['x-deduplication-key']))).toEqual(new Set([`crash:${at}`]));
+      expect(got.map((r) => r.headers['x-punctual-attempt']).slice(0, 2)).toEqual(['1', '2']);
+      expect(core.engine.dispatcher.mode).toBe('thread');
+      // The new thread sends the next callbacks.
+      await create(core, [jobSpec('after', { kind: 'once', atMs: core.service.nowMs() })]);
+      await waitFor('after', async () => (await core.service.getJob('after')).state === 'SUCCEEDED');
+    });
+  }
 
   it('shows RUNNING while a callback is in flight', async () => {
     const core = await start();

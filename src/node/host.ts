@@ -10,6 +10,7 @@ import { createLogger, type Logger } from '../core/log.js';
 import { clusterLimits, nodeLimits, queueLimits } from '../core/limits.js';
 import { Prng } from '../core/prng.js';
 import { targetPolicyFromLists, type TargetPolicy } from '../dispatch/target-policy.js';
+import type { ThreadEntry } from '../dispatch/firing-port.js';
 import { PunctualError } from '../core/errors.js';
 import { PeerTransport } from '../http/peer/index.js';
 import { NodeMetrics } from '../metrics/metrics.js';
@@ -52,6 +53,8 @@ export interface NodeOptions {
   membershipLimits?: MembershipOptions['limits'];
   /** Overrides of the manual clock's bounds on one advance (tests; default clockLimits). */
   clockLimits?: { advanceAttemptsMax: number; advanceRealMsMax: number };
+  /** The firing thread's module (tests run a bundle of the sources); default: the built one, else none. */
+  firingThreadEntry?: ThreadEntry;
 }
 
 /** The API with online membership (POST / DELETE /v1/cluster/nodes), on top of NodeService. */
@@ -269,7 +272,17 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
         clock,
         logger: logger.child({ component: 'engine' }),
         metrics,
-        dispatcher: { targetPolicy, payloadRefBytesMax: config.payloadRefBytesMax, clock, logger: logger.child({ component: 'dispatch' }) },
+        firing: {
+          targetPolicy,
+          payloadRefBytesMax: config.payloadRefBytesMax,
+          clock,
+          logger: logger.child({ component: 'dispatch' }),
+          // The thread keeps its own clock (the real one plus an offset): a manual clock stays on this loop.
+          mode: config.firingThread === false || p.manualClock !== null ? 'in-process' : 'thread',
+          threadEntry: options.firingThreadEntry,
+          logLevel: config.logLevel,
+          logFormat: config.logFormat,
+        },
       }),
     fsync: config.fsync,
     walSync: p.walSync,
@@ -398,7 +411,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
       if (p.manualClock !== null) {
         logger.warn('manual clock: time moves only with POST /v1/clock:advance; not for production', { now: new Date(p.manualClock.nowMs()).toISOString() });
       }
-      logger.info('node started', { shards: config.shards, dataDir: config.dataDir, fsync: config.fsync, peers: config.peers.map((x) => x.id) });
+      logger.info('node started', { shards: config.shards, dataDir: config.dataDir, fsync: config.fsync, peers: config.peers.map((x) => x.id), firing: firing.dispatcher.mode });
     },
     close() {
       service.ready = false;

@@ -7,6 +7,15 @@
  * reaches the core inside the Node; the Raft host only asks the shell to `pump()` afterwards. It decides nothing;
  * every rule is in the core.
  *
+ * Callbacks leave through a FiringPort (src/dispatch/firing-port.ts): its FiringCore runs on the firing thread
+ * (the default) or on this loop (`serve --firing-thread off`). The last word before a callback leaves is the
+ * FiringCore's, when it gets its concurrency slot: an order the core withdrew is taken back (`withdraw`; the
+ * replies decided with the withdrawal wait for the answer, so nothing starts after an acknowledged cancel), a
+ * shard this node stopped firing in the order's term is revoked, and each shard's term and lease come from
+ * `lease()`: asked at that moment on this loop; on the thread, a deadline of now plus limits.firingLeaseGraceMs
+ * pushed with every batch and refreshed while something waits there. Orders are handed over as they come (the
+ * core orders at the due time); what the port answers (a start, an outcome, or null: not sent) reaches the core.
+ *
  * Timers: ONE timer for the core's next deadline (never a 1 ms interval). Node timers may fire early or late by
  * about a millisecond, so for a callback's due time the shell wakes nodeLimits.firingSpinMs early and spins on
  * setImmediate; the core itself never orders anything before `nowMs >= dueAtMs`. A second timer runs the group
@@ -16,16 +25,15 @@ import type { Clock } from '../core/clock.js';
 import { assert } from '../core/assert.js';
 import type { Logger } from '../core/log.js';
 import { nodeLimits } from '../core/limits.js';
+import { limits } from '../core/limits.js';
 import { DrainRate } from '../dispatch/drain-rate.js';
-import { Dispatcher, type AttemptOutcome, type Delivery, type DispatcherOptions } from '../dispatch/dispatcher.js';
+import type { AttemptOutcome, Delivery } from '../dispatch/dispatcher.js';
+import { monoEpochMs, type ShardLease } from '../dispatch/firing-core.js';
+import { FiringPort, type FiringPortOptions } from '../dispatch/firing-port.js';
 import type { NodeMetrics } from '../metrics/metrics.js';
-import { emptyReady, occurrenceKey, type Applied, type Node, type NodeCoreApi, type NodeReady, type OccurrenceKey, type DispatchOrder } from '../nodecore/index.js';
+import { emptyReady, occurrenceKey, type Applied, type Node, type NodeCoreApi, type NodeReady, type DispatchOrder, type Reply } from '../nodecore/index.js';
 import type { Command } from '../scheduler/commands.js';
 import type { JobRecord, JobState } from '../scheduler/types.js';
-
-function shardOf(d: Delivery): number {
-  return Number(d.fencingToken.slice(0, d.fencingToken.indexOf('.')));
-}
 
 /** The Raft host's round loop, as the shell wakes it (the node's logs or events have work for it). */
 export interface RoundLoop {
@@ -41,8 +49,8 @@ export interface ShellOptions {
   clock: Clock;
   logger: Logger;
   metrics: NodeMetrics;
-  /** The dispatcher's options but its onStart, which is the shell's. */
-  dispatcher: Omit<DispatcherOptions, 'onStart'>;
+  /** The firing port's options but its onStart and lease, which are the shell's. */
+  firing: Omit<FiringPortOptions, 'onStart' | 'lease'>;
 }
 
 interface Caller {
@@ -52,12 +60,17 @@ interface Caller {
 
 export class NodeShell {
   readonly core: NodeCoreApi;
-  readonly dispatcher: Dispatcher;
+  /** Where callbacks leave: the firing thread, or the FiringCore on this loop. */
+  readonly dispatcher: FiringPort;
   private readonly drainRate = new DrainRate();
-  /** Orders the core withdrew that may still wait in the dispatcher's queue (admit refuses them). */
-  private readonly withdrawn = new Set<OccurrenceKey>();
-  /** Orders admit refused, and why: a withdrawal (the core learns it was not sent) or a lapsed lease (retried). */
-  private readonly notSent = new Map<OccurrenceKey, 'withdrawn' | 'lease'>();
+  /** The shards fired, with their terms, as last told to the port (a change is a revoke there). */
+  private fired = new Map<number, number>();
+  /** Withdrawals the port has not answered yet: the replies decided meanwhile wait for them (`heldReplies`). */
+  private withdrawalsOpen = 0;
+  private heldReplies: Reply[] = [];
+  /** Orders handed to the port and not settled. */
+  private ordersOut = 0;
+  private drainWaiters: Array<() => void> = [];
   private readonly callers = new Map<number, Caller>();
   private opNext = 1;
   private timer: NodeJS.Timeout | null = null;
@@ -67,12 +80,11 @@ export class NodeShell {
   private flushImmediate: NodeJS.Immediate | null = null;
   private flushTimerAtMs: number | null = null;
   private pumping = false;
-  private readonly outcomesPending = new Set<Promise<void>>();
   private idleWaiters: Array<() => void> = [];
 
   constructor(private readonly o: ShellOptions) {
     this.core = o.node.core;
-    this.dispatcher = new Dispatcher({ ...o.dispatcher, onStart: (d, startedAtMs) => this.started(d, startedAtMs), admit: (d) => this.admit(d) });
+    this.dispatcher = new FiringPort({ ...o.firing, onStart: (d, startedAtMs) => this.started(d, startedAtMs), lease: (shard) => this.lease(shard) });
   }
 
   // --- inputs -------------------------------------------------------------------------------------------
@@ -93,29 +105,18 @@ export class NodeShell {
   }
 
   /**
-   * The last word before a callback leaves, once it has its concurrency slot: an order the core withdrew while it
-   * waited (a cancel, a pause, a lost leadership) or whose shard this node no longer leads in the order's term
-   * with a valid lease is not sent (a newer leader fires it, with a higher fencing token).
+   * The term this node fires `shard` in and how long its lease may be trusted, for the FiringCore's last word
+   * before a callback leaves (a newer leader fires an order of an older term, with a higher fencing token). On
+   * this loop it is asked at that very moment; the thread gets it with each batch, and trusts it for
+   * limits.firingLeaseGraceMs (refreshed more often than that while something waits there). A stall the lease
+   * question reveals gives the Raft host a catch-up to carry out.
    */
-  private admit(d: Delivery): boolean {
-    const key = occurrenceKey(d.jobId, d.scheduledAtMs);
-    if (this.withdrawn.has(key) || !this.leads(d)) this.notSent.set(key, 'withdrawn');
-    else if (!this.leaseValid(shardOf(d))) this.notSent.set(key, 'lease');
-    else return true;
-    return false;
-  }
-
-  /** The lease, asked of the node; a stall it reveals gives the Raft host a catch-up to carry out. */
-  private leaseValid(shard: number): boolean {
+  private lease(shard: number): ShardLease {
+    const term = this.core.firingShards().get(shard);
+    if (term === undefined) return { term: -1, untilMs: Number.NEGATIVE_INFINITY };
     const valid = this.o.node.leaseValid(shard);
     if (this.o.node.hostWork()) this.o.rounds.schedule();
-    return valid;
-  }
-
-  /** This node fires the order's shard in the order's term (its fencing token `${shard}.${term}`). */
-  private leads(d: Delivery): boolean {
-    const dot = d.fencingToken.indexOf('.');
-    return this.core.firingShards().get(Number(d.fencingToken.slice(0, dot))) === Number(d.fencingToken.slice(dot + 1));
+    return { term, untilMs: valid ? monoEpochMs() + limits.firingLeaseGraceMs : Number.NEGATIVE_INFINITY };
   }
 
   private started(d: Delivery, startedAtMs: number): void {
@@ -126,11 +127,18 @@ export class NodeShell {
     this.pump();
   }
 
-  private finished(order: DispatchOrder, outcome: AttemptOutcome): void {
-    this.o.metrics.callbackFinished(outcome.kind);
-    this.core.dispatchOutcome(order.key, outcome);
+  /** What became of an order: its outcome, or null when the port never sent it (withdrawn, revoked, closed). */
+  private onSettled(outcome: AttemptOutcome | null, order: DispatchOrder): void {
+    if (outcome === null) this.core.dispatchWithdrawn(order.key);
+    else {
+      this.o.metrics.callbackFinished(outcome.kind);
+      this.core.dispatchOutcome(order.key, outcome);
+    }
+    if (--this.ordersOut === 0) for (const w of this.drainWaiters.splice(0)) w();
     this.pump();
   }
+
+  private readonly settledBound = (outcome: AttemptOutcome | null, order: DispatchOrder): void => this.onSettled(outcome, order);
 
   // --- outputs ------------------------------------------------------------------------------------------
 
@@ -149,6 +157,7 @@ export class NodeShell {
     } finally {
       this.pumping = false;
     }
+    this.revokeLost();
     if (this.o.node.hostWork()) this.o.rounds.schedule();
     this.armTick(rd.nextDeadlineMs, rd.nextFireAtMs);
     this.armFlush(rd.flushAtMs);
@@ -157,14 +166,31 @@ export class NodeShell {
 
   private carryOut(rd: NodeReady): void {
     for (const p of rd.inLog) this.o.metrics.proposals.inc({ shard: String(p.shard) });
-    // An order still waiting for its slot is refused when it gets it (admit); one already started reports its
-    // start and outcome as usual.
-    for (const w of rd.withdraw) this.withdrawn.add(w.key);
-    for (const order of rd.dispatch) {
-      this.withdrawn.delete(order.key); // a new order of the occurrence (a retry) is wanted
-      this.send(order);
+    // An order still waiting in the port (for its slot, or its lease) is taken back there; one already started
+    // reports its start and outcome as usual. Until the port answers, the replies wait: a cancel is acknowledged
+    // only once its callback can no longer start.
+    const back = rd.withdraw.filter((w) => this.dispatcher.unstarted(w.key)).map((w) => w.key);
+    if (back.length > 0) {
+      this.withdrawalsOpen++;
+      void this.dispatcher.withdraw(back).then(() => this.withdrawalAnswered());
     }
-    for (const r of rd.replies) {
+    for (const order of rd.dispatch) {
+      this.ordersOut++;
+      this.dispatcher.sendTo(order.delivery, this.settledBound, order);
+    }
+    if (this.withdrawalsOpen > 0) for (const r of rd.replies) this.heldReplies.push(r);
+    else this.reply(rd.replies);
+  }
+
+  private withdrawalAnswered(): void {
+    if (--this.withdrawalsOpen > 0) return;
+    const replies = this.heldReplies;
+    this.heldReplies = [];
+    this.reply(replies);
+  }
+
+  private reply(replies: readonly Reply[]): void {
+    for (const r of replies) {
       const c = this.callers.get(r.opId)!;
       this.callers.delete(r.opId);
       if (r.ok) c.resolve(r.applied);
@@ -172,29 +198,16 @@ export class NodeShell {
     }
   }
 
-  private send(order: DispatchOrder): void {
-    const p: Promise<void> = this.dispatcher.send(order.delivery).then(async (outcome) => {
-      const refused = this.notSent.get(order.key);
-      this.notSent.delete(order.key);
-      if (refused === 'lease') {
-        // Still this term's leader, its lease lapsed for a moment (a stall): look again shortly, as before an order.
-        await new Promise((r) => setTimeout(r, nodeLimits.leaseRetryMs));
-        if (!this.withdrawn.has(order.key) && this.leads(order.delivery) && !this.core.isStopped) this.send(order);
-        else this.notSentSettled(order);
-      } else if (refused === 'withdrawn') this.notSentSettled(order);
-      else {
-        this.withdrawn.delete(order.key);
-        this.finished(order, outcome);
-      }
-      this.outcomesPending.delete(p);
-    });
-    this.outcomesPending.add(p);
-  }
-
-  private notSentSettled(order: DispatchOrder): void {
-    this.withdrawn.delete(order.key);
-    this.core.dispatchWithdrawn(order.key);
-    this.pump();
+  /** A shard this node stopped firing in a term (lost, or fired again in a newer one): the port drops its orders. */
+  private revokeLost(): void {
+    const now = this.core.firingShards();
+    let changed = now.size !== this.fired.size;
+    for (const [shard, term] of this.fired) {
+      if (now.get(shard) === term) continue;
+      this.dispatcher.revokeShard(shard, term);
+      changed = true;
+    }
+    if (changed) this.fired = new Map(now);
   }
 
   // --- timers -------------------------------------------------------------------------------------------
@@ -292,9 +305,10 @@ export class NodeShell {
     this.clearTick();
   }
 
-  /** Resolves once every callback out has its outcome in the core. */
+  /** Resolves once every order handed to the port is settled in the core. */
   async drain(): Promise<void> {
-    while (this.outcomesPending.size > 0) await Promise.all([...this.outcomesPending]);
+    if (this.ordersOut === 0) return;
+    await new Promise<void>((resolve) => this.drainWaiters.push(resolve));
   }
 
   /** Refuses new proposals, proposes everything waiting and waits (at most waitMs) until it is answered. */

@@ -207,6 +207,9 @@ describe('punctual serve from the executable', () => {
       expect(got.url).toBe('/hook');
       expect(JSON.parse(got.body)).toEqual({ hello: 'from the binary' });
       expect(got.headers['x-punctual-job-id']).toBe(created.json.id);
+      // The callback left from the firing thread, started from the bundle embedded in the executable.
+      const started = lines.map((l) => JSON.parse(l) as { msg: string; firing?: string }).find((l) => l.msg === 'node started');
+      expect(started?.firing).toBe('thread');
       expect(existsSync(join(folder, 'punctual-data', 'punctual.db'))).toBe(true);
       child.kill('SIGTERM');
       expect(await exited).toBe(0);
