@@ -255,6 +255,37 @@ describe.each(modes)('FiringPort (%s)', (mode) => {
     release = [];
   });
 
+  it('a fence (a leadership transfer): once it resolved, a delivery waiting for its slot is not sent on the old lease', async () => {
+    const release: Array<() => void> = [];
+    const r = await receiver((_req, res) => {
+      release.push(() => {
+        res.writeHead(200, { 'content-length': '0' });
+        res.end();
+      });
+    });
+    const leases = new Map<number, { term: number; untilMs: number }>([[0, { term: 2, untilMs: Number.POSITIVE_INFINITY }]]);
+    const p = port(mode, { lease: (shard) => leases.get(shard)! });
+    const s = spec(r.url, { maxConcurrency: 1 });
+    const [first, waiting] = [delivery(s, { fencingToken: '0.2' }), delivery(s, { fencingToken: '0.2' })];
+    const settled = new Map<string, AttemptOutcome | null>();
+    const done = (o: AttemptOutcome | null, d: Delivery): void => void settled.set(d.jobId, o);
+    for (const d of [first, waiting]) p.sendTo(d, done, d);
+    await until(() => r.arrivals.length === 1 && p.queued() === 1);
+    // The transfer voided the lease: the fence hands that to the thread, then the slot comes free at once.
+    leases.set(0, { term: 2, untilMs: Number.NEGATIVE_INFINITY });
+    await p.fence(0, leases.get(0)!);
+    release.shift()!();
+    await until(() => settled.get(first.jobId)?.kind === 'succeeded');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(r.arrivals.map((a) => a.key)).toEqual([keyOf(first)]);
+    // The transfer was abandoned and the lease is back: it goes.
+    leases.set(0, { term: 2, untilMs: Number.POSITIVE_INFINITY });
+    p.setLease(0, leases.get(0)!);
+    await until(() => r.arrivals.length === 2);
+    release.shift()!();
+    await until(() => settled.get(waiting.jobId)?.kind === 'succeeded');
+  });
+
   it('applies the target policy in the thread: a denied address is refused, nothing sent', async () => {
     const deny: Cidr[] = [parseCidr('127.0.0.0/8') as Cidr];
     const r = await receiver();

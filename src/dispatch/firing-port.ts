@@ -250,6 +250,21 @@ export class FiringPort implements CallbackSender {
     this.push({ o: 'revoke', shard, term });
   }
 
+  /**
+   * Resolves once the thread holds `lease` for `shard` and nothing it starts after can use an older deadline. A
+   * leadership transfer waits for it before the target is told to campaign: the target may lead within a few ms,
+   * sooner than the limits.firingLeaseGraceMs the thread trusts a deadline for. On the main loop the lease is asked
+   * at each send, so there is nothing to wait for.
+   */
+  fence(shard: number, lease: ShardLease): Promise<void> {
+    if (this.core !== null || this.worker === null) return Promise.resolve();
+    this.setLease(shard, lease);
+    // An empty withdraw is answered after every op before it: the barrier.
+    const req = this.nextReq++;
+    this.push({ o: 'withdraw', req, ids: [] });
+    return new Promise((resolve) => this.withdrawals.set(req, { ids: [], resolve: () => resolve() }));
+  }
+
   /** Tells the thread the shard's term and lease deadline now (also done with every batch that carries a delivery of it). */
   setLease(shard: number, lease: ShardLease): void {
     this.push({ o: 'lease', shard, term: lease.term, untilMs: lease.untilMs });

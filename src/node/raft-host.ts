@@ -399,7 +399,7 @@ export class RaftHost implements RoundLoop {
       for (const g of touched) this.replication.afterApply(g.shard, false);
       this.carryOut();
     }
-    if (early.length > 0) this.sender?.send(early);
+    if (early.length > 0) this.sendOut(early);
     if (this.o.walSync !== null && rd.mustSync) {
       try {
         await this.o.walSync.sync();
@@ -408,7 +408,7 @@ export class RaftHost implements RoundLoop {
         return;
       }
     }
-    if (late.length > 0) this.sender?.send(late);
+    if (late.length > 0) this.sendOut(late);
     this.replication.sent(rd);
     this.startApplier();
     // Raft applies a conf change at advance: the host must have applied everything up to it first.
@@ -460,6 +460,20 @@ export class RaftHost implements RoundLoop {
     if (this.ticker !== null) clearInterval(this.ticker);
     this.o.logger.error('raft persistence failed', { err });
     this.o.onFatal(err);
+  }
+
+  /**
+   * A transfer's `timeout_now` waits until the shell fenced the shard's firing thread (its lease void there): the
+   * target may lead a few ms after it, sooner than the thread would stop trusting the lease on its own.
+   */
+  private sendOut(messages: Message[]): void {
+    if (this.sender === null) return;
+    const groups = new Set<number>();
+    for (const m of messages) if (m.type === 'timeout_now') groups.add(m.group);
+    if (groups.size === 0) return this.sender.send(messages);
+    this.sender.send(messages.filter((m) => m.type !== 'timeout_now'));
+    const held = messages.filter((m) => m.type === 'timeout_now');
+    void this.shell.fence(groups).then(() => this.sender?.send(held));
   }
 
   /** Step 2: the log side of the round in one transaction (one fsync with --fsync always). */

@@ -198,6 +198,16 @@ export class NodeShell {
     }
   }
 
+  /**
+   * Before a leadership transfer's target is told to campaign: the firing thread holds each shard's lease as it
+   * is now (void once the transfer started), so no callback of this term leaves after the target may lead.
+   */
+  fence(shards: Iterable<number>): Promise<void> {
+    const waits: Array<Promise<void>> = [];
+    for (const shard of shards) waits.push(this.dispatcher.fence(shard, this.lease(shard)));
+    return Promise.all(waits).then(() => undefined);
+  }
+
   /** A shard this node stopped firing in a term (lost, or fired again in a newer one): the port drops its orders. */
   private revokeLost(): void {
     const now = this.core.firingShards();
