@@ -487,6 +487,12 @@ export const queueLimits = {
    * client `run` is refused 429 above it; the headroom up to wheelEntriesMax is for retries and runs already accepted.
    */
   wheelLoadedMax: 1_000_000,
+  /**
+   * An attempt armed by an applied command keeps that command's job record (its fire then need not read it back)
+   * only while the wheel holds fewer timers than this; past it the fire reads the store. Bounds the records kept
+   * alive by the wheel (each the size of its job, payload included).
+   */
+  armedRecordsHeldMax: 200_000,
   /** The firing side, held back by a full queue, looks again this much later. */
   holdBackRetryMs: 5,
   /** Seconds a client is told to wait (Retry-After) after a 429. */

@@ -57,15 +57,53 @@ export function apply(store: SchedulerStore, command: Command, term?: number): A
   rulesInApply.clear();
   entryTerm = term ?? null;
   try {
-    return { result: dispatch(store, command, effects), effects };
+    const result = dispatch(store, command, effects);
+    attachWritten(effects);
+    return { result, effects };
   } finally {
     rulesInApply.clear();
+    jobsWritten.clear();
+    executionsWritten.clear();
+    jobsCreated.clear();
     entryTerm = null;
   }
 }
 
 /** The term of the entry being applied (set around each apply, like rulesInApply). */
 let entryTerm: number | null = null;
+
+/**
+ * The records the command being applied wrote, the last write of each (cleared around every apply): its arm
+ * effects carry them, so the leader holds the committed job of what it armed instead of reading it back when it is
+ * due. A record is never changed after its last write within a command, so each is what the store holds after it.
+ */
+const jobsWritten = new Map<string, JobRecord>();
+/** By `${jobId}\n${scheduledAtMs}`. */
+const executionsWritten = new Map<string, ExecutionRecord>();
+/** Jobs this command created: none of their occurrences has an execution unless the command wrote it. */
+const jobsCreated = new Set<string>();
+
+function putJob(store: SchedulerStore, job: JobRecord): void {
+  store.putJob(job);
+  jobsWritten.set(job.id, job);
+}
+
+function putExecution(store: SchedulerStore, e: ExecutionRecord): void {
+  store.putExecution(e);
+  executionsWritten.set(`${e.jobId}\n${e.scheduledAtMs}`, e);
+}
+
+function attachWritten(effects: Effect[]): void {
+  if (jobsWritten.size === 0 && executionsWritten.size === 0) return;
+  for (const e of effects) {
+    if (e.type !== 'arm') continue;
+    const job = jobsWritten.get(e.jobId);
+    if (job !== undefined) e.job = job;
+    const execution = executionsWritten.get(`${e.jobId}\n${e.scheduledAtMs}`);
+    if (execution !== undefined) e.execution = execution;
+    else if (jobsCreated.has(e.jobId)) e.execution = null;
+  }
+}
 
 function dispatch(store: SchedulerStore, c: Command, effects: Effect[]): CommandResult {
   switch (c.type) {
@@ -316,7 +354,8 @@ function createJob(
   if (job.nextFireAtMs === null) {
     return { id, ...fail('invalid_argument', 'the schedule has no occurrence before end_at', 'end_at') };
   }
-  store.putJob(job);
+  putJob(store, job);
+  jobsCreated.add(job.id);
   armNext(job, effects);
   return { ok: true, job, created: true };
 }
@@ -325,12 +364,12 @@ function cancelJob(store: SchedulerStore, job: JobRecord, nowMs: number, effects
   if (job.state === 'CANCELLED') return { ok: true, job };
   if (isFinal(job.state)) return fail('conflict', `job ${JSON.stringify(job.id)} is already ${job.state}`);
   for (const e of store.openExecutions(job.id)) {
-    store.putExecution({ ...e, state: 'CANCELLED', finishedAtMs: nowMs, retryAtMs: null });
+    putExecution(store, { ...e, state: 'CANCELLED', finishedAtMs: nowMs, retryAtMs: null });
   }
   job.state = 'CANCELLED';
   job.nextFireAtMs = null;
   job.updatedAtMs = nowMs;
-  store.putJob(job);
+  putJob(store, job);
   effects.push({ type: 'disarm', jobId: job.id });
   return { ok: true, job };
 }
@@ -342,7 +381,7 @@ function pauseJob(store: SchedulerStore, job: JobRecord, nowMs: number, effects:
   // nextFireAtMs is kept: resume measures what was missed from it.
   job.state = 'PAUSED';
   job.updatedAtMs = nowMs;
-  store.putJob(job);
+  putJob(store, job);
   effects.push({ type: 'disarm', jobId: job.id });
   return { ok: true, job };
 }
@@ -354,7 +393,7 @@ function resumeJob(store: SchedulerStore, job: JobRecord, nowMs: number, effects
   job.state = 'PENDING';
   settle(store, job);
   job.updatedAtMs = nowMs;
-  store.putJob(job);
+  putJob(store, job);
   armNext(job, effects);
   armQueued(store, job, nowMs, effects);
   return { ok: true, job };
@@ -367,7 +406,7 @@ function runJob(store: SchedulerStore, job: JobRecord, nowMs: number, runKey: st
   if (job.state === 'CANCELLED') return fail('conflict', `job ${JSON.stringify(job.id)} is CANCELLED`);
   const at = queueRun(store, job, nowMs, effects);
   if (runKey !== null) rememberRun(job, runKey, at);
-  store.putJob(job);
+  putJob(store, job);
   return { ok: true, job, runAtMs: at };
 }
 
@@ -380,7 +419,7 @@ function queueRun(store: SchedulerStore, job: JobRecord, nowMs: number, effects:
   let at = nowMs;
   while (at === job.nextFireAtMs || store.getExecution(job.id, at) !== null) at++;
   // Recorded as QUEUED with no attempt yet, so a new leader re-arms it (attempt 0 + 1) if this one fails over.
-  store.putExecution({
+  putExecution(store, {
     jobId: job.id,
     scheduledAtMs: at,
     attempt: 0,
@@ -404,7 +443,7 @@ function replayJob(store: SchedulerStore, id: string, nowMs: number, effects: Ef
   const job = store.getJob(id);
   if (job === null || job.state !== 'FAILED') return false;
   queueRun(store, job, nowMs, effects);
-  store.putJob(job);
+  putJob(store, job);
   return true;
 }
 
@@ -455,7 +494,7 @@ function patchJob(
       armQueued(store, job, nowMs, effects); // disarm dropped pending retries too
     }
   }
-  store.putJob(job);
+  putJob(store, job);
   return { ok: true, job };
 }
 
@@ -513,11 +552,11 @@ function applyFired(store: SchedulerStore, item: FiredItem, nodeId: string, nowM
   const started = startAttempt(store, item, nodeId, nowMs, effects);
   if (started === null) return false;
   const { job, execution } = started;
-  store.putExecution(execution);
+  putExecution(store, execution);
   // The RUNNING execution just written is open: no need to ask the store (one query less per callback).
   settle(store, job, undefined, true);
   job.updatedAtMs = nowMs;
-  store.putJob(job);
+  putJob(store, job);
   return true;
 }
 
@@ -557,7 +596,7 @@ function finishAttempt(
   if (item.result === 'retry') {
     // A missing retryAtMs is the leader's bug, but a committed entry must apply: retry at once.
     const retryAtMs = Math.max(item.retryAtMs ?? item.finishedAtMs, item.scheduledAtMs);
-    store.putExecution({ ...done, state: 'QUEUED', retryAtMs, finishedAtMs: null });
+    putExecution(store, { ...done, state: 'QUEUED', retryAtMs, finishedAtMs: null });
     if (job.state !== 'PAUSED') {
       const attempt = item.attempt + 1;
       effects.push({ type: 'arm', jobId: job.id, scheduledAtMs: e.scheduledAtMs, attempt, dueAtMs: retryAtMs });
@@ -565,15 +604,15 @@ function finishAttempt(
     if (jobChanged) {
       settle(store, job, undefined, true); // the QUEUED execution just written is open
       job.updatedAtMs = nowMs;
-      store.putJob(job);
+      putJob(store, job);
     }
     return true;
   }
   const state = item.result === 'succeeded' ? 'SUCCEEDED' : 'FAILED';
-  store.putExecution({ ...done, state, finishedAtMs: item.finishedAtMs, retryAtMs: null });
+  putExecution(store, { ...done, state, finishedAtMs: item.finishedAtMs, retryAtMs: null });
   settle(store, job, state);
   job.updatedAtMs = nowMs;
-  store.putJob(job);
+  putJob(store, job);
   effects.push({ type: 'finished', jobId: job.id, scheduledAtMs: e.scheduledAtMs });
   return true;
 }
@@ -584,11 +623,11 @@ function finishCancelled(store: SchedulerStore, job: JobRecord, e: ExecutionReco
   const attempts = endedAttempt(job, e, item, nodeId);
   if (item.result === 'retry') {
     if (e.state === 'CANCELLED') return false;
-    store.putExecution({ ...e, state: 'CANCELLED', finishedAtMs: item.finishedAtMs, retryAtMs: null, attempts });
+    putExecution(store, { ...e, state: 'CANCELLED', finishedAtMs: item.finishedAtMs, retryAtMs: null, attempts });
     return true;
   }
   const state = item.result === 'succeeded' ? 'SUCCEEDED' : 'FAILED';
-  store.putExecution({
+  putExecution(store, {
     ...e,
     state,
     attempt: item.attempt,
@@ -609,7 +648,7 @@ function applySkipped(store: SchedulerStore, item: SkippedItem, nowMs: number, e
   armNext(job, effects);
   settle(store, job);
   job.updatedAtMs = nowMs;
-  store.putJob(job);
+  putJob(store, job);
   return true;
 }
 
