@@ -300,7 +300,7 @@ describe('the records an arm effect carries', () => {
     expect(e!.type === 'arm' && 'execution' in e!).toBe(false);
   });
 
-  it('a retry: its QUEUED execution; the job only when the command wrote it', () => {
+  it('a retry: its QUEUED execution and the job as read (a retry leaves it unchanged)', () => {
     const { store, create, fired } = setup();
     const at = T0 + MIN;
     create(spec('a'));
@@ -309,7 +309,7 @@ describe('the records an arm effect carries', () => {
     const [e] = raw(store, { type: 'outcomes', nowMs: at + 100, items: [item] });
     expect(e).toMatchObject({ attempt: 2, dueAtMs: at + 1100, execution: { state: 'QUEUED', attempt: 1, retryAtMs: at + 1100 } });
     expect(e!.type === 'arm' && e!.execution).toEqual(store.getExecution('a', at));
-    expect(e!.type === 'arm' && 'job' in e!).toBe(false); // a retry leaves the job as it was: not written
+    expect(e!.type === 'arm' && e!.job).toEqual(store.getJob('a'));
   });
 
   it('two items of one job in a command: the job as the last one left it', () => {

@@ -57,14 +57,10 @@ export function apply(store: SchedulerStore, command: Command, term?: number): A
   rulesInApply.clear();
   entryTerm = term ?? null;
   try {
-    const result = dispatch(store, command, effects);
-    attachWritten(effects);
-    return { result, effects };
+    return { result: dispatch(store, command, effects), effects };
   } finally {
     rulesInApply.clear();
-    jobsWritten.clear();
-    executionsWritten.clear();
-    jobsCreated.clear();
+    armsOfJob.clear();
     entryTerm = null;
   }
 }
@@ -72,37 +68,36 @@ export function apply(store: SchedulerStore, command: Command, term?: number): A
 /** The term of the entry being applied (set around each apply, like rulesInApply). */
 let entryTerm: number | null = null;
 
+type ArmEffect = Extract<Effect, { type: 'arm' }>;
+
 /**
- * The records the command being applied wrote, the last write of each (cleared around every apply): its arm
- * effects carry them, so the leader holds the committed job of what it armed instead of reading it back when it is
- * due. A record is never changed after its last write within a command, so each is what the store holds after it.
+ * The arm effects of the command being applied, by job (cleared around every apply). An arm carries what the
+ * command left stored: the records written (or read, unchanged) where it is made, and every later write of its job
+ * or its execution in the same command replaces them (putJob, putExecution), so each is the last write. A record
+ * is never changed after its last write within a command. Only armed jobs are tracked: a command that arms nothing
+ * keeps no record alive.
  */
-const jobsWritten = new Map<string, JobRecord>();
-/** By `${jobId}\n${scheduledAtMs}`. */
-const executionsWritten = new Map<string, ExecutionRecord>();
-/** Jobs this command created: none of their occurrences has an execution unless the command wrote it. */
-const jobsCreated = new Set<string>();
+const armsOfJob = new Map<string, ArmEffect[]>();
+
+function pushArm(effects: Effect[], e: ArmEffect): void {
+  effects.push(e);
+  const arms = armsOfJob.get(e.jobId);
+  if (arms === undefined) armsOfJob.set(e.jobId, [e]);
+  else arms.push(e);
+}
 
 function putJob(store: SchedulerStore, job: JobRecord): void {
   store.putJob(job);
-  jobsWritten.set(job.id, job);
+  if (armsOfJob.size === 0) return;
+  const arms = armsOfJob.get(job.id);
+  if (arms !== undefined) for (const e of arms) e.job = job;
 }
 
-function putExecution(store: SchedulerStore, e: ExecutionRecord): void {
-  store.putExecution(e);
-  executionsWritten.set(`${e.jobId}\n${e.scheduledAtMs}`, e);
-}
-
-function attachWritten(effects: Effect[]): void {
-  if (jobsWritten.size === 0 && executionsWritten.size === 0) return;
-  for (const e of effects) {
-    if (e.type !== 'arm') continue;
-    const job = jobsWritten.get(e.jobId);
-    if (job !== undefined) e.job = job;
-    const execution = executionsWritten.get(`${e.jobId}\n${e.scheduledAtMs}`);
-    if (execution !== undefined) e.execution = execution;
-    else if (jobsCreated.has(e.jobId)) e.execution = null;
-  }
+function putExecution(store: SchedulerStore, x: ExecutionRecord): void {
+  store.putExecution(x);
+  if (armsOfJob.size === 0) return;
+  const arms = armsOfJob.get(x.jobId);
+  if (arms !== undefined) for (const e of arms) if (e.scheduledAtMs === x.scheduledAtMs) e.execution = x;
 }
 
 function dispatch(store: SchedulerStore, c: Command, effects: Effect[]): CommandResult {
@@ -220,17 +215,28 @@ function settle(
   }
 }
 
-function armNext(job: JobRecord, effects: Effect[]): void {
+/**
+ * `written`: the job is already written as it stands ('job'), and also created by this command ('created': none of
+ * its occurrences has an execution); null: it is written after (putJob attaches it then).
+ */
+function armNext(job: JobRecord, effects: Effect[], written: 'job' | 'created' | null): void {
   const at = job.nextFireAtMs;
-  if (at !== null) effects.push({ type: 'arm', jobId: job.id, scheduledAtMs: at, attempt: 1, dueAtMs: at });
+  if (at === null) return;
+  const e: ArmEffect = { type: 'arm', jobId: job.id, scheduledAtMs: at, attempt: 1, dueAtMs: at };
+  if (written !== null) e.job = job;
+  if (written === 'created') e.execution = null;
+  pushArm(effects, e);
 }
 
 /** A QUEUED execution's next attempt is attempt + 1 (attempt counts the attempts started so far). */
-function armQueued(store: SchedulerStore, job: JobRecord, nowMs: number, effects: Effect[]): void {
+function armQueued(store: SchedulerStore, job: JobRecord, nowMs: number, effects: Effect[], jobWritten: boolean): void {
   for (const e of store.openExecutions(job.id)) {
     if (e.state !== 'QUEUED') continue;
     const dueAtMs = Math.max(e.retryAtMs ?? nowMs, e.scheduledAtMs);
-    effects.push({ type: 'arm', jobId: job.id, scheduledAtMs: e.scheduledAtMs, attempt: e.attempt + 1, dueAtMs });
+    // The execution as read: unchanged by this command (a later write of it would replace it).
+    const arm: ArmEffect = { type: 'arm', jobId: job.id, scheduledAtMs: e.scheduledAtMs, attempt: e.attempt + 1, dueAtMs, execution: e };
+    if (jobWritten) arm.job = job;
+    pushArm(effects, arm);
   }
 }
 
@@ -355,8 +361,7 @@ function createJob(
     return { id, ...fail('invalid_argument', 'the schedule has no occurrence before end_at', 'end_at') };
   }
   putJob(store, job);
-  jobsCreated.add(job.id);
-  armNext(job, effects);
+  armNext(job, effects, 'created');
   return { ok: true, job, created: true };
 }
 
@@ -394,8 +399,8 @@ function resumeJob(store: SchedulerStore, job: JobRecord, nowMs: number, effects
   settle(store, job);
   job.updatedAtMs = nowMs;
   putJob(store, job);
-  armNext(job, effects);
-  armQueued(store, job, nowMs, effects);
+  armNext(job, effects, 'job');
+  armQueued(store, job, nowMs, effects, true);
   return { ok: true, job };
 }
 
@@ -419,7 +424,7 @@ function queueRun(store: SchedulerStore, job: JobRecord, nowMs: number, effects:
   let at = nowMs;
   while (at === job.nextFireAtMs || store.getExecution(job.id, at) !== null) at++;
   // Recorded as QUEUED with no attempt yet, so a new leader re-arms it (attempt 0 + 1) if this one fails over.
-  putExecution(store, {
+  const queued: ExecutionRecord = {
     jobId: job.id,
     scheduledAtMs: at,
     attempt: 0,
@@ -431,10 +436,12 @@ function queueRun(store: SchedulerStore, job: JobRecord, nowMs: number, effects:
     latenessMs: null,
     nodeId: null,
     retryAtMs: at,
-  });
+  };
+  putExecution(store, queued);
   if (job.state === 'FAILED') job.state = 'RUNNING';
   job.updatedAtMs = nowMs;
-  effects.push({ type: 'arm', jobId: job.id, scheduledAtMs: at, attempt: 1, dueAtMs: at });
+  // The job is written by the caller, after this (putJob attaches it to the arm then).
+  pushArm(effects, { type: 'arm', jobId: job.id, scheduledAtMs: at, attempt: 1, dueAtMs: at, execution: queued });
   return at;
 }
 
@@ -490,8 +497,8 @@ function patchJob(
     settle(store, job); // a RUNNING job (its last occurrence in flight) has a new one: PENDING
     effects.push({ type: 'disarm', jobId: job.id });
     if (job.state !== 'PAUSED') {
-      armNext(job, effects);
-      armQueued(store, job, nowMs, effects); // disarm dropped pending retries too
+      armNext(job, effects, null);
+      armQueued(store, job, nowMs, effects, false); // disarm dropped pending retries too
     }
   }
   putJob(store, job);
@@ -543,7 +550,7 @@ function startAttempt(store: SchedulerStore, item: FiredItem, nodeId: string, no
   if (job.state !== 'PAUSED' && item.scheduledAtMs === job.nextFireAtMs) {
     job.runs += 1;
     job.nextFireAtMs = advance(store, job, item.scheduledAtMs, item.startedAtMs, nowMs);
-    armNext(job, effects);
+    armNext(job, effects, null);
   }
   return { job, execution };
 }
@@ -596,10 +603,12 @@ function finishAttempt(
   if (item.result === 'retry') {
     // A missing retryAtMs is the leader's bug, but a committed entry must apply: retry at once.
     const retryAtMs = Math.max(item.retryAtMs ?? item.finishedAtMs, item.scheduledAtMs);
-    putExecution(store, { ...done, state: 'QUEUED', retryAtMs, finishedAtMs: null });
+    const queued: ExecutionRecord = { ...done, state: 'QUEUED', retryAtMs, finishedAtMs: null };
+    putExecution(store, queued);
     if (job.state !== 'PAUSED') {
       const attempt = item.attempt + 1;
-      effects.push({ type: 'arm', jobId: job.id, scheduledAtMs: e.scheduledAtMs, attempt, dueAtMs: retryAtMs });
+      // The job as read (unchanged unless a folded fired item changed it: then it is written below, as it is here).
+      pushArm(effects, { type: 'arm', jobId: job.id, scheduledAtMs: e.scheduledAtMs, attempt, dueAtMs: retryAtMs, job, execution: queued });
     }
     if (jobChanged) {
       settle(store, job, undefined, true); // the QUEUED execution just written is open
@@ -645,7 +654,7 @@ function applySkipped(store: SchedulerStore, item: SkippedItem, nowMs: number, e
   if (job === null || job.state === 'CANCELLED' || job.state === 'PAUSED') return false;
   if (item.scheduledAtMs !== job.nextFireAtMs) return false; // stale: not the pending regular occurrence
   job.nextFireAtMs = advance(store, job, item.scheduledAtMs, null, nowMs);
-  armNext(job, effects);
+  armNext(job, effects, null);
   settle(store, job);
   job.updatedAtMs = nowMs;
   putJob(store, job);
