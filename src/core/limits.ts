@@ -489,10 +489,12 @@ export const queueLimits = {
   wheelLoadedMax: 1_000_000,
   /**
    * An attempt armed by an applied command keeps that command's job record (its fire then need not read it back)
-   * only while the wheel holds fewer timers than this; past it the fire reads the store. Bounds the records kept
-   * alive by the wheel (each the size of its job, payload included).
+   * only while the wheel holds fewer timers than this, and only when the job's inline payload is at most
+   * armedRecordPayloadBytesMax; else its fire reads the store. A record held costs about 1.1 KiB of heap plus its
+   * payload, so the records the wheel keeps alive stay within about 220 MiB.
    */
-  armedRecordsHeldMax: 200_000,
+  armedRecordsHeldMax: 100_000,
+  armedRecordPayloadBytesMax: 1024,
   /** The firing side, held back by a full queue, looks again this much later. */
   holdBackRetryMs: 5,
   /** Seconds a client is told to wait (Retry-After) after a 429. */

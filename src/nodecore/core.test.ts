@@ -720,6 +720,26 @@ describe('NodeCore fire: the records held from the arming command', () => {
     expect(reads).toEqual({ jobs: 0, executions: 0 });
   });
 
+  it('holds no record past its bounds: a payload over armedRecordPayloadBytesMax, a wheel at armedRecordsHeldMax', () => {
+    const big = new Harness();
+    big.setup();
+    const payload = new Uint8Array(queueLimits.armedRecordPayloadBytesMax + 1).fill(32);
+    create(big, once('a', T0 + 100, { payload }));
+    const bigReads = countReads(big);
+    big.advance(T0 + 100);
+    expect(big.orders[0]!.delivery.body).toEqual(payload);
+    expect(bigReads).toEqual({ jobs: 1, executions: 1 });
+
+    const full = new Harness();
+    full.setup();
+    (queueLimits as { armedRecordsHeldMax: number }).armedRecordsHeldMax = 1;
+    create(full, once('a', T0 + 100), once('b', T0 + 100));
+    const fullReads = countReads(full);
+    full.advance(T0 + 100);
+    expect(full.orders.map((o) => o.jobId).sort()).toEqual(['a', 'b']);
+    expect(fullReads).toEqual({ jobs: 1, executions: 1 }); // the first arm held its records, the second found one timer
+  });
+
   it('a payload patched between arm and fire: the new payload is sent', () => {
     const h = new Harness();
     h.setup();

@@ -226,11 +226,12 @@ export class Firing {
   }
 
   /**
-   * The records an arm effect carries are kept for its fire while the wheel is under armedRecordsHeldMax (past it
-   * the fire reads them, so what is held stays bounded).
+   * The records an arm effect carries are kept for its fire while the wheel is under armedRecordsHeldMax and the
+   * payload within armedRecordPayloadBytesMax (else the fire reads them, so what is held stays bounded).
    */
   private hold(shard: number, job: JobRecord | undefined, execution: ExecutionRecord | null | undefined): Held | undefined {
     if (job === undefined || this.wheel.size >= queueLimits.armedRecordsHeldMax) return undefined;
+    if (job.payload.length > queueLimits.armedRecordPayloadBytesMax) return undefined;
     return { job, execution, epoch: this.epochs[shard]! };
   }
 
