@@ -4,7 +4,7 @@
 // effects, and armed by the loader), and of the Raft log's side of a record: outcomes entries of 256 items appended
 // in a transaction with the hard state, then read back as committed entries (what the applier gets) with their
 // crc checked (as src/raft/log.ts does).
-//   npm run build && node bench/tools/apply-cost.mjs [dist=dist] [items=20000] [batch=1000] [checkpointMs=]
+//   npm run build && node [--expose-gc] bench/tools/apply-cost.mjs [dist=dist] [items=20000] [batch=1000] [checkpointMs=]
 // With checkpointMs (e.g. 100,1000): for each interval, a fresh `--fsync batch` file with the node's Checkpointer
 // at that interval, the items fired then finished at a paced 10,000 items/s (100 per transaction every 10 ms);
 // prints the process CPU (every thread: the checkpointer's copying included) per item and the checkpoint rounds.
@@ -55,6 +55,8 @@ console.log(`engine reads (getJob+getExecution+getTask): ${((c.user + c.system) 
     const core = new NodeCore({ nodeId: 'n1', stores: [store], startMs: due - 10_000, rand01: () => 0.5, mergeCreates: true,
       leaseValid: () => true, applyBacklog: () => 0, logger: silentLogger });
     const cids = ids.map((id) => `${name}-${id}`);
+    const heap = () => (globalThis.gc?.(), globalThis.gc?.(), process.memoryUsage().heapUsed);
+    const heapBefore = heap();
     if (viaEffects) core.leaderStart(0, 1, due - 10_000);
     for (let b = 0; b < N; b += batch) {
       const cmd = { type: 'create_jobs', shard: 0, nowMs: due - 10_000, jobs: cids.slice(b, b + batch).map((id) => ({ ...job(id), schedule: { kind: 'once', atMs: due } })) };
@@ -65,6 +67,8 @@ console.log(`engine reads (getJob+getExecution+getTask): ${((c.user + c.system) 
     if (!viaEffects) core.leaderStart(0, 1, due - 10_000);
     while (core.loading()) core.tick(due - 10_000);
     core.ready();
+    // With `node --expose-gc`: the heap the core keeps per armed attempt (wheel, occurrence and what it holds).
+    const heapPerArmed = globalThis.gc === undefined ? '' : `, ${((heap() - heapBefore) / N).toFixed(0)} B of heap per armed attempt`;
     let orders = 0;
     const cpu = process.cpuUsage();
     while (orders < N) {
@@ -72,7 +76,7 @@ console.log(`engine reads (getJob+getExecution+getTask): ${((c.user + c.system) 
       orders += core.ready().dispatch.length;
     }
     const c = process.cpuUsage(cpu);
-    console.log(`core fire (${viaEffects ? 'armed by the create: records held' : 'armed by the loader: records read'}): ${((c.user + c.system) / N).toFixed(1)} us/fire`);
+    console.log(`core fire (${viaEffects ? 'armed by the create: records held' : 'armed by the loader: records read'}): ${((c.user + c.system) / N).toFixed(1)} us/fire${heapPerArmed}`);
     core.stop();
   };
   fireCost('ce', true);

@@ -12,8 +12,9 @@
  * At fire time rules.ts `decideDue` takes the stored job and execution and asks the scheduler's policy; an order
  * then leaves at once. An attempt armed by an applied command holds the records that command wrote (`Held`): the
  * fire reads from the store only what it does not hold, and every later command that names the job (or may change
- * jobs it does not name: the shard's epoch) drops what is held, so what the fire decides on is what the store holds. Its `fired` record goes to the batcher when the host reports the start (startedAtMs says
- * when it was really sent), or with the outcome if it never started, and may be folded into the outcome.
+ * jobs it does not name: the shard's epoch) drops what is held, so what the fire decides on is what the store
+ * holds. Its `fired` record goes to the batcher when the host reports the start (startedAtMs says when it was
+ * really sent), or with the outcome if it never started, and may be folded into the outcome.
  *
  * The loader keeps the wheel filled with occurrences due within limits.wheelHorizonMs (every
  * limits.loaderIntervalMs, one page per tick); when a shard starts, its open executions are loaded: RUNNING ones
