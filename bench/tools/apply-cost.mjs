@@ -1,9 +1,10 @@
 // Measurement script (not a test, not product code): CPU us per item of create_jobs / fired / outcomes applied
 // through the real SqliteShardStore in transactions of `batch` items, of the loader's page per due job, of the
-// engine's per-fire reads, and of the Raft log's side of a record: outcomes entries of 256 items appended in a
-// transaction with the hard state, then read back as committed entries (what the applier gets) with their crc
-// checked (as src/raft/log.ts does).
-//   npm run build && node bench/tools/apply-cost.mjs [dist=dist] [items=20000] [batch=1000] [checkpointMs=]
+// engine's per-fire reads, of NodeCore's fire (tick to dispatch order, on the same store: armed by the create's
+// effects, and armed by the loader), and of the Raft log's side of a record: outcomes entries of 256 items appended
+// in a transaction with the hard state, then read back as committed entries (what the applier gets) with their
+// crc checked (as src/raft/log.ts does).
+//   npm run build && node [--expose-gc] bench/tools/apply-cost.mjs [dist=dist] [items=20000] [batch=1000] [checkpointMs=]
 // With checkpointMs (e.g. 100,1000): for each interval, a fresh `--fsync batch` file with the node's Checkpointer
 // at that interval, the items fired then finished at a paced 10,000 items/s (100 per transaction every 10 ms);
 // prints the process CPU (every thread: the checkpointer's copying included) per item and the checkpoint rounds.
@@ -45,6 +46,42 @@ let cpu = process.cpuUsage();
 for (const id of ids) { store.getJob(id); store.getExecution(id, t0); store.getTask('hook'); }
 let c = process.cpuUsage(cpu);
 console.log(`engine reads (getJob+getExecution+getTask): ${((c.user + c.system) / N).toFixed(1)} us/item`);
+{
+  // NodeCore's fire of N due one-off jobs, from tick to dispatch order: what the fire reads (or holds) included.
+  const { NodeCore } = await import(`file://${dist}/src/nodecore/index.js`);
+  const { silentLogger } = await import(`file://${dist}/src/core/log.js`);
+  const due = t0 + 100_000;
+  const fireCost = (name, viaEffects) => {
+    const core = new NodeCore({ nodeId: 'n1', stores: [store], startMs: due - 10_000, rand01: () => 0.5, mergeCreates: true,
+      leaseValid: () => true, applyBacklog: () => 0, logger: silentLogger });
+    const cids = ids.map((id) => `${name}-${id}`);
+    const heap = () => (globalThis.gc?.(), globalThis.gc?.(), process.memoryUsage().heapUsed);
+    const heapBefore = heap();
+    if (viaEffects) core.leaderStart(0, 1, due - 10_000);
+    for (let b = 0; b < N; b += batch) {
+      const cmd = { type: 'create_jobs', shard: 0, nowMs: due - 10_000, jobs: cids.slice(b, b + batch).map((id) => ({ ...job(id), schedule: { kind: 'once', atMs: due } })) };
+      const { effects } = db.transaction(() => apply(store, cmd))();
+      core.applied(0, cmd, effects, due - 10_000);
+    }
+    // Led only after the creates: their effects armed nothing, the leadership's first load arms them (keys only).
+    if (!viaEffects) core.leaderStart(0, 1, due - 10_000);
+    while (core.loading()) core.tick(due - 10_000);
+    core.ready();
+    // With `node --expose-gc`: the heap the core keeps per armed attempt (wheel, occurrence and what it holds).
+    const heapPerArmed = globalThis.gc === undefined ? '' : `, ${((heap() - heapBefore) / N).toFixed(0)} B of heap per armed attempt`;
+    let orders = 0;
+    const cpu = process.cpuUsage();
+    while (orders < N) {
+      core.tick(due);
+      orders += core.ready().dispatch.length;
+    }
+    const c = process.cpuUsage(cpu);
+    console.log(`core fire (${viaEffects ? 'armed by the create: records held' : 'armed by the loader: records read'}): ${((c.user + c.system) / N).toFixed(1)} us/fire${heapPerArmed}`);
+    core.stop();
+  };
+  fireCost('ce', true);
+  fireCost('cl', false);
+}
 {
   const { SqliteRaftStorage } = await import(`file://${dist}/src/store/raft-storage.js`);
   const { encodeCommand } = await import(`file://${dist}/src/scheduler/codec.js`);

@@ -499,6 +499,14 @@ export const queueLimits = {
    * client `run` is refused 429 above it; the headroom up to wheelEntriesMax is for retries and runs already accepted.
    */
   wheelLoadedMax: 1_000_000,
+  /**
+   * An attempt armed by an applied command keeps that command's job record (its fire then need not read it back)
+   * only while the wheel holds fewer timers than this, and only when the job's inline payload is at most
+   * armedRecordPayloadBytesMax; else its fire reads the store. A record held costs about 1.1 KiB of heap plus its
+   * payload, so the records the wheel keeps alive stay within about 220 MiB.
+   */
+  armedRecordsHeldMax: 100_000,
+  armedRecordPayloadBytesMax: 1024,
   /** The firing side, held back by a full queue, looks again this much later. */
   holdBackRetryMs: 5,
   /** Seconds a client is told to wait (Retry-After) after a 429. */

@@ -696,3 +696,105 @@ describe('NodeCore boundary', () => {
     expect(() => h.core.tick(Number.NaN)).toThrow(AssertionError);
   });
 });
+
+describe('NodeCore fire: the records held from the arming command', () => {
+  /** Counts the store's reads of jobs and executions from here on. */
+  function countReads(h: Harness): { jobs: number; executions: number } {
+    const n = { jobs: 0, executions: 0 };
+    const s = h.stores[0]!;
+    const getJob = s.getJob.bind(s);
+    const getExecution = s.getExecution.bind(s);
+    s.getJob = (id) => (n.jobs++, getJob(id));
+    s.getExecution = (id, at) => (n.executions++, getExecution(id, at));
+    return n;
+  }
+
+  it('a created job fires on the record its create wrote: no read of the job or its execution', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100));
+    const reads = countReads(h);
+    h.advance(T0 + 100);
+    expect(h.orders).toHaveLength(1);
+    expect(h.orders[0]!.delivery.body).toEqual(new Uint8Array([1, 2, 3]));
+    expect(reads).toEqual({ jobs: 0, executions: 0 });
+  });
+
+  it('holds no record past its bounds: a payload over armedRecordPayloadBytesMax, a wheel at armedRecordsHeldMax', () => {
+    const big = new Harness();
+    big.setup();
+    const payload = new Uint8Array(queueLimits.armedRecordPayloadBytesMax + 1).fill(32);
+    create(big, once('a', T0 + 100, { payload }));
+    const bigReads = countReads(big);
+    big.advance(T0 + 100);
+    expect(big.orders[0]!.delivery.body).toEqual(payload);
+    expect(bigReads).toEqual({ jobs: 1, executions: 1 });
+
+    const full = new Harness();
+    full.setup();
+    (queueLimits as { armedRecordsHeldMax: number }).armedRecordsHeldMax = 1;
+    create(full, once('a', T0 + 100), once('b', T0 + 100));
+    const fullReads = countReads(full);
+    full.advance(T0 + 100);
+    expect(full.orders.map((o) => o.jobId).sort()).toEqual(['a', 'b']);
+    expect(fullReads).toEqual({ jobs: 1, executions: 1 }); // the first arm held its records, the second found one timer
+  });
+
+  it('a payload patched between arm and fire: the new payload is sent', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100));
+    h.must(0, { type: 'patch_job', nowMs: h.nowMs, id: 'a', patch: { payload: new Uint8Array([9, 9]) } });
+    h.advance(T0 + 100);
+    expect(h.orders).toHaveLength(1);
+    expect(h.orders[0]!.delivery.body).toEqual(new Uint8Array([9, 9]));
+  });
+
+  it('a misfire threshold patched between arm and fire: the late occurrence is decided on the new one', () => {
+    const h = new Harness();
+    h.setup();
+    const every = { kind: 'every' as const, everyMs: 60_000, startAtMs: T0 + 100 };
+    create(h, once('a', T0 + 100, { schedule: every, misfire: 'skip', misfireThresholdMs: 1_000 }));
+    h.must(0, { type: 'patch_job', nowMs: h.nowMs, id: 'a', patch: { misfireThresholdMs: 30_000 } });
+    h.advance(T0 + 100 + 5_000); // 5 s late: missed under the old threshold, not under the new one
+    expect(h.orders.map((o) => o.scheduledAtMs)).toEqual([T0 + 100]);
+    expect(h.applied('skipped')).toHaveLength(0);
+  });
+
+  it('a job rescheduled between arm and fire fires at its new time with the new record, not at the old one', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100, { schedule: { kind: 'every', everyMs: 1_000, startAtMs: T0 + 100 } }));
+    h.must(0, { type: 'patch_job', nowMs: h.nowMs, id: 'a', patch: { schedule: { kind: 'every', everyMs: 5_000, startAtMs: T0 + 2_000 }, payload: new Uint8Array([7]) } });
+    h.advance(T0 + 1_999);
+    expect(h.orders).toHaveLength(0);
+    h.advance(T0 + 2_000);
+    expect(h.orders.map((o) => [o.scheduledAtMs, [...o.delivery.body]])).toEqual([[T0 + 2_000, [7]]]);
+  });
+
+  it('a job paused, or cancelled, between arm and fire is not fired', () => {
+    for (const type of ['pause_job', 'cancel_job'] as const) {
+      const h = new Harness();
+      h.setup();
+      create(h, once('a', T0 + 100, { schedule: { kind: 'every', everyMs: 1_000, startAtMs: T0 + 100 } }));
+      h.must(0, { type, nowMs: h.nowMs, id: 'a' });
+      h.advance(T0 + 3_000);
+      expect(h.orders, type).toHaveLength(0);
+    }
+  });
+
+  it('a retry fires on the execution its outcome wrote; a payload patched before it is the one sent', () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100));
+    h.advance(T0 + 100);
+    h.started(h.orders[0]!, T0 + 100);
+    h.finish(h.orders[0]!, retryable(T0 + 110));
+    h.advance(T0 + 110 + stallLimits.engineItemsDelayMs + 5);
+    const retry = h.stores[0]!.getExecution('a', T0 + 100)!;
+    expect(retry).toMatchObject({ state: 'QUEUED', attempt: 1 });
+    h.must(0, { type: 'patch_job', nowMs: h.nowMs, id: 'a', patch: { payload: new Uint8Array([5]) } });
+    h.advance(retry.retryAtMs!);
+    expect(h.orders.map((o) => [o.attempt, [...o.delivery.body]])).toEqual([[1, [1, 2, 3]], [2, [5]]]);
+  });
+});

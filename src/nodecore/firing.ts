@@ -9,9 +9,12 @@
  * new leader fires again with the same deduplication key and a higher fencing token). Right before each order
  * the shard's lease is asked: without it, the attempt waits a few ms and is looked at again.
  *
- * At fire time rules.ts `decideDue` reads the stored job and execution and asks the scheduler's policy; an order
- * then leaves at once. Its `fired` record goes to the batcher when the host reports the start (startedAtMs says
- * when it was really sent), or with the outcome if it never started, and may be folded into the outcome.
+ * At fire time rules.ts `decideDue` takes the stored job and execution and asks the scheduler's policy; an order
+ * then leaves at once. An attempt armed by an applied command holds the records that command wrote (`Held`): the
+ * fire reads from the store only what it does not hold, and every later command that names the job (or may change
+ * jobs it does not name: the shard's epoch) drops what is held, so what the fire decides on is what the store
+ * holds. Its `fired` record goes to the batcher when the host reports the start (startedAtMs says when it was
+ * really sent), or with the outcome if it never started, and may be folded into the outcome.
  *
  * The loader keeps the wheel filled with occurrences due within limits.wheelHorizonMs (every
  * limits.loaderIntervalMs, one page per tick); when a shard starts, its open executions are loaded: RUNNING ones
@@ -29,10 +32,10 @@ import type { Logger } from '../core/log.js';
 import type { AttemptOutcome } from '../dispatch/dispatcher.js';
 import type { Command, Effect, FiredItem } from '../scheduler/commands.js';
 import type { DueJob, SchedulerStore } from '../scheduler/store.js';
-import type { CallbackSpec, JobRecord, JobState } from '../scheduler/types.js';
+import type { CallbackSpec, ExecutionRecord, JobRecord, JobState } from '../scheduler/types.js';
 import { TimerWheel } from '../timerwheel/wheel.js';
 import type { Batcher } from './batcher.js';
-import { decideDue, isFinal, missingTaskOutcome, occurrenceKey, outcomeOf, type Attempt } from './rules.js';
+import { decideDue, isFinal, missingTaskOutcome, occurrenceKey, outcomeOf, type Attempt, type Held } from './rules.js';
 import type { DispatchOrder, OccurrenceKey, Withdrawal } from './types.js';
 
 /** Without a valid lease a due occurrence is looked at again this much later (a heartbeat round renews it). */
@@ -138,6 +141,8 @@ export class Firing {
   private loaderRuns = 0;
   /** The loader (or a skipped arm) left due occurrences in the store for want of room: the next run reads everything. */
   private loadIncomplete = false;
+  /** Per shard: bumped by whatever may change the shard's records without naming the jobs (Held.epoch). */
+  private readonly epochs: number[];
   private nowMs: number;
   stopped = false;
   /** Orders handed out since start. */
@@ -149,6 +154,7 @@ export class Firing {
     private readonly outbox: FiringOutbox,
   ) {
     this.wheel = new TimerWheel<OccurrenceKey>(d.startMs);
+    this.epochs = d.stores.map(() => 0);
     this.nowMs = d.startMs;
     this.nextLoaderAtMs = d.startMs + limits.loaderIntervalMs;
   }
@@ -158,6 +164,7 @@ export class Firing {
   leaderStart(shard: number, term: number, nowMs: number): void {
     if (this.stopped) return;
     this.see(nowMs);
+    this.epochs[shard]!++;
     this.firing.set(shard, term);
     this.loadOpenExecutions(shard);
     // A full load: the incremental window of the other shards says nothing about this one. Its first page now.
@@ -168,6 +175,7 @@ export class Firing {
 
   leaderStop(shard: number): void {
     if (!this.firing.delete(shard)) return;
+    this.epochs[shard]!++;
     for (const rec of [...this.occ.values()]) {
       if (rec.shard !== shard) continue;
       this.unarm(rec);
@@ -193,6 +201,8 @@ export class Firing {
 
   applied(shard: number, command: Command, effects: Effect[], nowMs: number): void {
     this.see(nowMs);
+    // First: what the command changed is no longer held (recorded() may arm again an attempt that waited for it).
+    this.forget(shard, command);
     this.recorded(command);
     if (this.stopped || !this.firing.has(shard)) return;
     const horizonMs = nowMs + limits.wheelHorizonMs;
@@ -200,7 +210,7 @@ export class Firing {
       if (e.type === 'arm') {
         // A first attempt beyond the horizon is left to the loader, so memory stays bounded.
         if (e.attempt === 1 && e.dueAtMs > horizonMs) continue;
-        const a: Attempt = { shard, jobId: e.jobId, scheduledAtMs: e.scheduledAtMs, attempt: e.attempt, dueAtMs: e.dueAtMs, fromEffect: true, released: false };
+        const a: Attempt = { shard, jobId: e.jobId, scheduledAtMs: e.scheduledAtMs, attempt: e.attempt, dueAtMs: e.dueAtMs, fromEffect: true, released: false, held: this.hold(shard, e.job, e.execution) };
         if (!this.hasRoom() && this.loaderFinds(a)) {
           // Left in the store: the next loader run reads everything and arms it when there is room.
           this.loadIncomplete = true;
@@ -214,6 +224,60 @@ export class Firing {
       }
     }
     this.unpark();
+  }
+
+  /**
+   * The records an arm effect carries are kept for its fire while the wheel is under armedRecordsHeldMax and the
+   * payload within armedRecordPayloadBytesMax (else the fire reads them, so what is held stays bounded).
+   */
+  private hold(shard: number, job: JobRecord | undefined, execution: ExecutionRecord | null | undefined): Held | undefined {
+    if (job === undefined || this.wheel.size >= queueLimits.armedRecordsHeldMax) return undefined;
+    if (job.payload.length > queueLimits.armedRecordPayloadBytesMax) return undefined;
+    return { job, execution, epoch: this.epochs[shard]! };
+  }
+
+  /**
+   * An applied command changes the stored records of the jobs it names: what the attempts of those jobs hold is
+   * dropped (their fire reads the store). When in doubt the whole shard's: retention deletes what the store picks.
+   * Runs on every node for every shard, firing or not, before the command's effects arm anything.
+   */
+  private forget(shard: number, command: Command): void {
+    switch (command.type) {
+      case 'create_jobs':
+        for (const spec of command.jobs) this.forgetJob(spec.id);
+        return;
+      case 'cancel_job':
+      case 'pause_job':
+      case 'resume_job':
+      case 'run_job':
+      case 'patch_job':
+        return this.forgetJob(command.id);
+      case 'fired':
+      case 'outcomes':
+      case 'skipped':
+        for (const it of command.items) this.forgetJob(it.jobId);
+        return;
+      case 'replay_jobs':
+        for (const id of command.ids) this.forgetJob(id);
+        return;
+      case 'put_task':
+      case 'delete_task':
+      case 'put_calendar':
+      case 'delete_calendar':
+      case 'noop':
+        return; // they write no job and no execution (a task is read at every fire anyway)
+      default:
+        this.epochs[shard]!++;
+    }
+  }
+
+  private forgetJob(jobId: string): void {
+    const keys = this.byJob.get(jobId);
+    if (keys === undefined) return;
+    for (const key of keys) {
+      const armed = this.occ.get(key)!.armed;
+      if (armed !== null) armed.held = undefined;
+    }
   }
 
   /**
@@ -269,9 +333,12 @@ export class Firing {
     if (rec === null) return;
     const b = rec.armed!;
     rec.armed = null;
+    // Decided on the store: this runs while an applied command is delivered, and the host may have applied the next
+    // ones of the same write already (their delivery, which would drop what is held, comes after).
+    const c = { ...b, released: true, held: undefined };
     // Held back: back to the wheel, due now, so it waits its turn like every other due occurrence.
-    if (this.firingHeld()) this.arm({ ...b, dueAtMs: nowMs, released: true });
-    else this.fire(rec, { ...b, released: true }, nowMs);
+    if (this.firingHeld()) this.arm({ ...c, dueAtMs: nowMs });
+    else this.fire(rec, c, nowMs);
     this.forgetIfDone(rec);
   }
 
@@ -499,8 +566,11 @@ export class Firing {
       return;
     }
     const store = this.d.stores[a.shard]!;
-    const job = store.getJob(a.jobId);
-    const exec = job === null ? null : store.getExecution(a.jobId, a.scheduledAtMs);
+    // What the arming command left stored, while nothing changed it since; else the store's (Held).
+    const held = a.held !== undefined && a.held.epoch === this.epochs[a.shard] ? a.held : undefined;
+    const job = held !== undefined ? held.job : store.getJob(a.jobId);
+    const known = held?.execution;
+    const exec = job === null ? null : known !== undefined ? known : store.getExecution(a.jobId, a.scheduledAtMs);
     const d = decideDue(a, job, exec, nowMs, { recording: rec.recording, otherOpen: () => this.hasOtherOpen(a) });
     if (d.kind === 'drop') return;
     if (d.kind === 'buffer') {

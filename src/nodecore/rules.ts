@@ -20,6 +20,19 @@ export interface Attempt {
   fromEffect: boolean;
   /** The occurrence overlap=buffer_one held, let go because the run before it finished (policy.ts dueAction). */
   released: boolean;
+  /** The committed records the core holds for it (firing.ts), or none: the fire reads them from the store. */
+  held?: Held;
+}
+
+/**
+ * What the applied command that armed an attempt left stored: its job, and its occurrence's execution when that
+ * command wrote it or created the job (`null`: none exists; undefined: not known, read it). Valid while no later
+ * command touched the job and the shard's `epoch` is unchanged (firing.ts Firing.forget).
+ */
+export interface Held {
+  job: JobRecord;
+  execution: ExecutionRecord | null | undefined;
+  epoch: number;
 }
 
 export type DueDecision =

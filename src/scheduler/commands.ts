@@ -6,7 +6,7 @@
  * time-dependent input into the command: `nowMs` is the proposer's clock when it built the command, and apply
  * uses it (first occurrence, misfire decisions, updatedAtMs). Replaying the log gives the same state everywhere.
  */
-import type { CalendarRecord, JobPatch, JobSpec, TaskRecord } from './types.js';
+import type { CalendarRecord, ExecutionRecord, JobPatch, JobRecord, JobSpec, TaskRecord } from './types.js';
 
 export type Command =
   /** Create or replace a task (tasks are copied into every shard so each shard leader can fire alone). */
@@ -89,8 +89,13 @@ export interface SkippedItem {
  * rebuilds its wheel from the store (loader + open executions) instead.
  */
 export type Effect =
-  /** Fire attempt `attempt` of occurrence (jobId, scheduledAtMs) at dueAtMs (>= scheduledAtMs). */
-  | { type: 'arm'; jobId: string; scheduledAtMs: number; attempt: number; dueAtMs: number }
+  /**
+   * Fire attempt `attempt` of occurrence (jobId, scheduledAtMs) at dueAtMs (>= scheduledAtMs). `job` and
+   * `execution` are what the same command left stored, when it wrote them (an execution `null`: the job was created
+   * by it, so none exists), so the leader need not read them back at the due ms; absent: not written by it. They
+   * are apply's output, never part of a log entry, and shared with the command's result: read-only.
+   */
+  | { type: 'arm'; jobId: string; scheduledAtMs: number; attempt: number; dueAtMs: number; job?: JobRecord; execution?: ExecutionRecord | null }
   /** Drop every timer and pending retry of this job (cancel, pause, patch of the schedule). */
   | { type: 'disarm'; jobId: string }
   /** An execution reached a final state (the leader may fire a buffered occurrence: overlap=buffer_one). */

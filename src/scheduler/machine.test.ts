@@ -48,7 +48,10 @@ const everyMin = (startAtMs = T0 + MIN): Schedule => ({ kind: 'every', everyMs: 
 /** A store with the `email` task, and helpers that apply commands and read results. */
 function setup() {
   const store = new MemoryStore();
-  const run = (c: Command): ApplyResult => apply(store, c);
+  const run = (c: Command): ApplyResult => {
+    const out = apply(store, c);
+    return { result: out.result, effects: out.effects.map((e) => carriedChecked(store, e)) };
+  };
   run({ type: 'put_task', nowMs: T0 - 1000, task: task() });
   const create = (s: JobSpec, nowMs = T0) => {
     const r = run({ type: 'create_jobs', nowMs, shard: 2, jobs: [s] });
@@ -90,6 +93,25 @@ function setup() {
     run({ type: 'skipped', nowMs, items: [{ jobId, scheduledAtMs, reason }] });
   const job = (id: string): JobRecord => store.getJob(id)!;
   return { store, run, create, jobCmd, fired, outcome, skipped, job };
+}
+
+/**
+ * The records an arm effect carries are what the store holds once the command applied (the leader fires on them
+ * instead of reading them back); checked on every command of this file, then left out of the effect compared.
+ */
+function carriedChecked(store: MemoryStore, e: Effect): Effect {
+  if (e.type !== 'arm') return e;
+  const { job, execution, ...rest } = e;
+  if (job !== undefined) expect(job).toEqual(store.getJob(e.jobId));
+  if (execution !== undefined) expect(execution).toEqual(store.getExecution(e.jobId, e.scheduledAtMs));
+  return rest;
+}
+
+/** The effect without the records it carries. */
+function bare(e: Effect): Effect {
+  if (e.type !== 'arm') return e;
+  const { job: _job, execution: _execution, ...rest } = e;
+  return rest;
 }
 
 const arm = (jobId: string, at: number, attempt = 1, dueAtMs = at): Effect => ({
@@ -255,6 +277,48 @@ describe('a once job: fire, retry, outcome', () => {
     expect(fired('a', at).result).toMatchObject({ applied: 0, ignored: 1 });
     expect(store.getExecution('a', at)!.state).toBe('FAILED');
     expect(outcome('nope', at, 'failed', at).result).toMatchObject({ applied: 0, ignored: 1 });
+  });
+});
+
+describe('the records an arm effect carries', () => {
+  /** Applies without the setup's check, so what the effects carry is seen as apply returns it. */
+  const raw = (store: MemoryStore, c: Command) => apply(store, c).effects.filter((e) => e.type === 'arm');
+
+  it('a created job: its record, and no execution (none can exist)', () => {
+    const { store } = setup();
+    const [e] = raw(store, { type: 'create_jobs', nowMs: T0, shard: 2, jobs: [spec('a')] });
+    expect(e).toMatchObject({ type: 'arm', jobId: 'a', scheduledAtMs: T0 + MIN, job: store.getJob('a') });
+    expect(e!.type === 'arm' && e!.execution).toBeNull();
+  });
+
+  it('the next occurrence armed by a fired item: the job as written, its execution not known', () => {
+    const { store, create } = setup();
+    create(spec('a', { schedule: everyMin() }));
+    const [e] = raw(store, { type: 'fired', nowMs: T0 + MIN + 2, nodeId: 'n1', items: [{ jobId: 'a', scheduledAtMs: T0 + MIN, attempt: 1, startedAtMs: T0 + MIN + 2 }] });
+    expect(e).toMatchObject({ scheduledAtMs: T0 + 2 * MIN, job: { runs: 1, nextFireAtMs: T0 + 2 * MIN, updatedAtMs: T0 + MIN + 2 } });
+    expect(e!.type === 'arm' && e!.job).toEqual(store.getJob('a'));
+    expect(e!.type === 'arm' && 'execution' in e!).toBe(false);
+  });
+
+  it('a retry: its QUEUED execution and the job as read (a retry leaves it unchanged)', () => {
+    const { store, create, fired } = setup();
+    const at = T0 + MIN;
+    create(spec('a'));
+    fired('a', at);
+    const item = { jobId: 'a', scheduledAtMs: at, attempt: 1, result: 'retry' as const, statusCode: 503, error: 'HTTP 503', finishedAtMs: at + 100, retryAtMs: at + 1100 };
+    const [e] = raw(store, { type: 'outcomes', nowMs: at + 100, items: [item] });
+    expect(e).toMatchObject({ attempt: 2, dueAtMs: at + 1100, execution: { state: 'QUEUED', attempt: 1, retryAtMs: at + 1100 } });
+    expect(e!.type === 'arm' && e!.execution).toEqual(store.getExecution('a', at));
+    expect(e!.type === 'arm' && e!.job).toEqual(store.getJob('a'));
+  });
+
+  it('two items of one job in a command: the job as the last one left it', () => {
+    const { store, create } = setup();
+    create(spec('a', { schedule: everyMin() }));
+    const items = [T0 + MIN, T0 + 2 * MIN].map((t) => ({ jobId: 'a', scheduledAtMs: t, reason: 'overlap' as const }));
+    const arms = raw(store, { type: 'skipped', nowMs: T0 + MIN + 5, items });
+    expect(arms.map((e) => e.type === 'arm' && e.scheduledAtMs)).toEqual([T0 + 2 * MIN, T0 + 3 * MIN]);
+    for (const e of arms) expect(e.type === 'arm' && e.job).toEqual(store.getJob('a'));
   });
 });
 
@@ -790,7 +854,8 @@ describe('determinism and invariants', () => {
           const a1 = apply(sequential, c);
           const a2 = apply(sequential, { type: 'outcomes', nowMs: now, items: [item] });
           const b = apply(folded, decodeCommand(encodeCommand({ type: 'outcomes', nowMs: now, nodeId: 'n1', items: [{ ...item, startedAtMs: f.startedAtMs }] })));
-          expect(b.effects, `seed ${seed} step ${i}`).toEqual([...a1.effects, ...a2.effects]);
+          // The same effects; the records they carry are what each command left (the folded one's: the outcome's).
+          expect(b.effects.map(bare), `seed ${seed} step ${i}`).toEqual([...a1.effects, ...a2.effects].map(bare));
           if ('applied' in a1.result && a1.result.applied > 0) pairs++;
         } else {
           const a = apply(sequential, c);

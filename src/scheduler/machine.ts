@@ -60,12 +60,45 @@ export function apply(store: SchedulerStore, command: Command, term?: number): A
     return { result: dispatch(store, command, effects), effects };
   } finally {
     rulesInApply.clear();
+    armsOfJob.clear();
     entryTerm = null;
   }
 }
 
 /** The term of the entry being applied (set around each apply, like rulesInApply). */
 let entryTerm: number | null = null;
+
+type ArmEffect = Extract<Effect, { type: 'arm' }>;
+
+/**
+ * The arm effects of the command being applied, by job (cleared around every apply). An arm carries what the
+ * command left stored: the records written (or read, unchanged) where it is made, and every later write of its job
+ * or its execution in the same command replaces them (putJob, putExecution), so each is the last write. A record
+ * is never changed after its last write within a command. Only armed jobs are tracked: a command that arms nothing
+ * keeps no record alive.
+ */
+const armsOfJob = new Map<string, ArmEffect[]>();
+
+function pushArm(effects: Effect[], e: ArmEffect): void {
+  effects.push(e);
+  const arms = armsOfJob.get(e.jobId);
+  if (arms === undefined) armsOfJob.set(e.jobId, [e]);
+  else arms.push(e);
+}
+
+function putJob(store: SchedulerStore, job: JobRecord): void {
+  store.putJob(job);
+  if (armsOfJob.size === 0) return;
+  const arms = armsOfJob.get(job.id);
+  if (arms !== undefined) for (const e of arms) e.job = job;
+}
+
+function putExecution(store: SchedulerStore, x: ExecutionRecord): void {
+  store.putExecution(x);
+  if (armsOfJob.size === 0) return;
+  const arms = armsOfJob.get(x.jobId);
+  if (arms !== undefined) for (const e of arms) if (e.scheduledAtMs === x.scheduledAtMs) e.execution = x;
+}
 
 function dispatch(store: SchedulerStore, c: Command, effects: Effect[]): CommandResult {
   switch (c.type) {
@@ -182,17 +215,28 @@ function settle(
   }
 }
 
-function armNext(job: JobRecord, effects: Effect[]): void {
+/**
+ * `written`: the job is already written as it stands ('job'), and also created by this command ('created': none of
+ * its occurrences has an execution); null: it is written after (putJob attaches it then).
+ */
+function armNext(job: JobRecord, effects: Effect[], written: 'job' | 'created' | null): void {
   const at = job.nextFireAtMs;
-  if (at !== null) effects.push({ type: 'arm', jobId: job.id, scheduledAtMs: at, attempt: 1, dueAtMs: at });
+  if (at === null) return;
+  const e: ArmEffect = { type: 'arm', jobId: job.id, scheduledAtMs: at, attempt: 1, dueAtMs: at };
+  if (written !== null) e.job = job;
+  if (written === 'created') e.execution = null;
+  pushArm(effects, e);
 }
 
 /** A QUEUED execution's next attempt is attempt + 1 (attempt counts the attempts started so far). */
-function armQueued(store: SchedulerStore, job: JobRecord, nowMs: number, effects: Effect[]): void {
+function armQueued(store: SchedulerStore, job: JobRecord, nowMs: number, effects: Effect[], jobWritten: boolean): void {
   for (const e of store.openExecutions(job.id)) {
     if (e.state !== 'QUEUED') continue;
     const dueAtMs = Math.max(e.retryAtMs ?? nowMs, e.scheduledAtMs);
-    effects.push({ type: 'arm', jobId: job.id, scheduledAtMs: e.scheduledAtMs, attempt: e.attempt + 1, dueAtMs });
+    // The execution as read: unchanged by this command (a later write of it would replace it).
+    const arm: ArmEffect = { type: 'arm', jobId: job.id, scheduledAtMs: e.scheduledAtMs, attempt: e.attempt + 1, dueAtMs, execution: e };
+    if (jobWritten) arm.job = job;
+    pushArm(effects, arm);
   }
 }
 
@@ -316,8 +360,8 @@ function createJob(
   if (job.nextFireAtMs === null) {
     return { id, ...fail('invalid_argument', 'the schedule has no occurrence before end_at', 'end_at') };
   }
-  store.putJob(job);
-  armNext(job, effects);
+  putJob(store, job);
+  armNext(job, effects, 'created');
   return { ok: true, job, created: true };
 }
 
@@ -325,12 +369,12 @@ function cancelJob(store: SchedulerStore, job: JobRecord, nowMs: number, effects
   if (job.state === 'CANCELLED') return { ok: true, job };
   if (isFinal(job.state)) return fail('conflict', `job ${JSON.stringify(job.id)} is already ${job.state}`);
   for (const e of store.openExecutions(job.id)) {
-    store.putExecution({ ...e, state: 'CANCELLED', finishedAtMs: nowMs, retryAtMs: null });
+    putExecution(store, { ...e, state: 'CANCELLED', finishedAtMs: nowMs, retryAtMs: null });
   }
   job.state = 'CANCELLED';
   job.nextFireAtMs = null;
   job.updatedAtMs = nowMs;
-  store.putJob(job);
+  putJob(store, job);
   effects.push({ type: 'disarm', jobId: job.id });
   return { ok: true, job };
 }
@@ -342,7 +386,7 @@ function pauseJob(store: SchedulerStore, job: JobRecord, nowMs: number, effects:
   // nextFireAtMs is kept: resume measures what was missed from it.
   job.state = 'PAUSED';
   job.updatedAtMs = nowMs;
-  store.putJob(job);
+  putJob(store, job);
   effects.push({ type: 'disarm', jobId: job.id });
   return { ok: true, job };
 }
@@ -354,9 +398,9 @@ function resumeJob(store: SchedulerStore, job: JobRecord, nowMs: number, effects
   job.state = 'PENDING';
   settle(store, job);
   job.updatedAtMs = nowMs;
-  store.putJob(job);
-  armNext(job, effects);
-  armQueued(store, job, nowMs, effects);
+  putJob(store, job);
+  armNext(job, effects, 'job');
+  armQueued(store, job, nowMs, effects, true);
   return { ok: true, job };
 }
 
@@ -367,7 +411,7 @@ function runJob(store: SchedulerStore, job: JobRecord, nowMs: number, runKey: st
   if (job.state === 'CANCELLED') return fail('conflict', `job ${JSON.stringify(job.id)} is CANCELLED`);
   const at = queueRun(store, job, nowMs, effects);
   if (runKey !== null) rememberRun(job, runKey, at);
-  store.putJob(job);
+  putJob(store, job);
   return { ok: true, job, runAtMs: at };
 }
 
@@ -380,7 +424,7 @@ function queueRun(store: SchedulerStore, job: JobRecord, nowMs: number, effects:
   let at = nowMs;
   while (at === job.nextFireAtMs || store.getExecution(job.id, at) !== null) at++;
   // Recorded as QUEUED with no attempt yet, so a new leader re-arms it (attempt 0 + 1) if this one fails over.
-  store.putExecution({
+  const queued: ExecutionRecord = {
     jobId: job.id,
     scheduledAtMs: at,
     attempt: 0,
@@ -392,10 +436,12 @@ function queueRun(store: SchedulerStore, job: JobRecord, nowMs: number, effects:
     latenessMs: null,
     nodeId: null,
     retryAtMs: at,
-  });
+  };
+  putExecution(store, queued);
   if (job.state === 'FAILED') job.state = 'RUNNING';
   job.updatedAtMs = nowMs;
-  effects.push({ type: 'arm', jobId: job.id, scheduledAtMs: at, attempt: 1, dueAtMs: at });
+  // The job is written by the caller, after this (putJob attaches it to the arm then).
+  pushArm(effects, { type: 'arm', jobId: job.id, scheduledAtMs: at, attempt: 1, dueAtMs: at, execution: queued });
   return at;
 }
 
@@ -404,7 +450,7 @@ function replayJob(store: SchedulerStore, id: string, nowMs: number, effects: Ef
   const job = store.getJob(id);
   if (job === null || job.state !== 'FAILED') return false;
   queueRun(store, job, nowMs, effects);
-  store.putJob(job);
+  putJob(store, job);
   return true;
 }
 
@@ -451,11 +497,11 @@ function patchJob(
     settle(store, job); // a RUNNING job (its last occurrence in flight) has a new one: PENDING
     effects.push({ type: 'disarm', jobId: job.id });
     if (job.state !== 'PAUSED') {
-      armNext(job, effects);
-      armQueued(store, job, nowMs, effects); // disarm dropped pending retries too
+      armNext(job, effects, null);
+      armQueued(store, job, nowMs, effects, false); // disarm dropped pending retries too
     }
   }
-  store.putJob(job);
+  putJob(store, job);
   return { ok: true, job };
 }
 
@@ -504,7 +550,7 @@ function startAttempt(store: SchedulerStore, item: FiredItem, nodeId: string, no
   if (job.state !== 'PAUSED' && item.scheduledAtMs === job.nextFireAtMs) {
     job.runs += 1;
     job.nextFireAtMs = advance(store, job, item.scheduledAtMs, item.startedAtMs, nowMs);
-    armNext(job, effects);
+    armNext(job, effects, null);
   }
   return { job, execution };
 }
@@ -513,11 +559,11 @@ function applyFired(store: SchedulerStore, item: FiredItem, nodeId: string, nowM
   const started = startAttempt(store, item, nodeId, nowMs, effects);
   if (started === null) return false;
   const { job, execution } = started;
-  store.putExecution(execution);
+  putExecution(store, execution);
   // The RUNNING execution just written is open: no need to ask the store (one query less per callback).
   settle(store, job, undefined, true);
   job.updatedAtMs = nowMs;
-  store.putJob(job);
+  putJob(store, job);
   return true;
 }
 
@@ -557,23 +603,25 @@ function finishAttempt(
   if (item.result === 'retry') {
     // A missing retryAtMs is the leader's bug, but a committed entry must apply: retry at once.
     const retryAtMs = Math.max(item.retryAtMs ?? item.finishedAtMs, item.scheduledAtMs);
-    store.putExecution({ ...done, state: 'QUEUED', retryAtMs, finishedAtMs: null });
+    const queued: ExecutionRecord = { ...done, state: 'QUEUED', retryAtMs, finishedAtMs: null };
+    putExecution(store, queued);
     if (job.state !== 'PAUSED') {
       const attempt = item.attempt + 1;
-      effects.push({ type: 'arm', jobId: job.id, scheduledAtMs: e.scheduledAtMs, attempt, dueAtMs: retryAtMs });
+      // The job as read (unchanged unless a folded fired item changed it: then it is written below, as it is here).
+      pushArm(effects, { type: 'arm', jobId: job.id, scheduledAtMs: e.scheduledAtMs, attempt, dueAtMs: retryAtMs, job, execution: queued });
     }
     if (jobChanged) {
       settle(store, job, undefined, true); // the QUEUED execution just written is open
       job.updatedAtMs = nowMs;
-      store.putJob(job);
+      putJob(store, job);
     }
     return true;
   }
   const state = item.result === 'succeeded' ? 'SUCCEEDED' : 'FAILED';
-  store.putExecution({ ...done, state, finishedAtMs: item.finishedAtMs, retryAtMs: null });
+  putExecution(store, { ...done, state, finishedAtMs: item.finishedAtMs, retryAtMs: null });
   settle(store, job, state);
   job.updatedAtMs = nowMs;
-  store.putJob(job);
+  putJob(store, job);
   effects.push({ type: 'finished', jobId: job.id, scheduledAtMs: e.scheduledAtMs });
   return true;
 }
@@ -584,11 +632,11 @@ function finishCancelled(store: SchedulerStore, job: JobRecord, e: ExecutionReco
   const attempts = endedAttempt(job, e, item, nodeId);
   if (item.result === 'retry') {
     if (e.state === 'CANCELLED') return false;
-    store.putExecution({ ...e, state: 'CANCELLED', finishedAtMs: item.finishedAtMs, retryAtMs: null, attempts });
+    putExecution(store, { ...e, state: 'CANCELLED', finishedAtMs: item.finishedAtMs, retryAtMs: null, attempts });
     return true;
   }
   const state = item.result === 'succeeded' ? 'SUCCEEDED' : 'FAILED';
-  store.putExecution({
+  putExecution(store, {
     ...e,
     state,
     attempt: item.attempt,
@@ -606,10 +654,10 @@ function applySkipped(store: SchedulerStore, item: SkippedItem, nowMs: number, e
   if (job === null || job.state === 'CANCELLED' || job.state === 'PAUSED') return false;
   if (item.scheduledAtMs !== job.nextFireAtMs) return false; // stale: not the pending regular occurrence
   job.nextFireAtMs = advance(store, job, item.scheduledAtMs, null, nowMs);
-  armNext(job, effects);
+  armNext(job, effects, null);
   settle(store, job);
   job.updatedAtMs = nowMs;
-  store.putJob(job);
+  putJob(store, job);
   return true;
 }
 
