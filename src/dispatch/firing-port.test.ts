@@ -3,13 +3,8 @@
  * and, for the same behaviours, the core on the main loop; real node:http receivers on 127.0.0.1.
  * Assertions are about what arrived and in which order relative to the due time, never about how long it took.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { buildSync } from 'esbuild';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../core/clock.js';
 import { silentLogger } from '../core/log.js';
 import type { CallbackSpec } from '../scheduler/types.js';
@@ -17,23 +12,9 @@ import type { AttemptOutcome, Delivery } from './dispatcher.js';
 import { FiringPort, type FiringPortOptions } from './firing-port.js';
 import { verifySignatureV2, verifyStandardWebhook } from './signature.js';
 import { TargetPolicy, parseCidr, type Cidr } from './target-policy.js';
+import { useFiringThreadBundle } from './testing/thread-bundle.js';
 
-let bundleDir = '';
-let threadEntry = '';
-beforeAll(() => {
-  bundleDir = mkdtempSync(join(tmpdir(), 'punctual-firing-'));
-  threadEntry = join(bundleDir, 'firing-thread.cjs');
-  buildSync({
-    entryPoints: [fileURLToPath(new URL('./firing-thread.ts', import.meta.url))],
-    bundle: true,
-    platform: 'node',
-    format: 'cjs',
-    target: 'node20',
-    outfile: threadEntry,
-    logLevel: 'silent',
-  });
-});
-afterAll(() => rmSync(bundleDir, { recursive: true, force: true }));
+const threadEntry = useFiringThreadBundle();
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -107,7 +88,7 @@ function keyOf(d: Delivery): string {
 const modes = ['thread', 'in-process'] as const;
 
 function port(mode: (typeof modes)[number], options: Partial<FiringPortOptions> = {}): FiringPort {
-  const p = new FiringPort({ clock: systemClock(), logger: silentLogger, mode, threadEntry: mode === 'thread' ? threadEntry : undefined, ...options });
+  const p = new FiringPort({ clock: systemClock(), logger: silentLogger, mode, threadEntry: mode === 'thread' ? threadEntry() : undefined, ...options });
   cleanups.push(() => p.close(0));
   return p;
 }
@@ -118,6 +99,20 @@ async function until(cond: () => boolean, ms = 10_000): Promise<void> {
     if (Date.now() > end) throw new Error('condition not met');
     await new Promise((r) => setTimeout(r, 5));
   }
+}
+
+/** A receiver that answers only when told (`release`, one per request in order) and a port on shard 0's lease, term 2. */
+async function slotBed(mode: (typeof modes)[number]) {
+  const release: Array<() => void> = [];
+  const r = await receiver((_req, res) => {
+    release.push(() => {
+      res.writeHead(200, { 'content-length': '0' });
+      res.end();
+    });
+  });
+  const leases = new Map<number, { term: number; untilMs: number }>([[0, { term: 2, untilMs: Number.POSITIVE_INFINITY }]]);
+  const p = port(mode, { lease: (shard) => leases.get(shard) ?? { term: -1, untilMs: Number.NEGATIVE_INFINITY } });
+  return { r, release, leases, p };
 }
 
 describe.each(modes)('FiringPort (%s)', (mode) => {
@@ -210,15 +205,7 @@ describe.each(modes)('FiringPort (%s)', (mode) => {
   });
 
   it('a delivery waiting for its concurrency slot: withdrawn, it is never sent; its lease lapsed, it waits; its term over, it is dropped', async () => {
-    let release: Array<() => void> = [];
-    const r = await receiver((_req, res) => {
-      release.push(() => {
-        res.writeHead(200, { 'content-length': '0' });
-        res.end();
-      });
-    });
-    const leases = new Map<number, { term: number; untilMs: number }>([[0, { term: 2, untilMs: Number.POSITIVE_INFINITY }]]);
-    const p = port(mode, { lease: (shard) => leases.get(shard) ?? { term: -1, untilMs: Number.NEGATIVE_INFINITY } });
+    const { r, release, leases, p } = await slotBed(mode);
     const s = spec(r.url, { maxConcurrency: 1 });
     const first = delivery(s, { fencingToken: '0.2' });
     const [withdrawn, held, stale] = [delivery(s, { fencingToken: '0.2' }), delivery(s, { fencingToken: '0.2' }), delivery(s, { fencingToken: '0.2' })];
@@ -252,19 +239,11 @@ describe.each(modes)('FiringPort (%s)', (mode) => {
     expect(settled.get(stale.jobId)).toBeNull();
     expect(r.arrivals.map((a) => a.key)).toEqual([keyOf(first), keyOf(held)]);
     expect(p.queued()).toBe(0);
-    release = [];
+    release.length = 0;
   });
 
   it('a fence (a leadership transfer): once it resolved, a delivery waiting for its slot is not sent on the old lease', async () => {
-    const release: Array<() => void> = [];
-    const r = await receiver((_req, res) => {
-      release.push(() => {
-        res.writeHead(200, { 'content-length': '0' });
-        res.end();
-      });
-    });
-    const leases = new Map<number, { term: number; untilMs: number }>([[0, { term: 2, untilMs: Number.POSITIVE_INFINITY }]]);
-    const p = port(mode, { lease: (shard) => leases.get(shard)! });
+    const { r, release, leases, p } = await slotBed(mode);
     const s = spec(r.url, { maxConcurrency: 1 });
     const [first, waiting] = [delivery(s, { fencingToken: '0.2' }), delivery(s, { fencingToken: '0.2' })];
     const settled = new Map<string, AttemptOutcome | null>();
@@ -331,7 +310,7 @@ describe('FiringPort thread crash', () => {
     const s = spec(r.url);
     const hanging = delivery(s);
     const started: string[] = [];
-    const p2 = new FiringPort({ clock: systemClock(), logger: silentLogger, mode: 'thread', threadEntry, onStart: (d) => started.push(d.jobId) });
+    const p2 = new FiringPort({ clock: systemClock(), logger: silentLogger, mode: 'thread', threadEntry: threadEntry(), onStart: (d) => started.push(d.jobId) });
     cleanups.push(() => p2.close(0));
     void p;
     const hangingOutcome = p2.send(hanging);

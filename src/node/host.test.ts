@@ -2,12 +2,7 @@
  * The node end to end without its HTTP listener: real SQLite files in a temp bed.dir, the real dispatcher, wheel and
  * state machine, and a real node:http receiver on 127.0.0.1.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { buildSync } from 'esbuild';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { shardOf } from '../core/ids.js';
 import { stallLimits } from '../core/limits.js';
 import type { JobSpec } from '../scheduler/types.js';
@@ -16,32 +11,18 @@ import type { OpenNode } from './host.js';
 import { callbackSpec, jobSpec, nodeConfig } from './testing/fixtures.js';
 import { useNodeBed } from './testing/bed.js';
 import { sleep, waitFor } from './testing/receiver.js';
+import { useFiringThreadBundle } from '../dispatch/testing/thread-bundle.js';
 
 const bed = useNodeBed('punctual-node-', { closeGraceMs: 2_000 });
 
 // The firing thread as the build runs it: firing-thread.ts bundled (the sources have no firing-thread.js).
-let bundleDir = '';
-let threadEntry = '';
-beforeAll(() => {
-  bundleDir = mkdtempSync(join(tmpdir(), 'punctual-firing-'));
-  threadEntry = join(bundleDir, 'firing-thread.cjs');
-  buildSync({
-    entryPoints: [fileURLToPath(new URL('../dispatch/firing-thread.ts', import.meta.url))],
-    bundle: true,
-    platform: 'node',
-    format: 'cjs',
-    target: 'node20',
-    outfile: threadEntry,
-    logLevel: 'silent',
-  });
-});
-afterAll(() => rmSync(bundleDir, { recursive: true, force: true }));
+const threadEntry = useFiringThreadBundle();
 
 /** Every test runs with callbacks sent from the firing thread and from the main loop (`--firing-thread off`). */
 const modes = ['thread', 'main loop'] as const;
 let mode: (typeof modes)[number] = 'thread';
 async function start(over: Partial<NodeConfig> = {}): Promise<OpenNode> {
-  const core = await bed.startCore(nodeConfig(bed.dir, { firingThread: mode === 'thread', ...over }), { firingThreadEntry: threadEntry });
+  const core = await bed.startCore(nodeConfig(bed.dir, { firingThread: mode === 'thread', ...over }), { firingThreadEntry: threadEntry() });
   expect(core.engine.dispatcher.mode).toBe(mode === 'thread' ? 'thread' : 'in-process');
   return core;
 }
