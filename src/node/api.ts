@@ -64,8 +64,9 @@ export interface NodeConfig {
   /** `--retention-executions`: a job keeps its newest this many executions (default 100). */
   retentionExecutions?: number;
   /**
-   * `--firing-thread on|off`: callbacks leave from the firing thread (on, the default) or from the main event loop
-   * (off). Absent = on; a manual clock always runs them on the main loop.
+   * `--firing-thread on|off`: callbacks leave from the firing thread (on) or from the main event loop (off). Absent =
+   * off (until orders are handed over ahead of their time the thread only adds work: docs/cli.md); a manual clock
+   * always runs them on the main loop.
    */
   firingThread?: boolean;
 }

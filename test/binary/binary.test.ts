@@ -185,7 +185,7 @@ describe('punctual serve from the executable', () => {
     const callback = new Promise<Received>((r) => (onCallback = r));
     const receiver = await startReceiver((r) => onCallback(r));
     const [apiPort, peerPort] = [await freePort(), await freePort()];
-    const child = spawn(exe, ['serve', '--listen', `127.0.0.1:${apiPort}`, '--peer-listen', `127.0.0.1:${peerPort}`], {
+    const child = spawn(exe, ['serve', '--listen', `127.0.0.1:${apiPort}`, '--peer-listen', `127.0.0.1:${peerPort}`, '--firing-thread', 'on'], {
       cwd: folder,
       env: cleanEnv(),
       stdio: ['ignore', 'pipe', 'pipe'],
