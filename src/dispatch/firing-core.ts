@@ -16,6 +16,7 @@ import { nodeLimits, stallLimits } from '../core/limits.js';
 import type { CallbackSpec, PayloadRef } from '../scheduler/types.js';
 import { Dispatcher, type AttemptOutcome, type Delivery, type PreparedRequest } from './dispatcher.js';
 import type { TargetPolicy, TargetPolicyData } from './target-policy.js';
+import type { WarmUpReport } from './warm-up.js';
 
 /** One delivery to send now (dueAtMs 0) or at dueAtMs (node clock, epoch ms). */
 export interface SendOp {
@@ -78,8 +79,10 @@ export interface FiringEvents {
   /** Deliveries dropped unsent: a revoke, a newer term's lease, close. */
   dropped: number[];
   closed: boolean;
-  /** The thread's first message: it is running and can send. */
+  /** The thread's first message: it is running and can send (after its warm-up, when asked for one). */
   ready?: boolean;
+  /** With ready: what the warm-up of the send path did (null: none ran). */
+  warmUp?: WarmUpReport | null;
 }
 
 export interface FiringCoreOptions {

@@ -28,6 +28,7 @@ import type { AttemptOutcome, Delivery } from './dispatcher.js';
 import { FiringCore, monoEpochMs, outcomeKinds, type FiringBatch, type FiringEvents, type FiringOp, type SendOp, type ShardLease } from './firing-core.js';
 import { crashMessage, type FiringThreadData } from './firing-thread.js';
 import { TargetPolicy } from './target-policy.js';
+import { warmUpSendPath, type WarmUpReport } from './warm-up.js';
 import { embeddedAsset, runningAsSea } from '../platform/sea.js';
 
 /** What the firing engine needs of a callback sender: the Dispatcher and the FiringPort both are one. */
@@ -69,6 +70,11 @@ export interface FiringPortOptions {
   payloadRefBytesMax?: number;
   logLevel?: LogLevel;
   logFormat?: 'json' | 'pretty';
+  /**
+   * Warm the send path up when the firing side first starts (warm-up.ts: a throwaway sender and server, nothing
+   * of the node's); ready() resolves once it is done. Default false.
+   */
+  warmUp?: boolean;
 }
 
 export type ThreadEntry = string | URL | { source: string };
@@ -136,6 +142,7 @@ export class FiringPort implements CallbackSender {
   private readonly drain = new DrainRate();
   private readyResolve: (() => void) | null = null;
   private readonly readyPromise = new Promise<void>((resolve) => (this.readyResolve = resolve));
+  private warmUpDone: WarmUpReport | null = null;
 
   constructor(private readonly o: FiringPortOptions) {
     this.policy = o.targetPolicy ?? new TargetPolicy();
@@ -181,9 +188,17 @@ export class FiringPort implements CallbackSender {
     return this.unstartedByKey.has(key);
   }
 
-  /** Resolves once the thread runs (at once for the core on the main loop); sends made before simply wait. */
+  /**
+   * Resolves once the thread runs and, with `warmUp`, the send path is warmed up (the core on the main loop: once
+   * warmed up, else at once); sends made before simply wait, or go out beside the warm-up.
+   */
   ready(): Promise<void> {
     return this.readyPromise;
+  }
+
+  /** What the warm-up did, once ready(); null when none ran. */
+  warmUpReport(): WarmUpReport | null {
+    return this.warmUpDone;
   }
 
   /** Stop: staged deliveries resolve null; in-flight ones get graceMs, then settle as the Dispatcher's close does. */
@@ -397,7 +412,7 @@ export class FiringPort implements CallbackSender {
   }
 
   private onEvents(ev: FiringEvents): void {
-    if (ev.ready === true) this.readyResolve?.();
+    if (ev.ready === true) this.onReady(ev.warmUp ?? null);
     const started = ev.started;
     if (started !== null) {
       for (let i = 0; i < started.length; i += 2) {
@@ -486,6 +501,17 @@ export class FiringPort implements CallbackSender {
 
   // --- the thread's life -------------------------------------------------------------------------------------
 
+  private onReady(warmUp: WarmUpReport | null): void {
+    this.warmUpDone = warmUp;
+    if (warmUp !== null) this.o.logger.debug('send path warmed up', { mode: this.mode, ...warmUp });
+    this.readyResolve?.();
+  }
+
+  /** Only the first start warms up: a restart after a crash has the code warm already, and work waiting. */
+  private wantsWarmUp(): boolean {
+    return this.o.warmUp === true && this.restarts === 0;
+  }
+
   private startThread(entry: ThreadEntry): void {
     const data: FiringThreadData = {
       policy: this.policy.toData(),
@@ -495,6 +521,7 @@ export class FiringPort implements CallbackSender {
       logLevel: this.o.logLevel ?? 'warn',
       logFormat: this.o.logFormat ?? 'json',
       offsetMs: this.measureOffset(),
+      warmUp: this.wantsWarmUp(),
     };
     const worker =
       typeof entry === 'object' && 'source' in entry
@@ -509,7 +536,8 @@ export class FiringPort implements CallbackSender {
   }
 
   private startInProcess(): void {
-    this.readyResolve?.();
+    if (this.wantsWarmUp()) void warmUpSendPath().then((r) => this.onReady(r));
+    else this.readyResolve?.();
     this.core = new FiringCore({
       clock: this.o.clock,
       logger: this.o.logger,

@@ -7,6 +7,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { createLogger, type LogLevel } from '../core/log.js';
 import { FiringCore, OffsetClock, type FiringBatch, type FiringEvents } from './firing-core.js';
 import { TargetPolicy, type TargetPolicyData } from './target-policy.js';
+import { warmUpSendPath, type WarmUpReport } from './warm-up.js';
 
 /** What the main side hands the thread when it starts it. */
 export interface FiringThreadData {
@@ -17,6 +18,8 @@ export interface FiringThreadData {
   logLevel: LogLevel;
   logFormat: 'json' | 'pretty';
   offsetMs: number;
+  /** Warm the send path up (warm-up.ts) before saying ready. */
+  warmUp: boolean;
 }
 
 /** A test-only message: the thread exits at once, as a crash would (firing-port.test.ts). */
@@ -36,7 +39,11 @@ if (port !== null) {
     payloadRefBytesMax: data.payloadRefBytesMax,
     emit: (events, transfer) => port.postMessage(events, transfer),
   });
-  port.postMessage({ started: null, outcomes: null, errors: [], withdrawn: [], dropped: [], closed: false, ready: true } satisfies FiringEvents);
+  const ready = (warmUp: WarmUpReport | null): void =>
+    port.postMessage({ started: null, outcomes: null, errors: [], withdrawn: [], dropped: [], closed: false, ready: true, warmUp } satisfies FiringEvents);
+  // Ops that arrive meanwhile are handled at once: the warm-up is a throwaway core beside this one.
+  if (data.warmUp) void warmUpSendPath().then(ready, () => ready(null));
+  else ready(null);
   port.on('message', (batch: FiringBatch | string) => {
     if (batch === crashMessage) process.exit(70);
     core.handle(batch as FiringBatch);

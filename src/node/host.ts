@@ -282,6 +282,8 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
           threadEntry: options.firingThreadEntry,
           logLevel: config.logLevel,
           logFormat: config.logFormat,
+          // The send path warmed up at start (src/dispatch/warm-up.ts): a manual clock's node is a test bed.
+          warmUp: p.manualClock === null,
         },
       }),
     fsync: config.fsync,
