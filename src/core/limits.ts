@@ -120,10 +120,9 @@ export const limits = {
   /** Unexpected exits of the firing thread after which the node sends from its main loop instead. */
   firingThreadRestartsMax: 5,
   /**
-   * Requests the firing side sends to a throwaway server of its own when it starts (src/dispatch/warm-up.ts), so
-   * a node's first callbacks do not pay the send path's first-use costs; in rounds of firingWarmUpRoundRequests
-   * at once (a burst's shape), for at most firingWarmUpTimeoutMs. It runs beside the node's start: readiness does
-   * not wait for it (the firing thread alone may take longer than that to start on a busy machine).
+   * Requests the firing side sends to a throwaway server of its own once the node is ready (src/dispatch/warm-up.ts),
+   * so its first callbacks do not pay the send path's first-use costs; in rounds of firingWarmUpRoundRequests at
+   * once (a burst's shape), for at most firingWarmUpTimeoutMs. After readiness, not during the start it would slow.
    */
   firingWarmUpRequests: 120,
   firingWarmUpRoundRequests: 20,

@@ -79,9 +79,9 @@ export interface FiringEvents {
   /** Deliveries dropped unsent: a revoke, a newer term's lease, close. */
   dropped: number[];
   closed: boolean;
-  /** The thread's first message: it is running and can send (after its warm-up, when asked for one). */
+  /** The thread's first message: it is running and can send. */
   ready?: boolean;
-  /** With ready: what the warm-up of the send path did (null: none ran). */
+  /** The answer to a warm-up message: what the warm-up of the send path did (null: it failed). */
   warmUp?: WarmUpReport | null;
 }
 

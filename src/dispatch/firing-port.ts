@@ -26,7 +26,7 @@ import { limits } from '../core/limits.js';
 import type { CallbackSpec } from '../scheduler/types.js';
 import type { AttemptOutcome, Delivery } from './dispatcher.js';
 import { FiringCore, monoEpochMs, outcomeKinds, type FiringBatch, type FiringEvents, type FiringOp, type SendOp, type ShardLease } from './firing-core.js';
-import { crashMessage, type FiringThreadData } from './firing-thread.js';
+import { crashMessage, warmUpMessage, type FiringThreadData } from './firing-thread.js';
 import { TargetPolicy } from './target-policy.js';
 import { warmUpSendPath, type WarmUpReport } from './warm-up.js';
 import { embeddedAsset, runningAsSea } from '../platform/sea.js';
@@ -70,11 +70,6 @@ export interface FiringPortOptions {
   payloadRefBytesMax?: number;
   logLevel?: LogLevel;
   logFormat?: 'json' | 'pretty';
-  /**
-   * Warm the send path up when the firing side first starts (warm-up.ts: a throwaway sender and server, nothing
-   * of the node's); ready() resolves once it is done. Default false.
-   */
-  warmUp?: boolean;
 }
 
 export type ThreadEntry = string | URL | { source: string };
@@ -142,7 +137,8 @@ export class FiringPort implements CallbackSender {
   private readonly drain = new DrainRate();
   private readyResolve: (() => void) | null = null;
   private readonly readyPromise = new Promise<void>((resolve) => (this.readyResolve = resolve));
-  private warmUpDone: WarmUpReport | null = null;
+  /** Callers of warmUp() waiting for the thread's answer. */
+  private warmUpWaiting: Array<(r: WarmUpReport | null) => void> = [];
 
   constructor(private readonly o: FiringPortOptions) {
     this.policy = o.targetPolicy ?? new TargetPolicy();
@@ -188,17 +184,25 @@ export class FiringPort implements CallbackSender {
     return this.unstartedByKey.has(key);
   }
 
-  /**
-   * Resolves once the thread runs and, with `warmUp`, the send path is warmed up (the core on the main loop: once
-   * warmed up, else at once); sends made before simply wait, or go out beside the warm-up.
-   */
+  /** Resolves once the thread runs (at once for the core on the main loop); sends made before simply wait. */
   ready(): Promise<void> {
     return this.readyPromise;
   }
 
-  /** What the warm-up did, once ready(); null when none ran. */
-  warmUpReport(): WarmUpReport | null {
-    return this.warmUpDone;
+  /**
+   * Warms the send path up where callbacks leave (the thread, or this loop): warm-up.ts, a throwaway sender and
+   * server, nothing of this port's (no start, outcome or policy change). The node calls it once it is ready.
+   * Resolves with what it did; null when it could not run (the thread died meanwhile, the port is closing).
+   */
+  warmUp(): Promise<WarmUpReport | null> {
+    if (this.closing !== null) return Promise.resolve(null);
+    const done = (r: WarmUpReport | null): WarmUpReport | null => {
+      if (r !== null) this.o.logger.debug('send path warmed up', { mode: this.mode, ...r });
+      return r;
+    };
+    if (this.worker === null) return warmUpSendPath().then(done);
+    this.worker.postMessage(warmUpMessage);
+    return new Promise<WarmUpReport | null>((resolve) => this.warmUpWaiting.push(resolve)).then(done);
   }
 
   /** Stop: staged deliveries resolve null; in-flight ones get graceMs, then settle as the Dispatcher's close does. */
@@ -412,7 +416,8 @@ export class FiringPort implements CallbackSender {
   }
 
   private onEvents(ev: FiringEvents): void {
-    if (ev.ready === true) this.onReady(ev.warmUp ?? null);
+    if (ev.ready === true) this.readyResolve?.();
+    if (ev.warmUp !== undefined) this.warmUpWaiting.shift()?.(ev.warmUp);
     const started = ev.started;
     if (started !== null) {
       for (let i = 0; i < started.length; i += 2) {
@@ -501,17 +506,6 @@ export class FiringPort implements CallbackSender {
 
   // --- the thread's life -------------------------------------------------------------------------------------
 
-  private onReady(warmUp: WarmUpReport | null): void {
-    this.warmUpDone = warmUp;
-    if (warmUp !== null) this.o.logger.debug('send path warmed up', { mode: this.mode, ...warmUp });
-    this.readyResolve?.();
-  }
-
-  /** Only the first start warms up: a restart after a crash has the code warm already, and work waiting. */
-  private wantsWarmUp(): boolean {
-    return this.o.warmUp === true && this.restarts === 0;
-  }
-
   private startThread(entry: ThreadEntry): void {
     const data: FiringThreadData = {
       policy: this.policy.toData(),
@@ -521,7 +515,6 @@ export class FiringPort implements CallbackSender {
       logLevel: this.o.logLevel ?? 'warn',
       logFormat: this.o.logFormat ?? 'json',
       offsetMs: this.measureOffset(),
-      warmUp: this.wantsWarmUp(),
     };
     const worker =
       typeof entry === 'object' && 'source' in entry
@@ -536,8 +529,7 @@ export class FiringPort implements CallbackSender {
   }
 
   private startInProcess(): void {
-    if (this.wantsWarmUp()) void warmUpSendPath().then((r) => this.onReady(r));
-    else this.readyResolve?.();
+    this.readyResolve?.();
     this.core = new FiringCore({
       clock: this.o.clock,
       logger: this.o.logger,
@@ -558,6 +550,7 @@ export class FiringPort implements CallbackSender {
     if (this.worker !== worker) return;
     this.worker = null;
     this.readyResolve?.(); // a thread that died before it ran: the restart below answers for it
+    for (const resolve of this.warmUpWaiting.splice(0)) resolve(null);
     if (this.closing !== null) {
       this.closedResolve?.();
       return;
@@ -611,6 +604,7 @@ export class FiringPort implements CallbackSender {
     }
     const worker = this.worker;
     this.worker = null;
+    for (const resolve of this.warmUpWaiting.splice(0)) resolve(null);
     if (worker !== null) await worker.terminate();
   }
 }

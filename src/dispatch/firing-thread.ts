@@ -18,12 +18,12 @@ export interface FiringThreadData {
   logLevel: LogLevel;
   logFormat: 'json' | 'pretty';
   offsetMs: number;
-  /** Warm the send path up (warm-up.ts) before saying ready. */
-  warmUp: boolean;
 }
 
 /** A test-only message: the thread exits at once, as a crash would (firing-port.test.ts). */
 export const crashMessage = 'firing-thread:crash';
+/** Runs the warm-up of the send path (warm-up.ts); answered by an event carrying its report. */
+export const warmUpMessage = 'firing-thread:warm-up';
 
 const port = parentPort;
 if (port !== null) {
@@ -39,13 +39,13 @@ if (port !== null) {
     payloadRefBytesMax: data.payloadRefBytesMax,
     emit: (events, transfer) => port.postMessage(events, transfer),
   });
-  const ready = (warmUp: WarmUpReport | null): void =>
-    port.postMessage({ started: null, outcomes: null, errors: [], withdrawn: [], dropped: [], closed: false, ready: true, warmUp } satisfies FiringEvents);
-  // Ops that arrive meanwhile are handled at once: the warm-up is a throwaway core beside this one.
-  if (data.warmUp) void warmUpSendPath().then(ready, () => ready(null));
-  else ready(null);
+  port.postMessage({ started: null, outcomes: null, errors: [], withdrawn: [], dropped: [], closed: false, ready: true } satisfies FiringEvents);
+  const warmedUp = (warmUp: WarmUpReport | null): void =>
+    port.postMessage({ started: null, outcomes: null, errors: [], withdrawn: [], dropped: [], closed: false, warmUp } satisfies FiringEvents);
   port.on('message', (batch: FiringBatch | string) => {
     if (batch === crashMessage) process.exit(70);
+    // Ops that arrive meanwhile are handled at once: the warm-up is a throwaway core beside this one.
+    if (batch === warmUpMessage) return void warmUpSendPath().then(warmedUp, () => warmedUp(null));
     core.handle(batch as FiringBatch);
   });
 }

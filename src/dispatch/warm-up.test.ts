@@ -1,8 +1,8 @@
 /**
- * The warm-up of the send path when the firing side starts, on a real firing thread (firing-thread.ts bundled by
- * esbuild) and on the main loop: it sends its requests to its own server and answers, and it is nobody's
- * callback: no start is reported, nothing waits or runs afterwards, and the node's target policy is not opened
- * (a loopback deny still refuses a real callback). Nothing here is timed: the report's counts are asserted.
+ * The warm-up of the send path (FiringPort.warmUp), on a real firing thread (firing-thread.ts bundled by esbuild)
+ * and on the main loop: it sends its requests to its own server and answers, and it is nobody's callback: no
+ * start is reported, nothing waits or runs afterwards, and the port's target policy is not opened (a loopback
+ * deny still refuses a real callback). Nothing here is timed: the report's counts are asserted.
  */
 import { createServer } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -79,13 +79,12 @@ describe('warmUpSendPath', () => {
 });
 
 describe.each(modes)('FiringPort warm-up (%s)', (mode) => {
-  it('warms up before ready, reports no start, and leaves the policy as it was (loopback denied)', async () => {
+  it('warms up where callbacks leave, reports no start, and leaves the policy as it was (loopback denied)', async () => {
     const r = await receiver();
     const starts: string[] = [];
     const policy = new TargetPolicy({ deny: [cidr('127.0.0.0/8'), cidr('::1')] });
-    const p = port(mode, { warmUp: true, targetPolicy: policy, onStart: (d) => starts.push(d.jobId) });
-    await p.ready();
-    const report = p.warmUpReport();
+    const p = port(mode, { targetPolicy: policy, onStart: (d) => starts.push(d.jobId) });
+    const report = await p.warmUp();
     expect(report).not.toBeNull();
     expect(report!.sent).toBeGreaterThan(0);
     expect(report!.succeeded).toBeGreaterThan(0);
@@ -101,13 +100,15 @@ describe.each(modes)('FiringPort warm-up (%s)', (mode) => {
     expect(starts).toEqual(['job-1']);
   });
 
-  it('runs no warm-up unless asked', async () => {
+  it('sends real callbacks as before after a warm-up, and a closing port runs none', async () => {
     const r = await receiver();
     const p = port(mode);
-    await p.ready();
-    expect(p.warmUpReport()).toBeNull();
+    expect(await p.warmUp()).not.toBeNull();
     const outcome = await p.send(delivery(r.url));
     expect(outcome.kind).toBe('succeeded');
     expect(r.arrivals()).toBe(1);
+    const closed = p.close(0);
+    expect(await p.warmUp()).toBeNull();
+    await closed;
   });
 });

@@ -1,6 +1,6 @@
 /**
- * The warm-up of the send path, run once when the firing side starts (on the firing thread, or on the main loop
- * with `--firing-thread off`). A fresh process pays for module loading, lazy compilation and the first type
+ * The warm-up of the send path, run once when the node is ready (FiringPort.warmUp: on the firing thread, or on
+ * the main loop with `--firing-thread off`). A fresh process pays for module loading, lazy compilation and the first type
  * feedback of the whole path (FiringCore, the head template and signing, undici's pool, connector and parser) on
  * its first real callbacks, which made a node's first burst tens of ms late. Here a throwaway FiringCore sends a
  * few rounds of callbacks, signed and unsigned, sent now and staged, to a throwaway node:http server on

@@ -282,8 +282,6 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
           threadEntry: options.firingThreadEntry,
           logLevel: config.logLevel,
           logFormat: config.logFormat,
-          // The send path warmed up at start (src/dispatch/warm-up.ts): a manual clock's node is a test bed.
-          warmUp: p.manualClock === null,
         },
       }),
     fsync: config.fsync,
@@ -410,6 +408,8 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
       cluster.startRebalancer(options.rebalanceIntervalMs ?? clusterLimits.rebalanceIntervalMs);
       retention.start();
       service.ready = true;
+      // The send path warmed up right after readiness (src/dispatch/warm-up.ts), not during the start it would slow.
+      if (p.manualClock === null) void dispatcher.warmUp();
       if (p.manualClock !== null) {
         logger.warn('manual clock: time moves only with POST /v1/clock:advance; not for production', { now: new Date(p.manualClock.nowMs()).toISOString() });
       }
