@@ -23,6 +23,7 @@ interface BenchFlags {
   delayMs?: number;
   drainTimeoutS?: number;
   taskMaxConcurrency?: number;
+  warmLeadMs?: number;
   token?: string;
   out: string;
   receiverPort: number;
@@ -60,6 +61,7 @@ export function resolveParams(scenario: ScenarioName, flags: Partial<BenchFlags>
     delayMs: flags.delayMs ?? base.delayMs,
     drainTimeoutS: flags.drainTimeoutS ?? base.drainTimeoutS,
     taskMaxConcurrency: flags.taskMaxConcurrency ?? base.taskMaxConcurrency,
+    warmLeadMs: flags.warmLeadMs ?? base.warmLeadMs,
   };
   // A bigger --count than the default needs a longer lead, unless the lead was given.
   if (flags.leadMs === undefined && flags.count !== undefined && scenario !== 'steady') {
@@ -85,6 +87,7 @@ export function registerBenchCommand(program: Command): void {
     .option('--delay-ms <n>', 'steady: each job is due this long after its submission', intArg(0, 3_600_000))
     .option('--drain-timeout-s <n>', 'wait this long after the last due time before counting callbacks lost', intArg(0, 3_600))
     .option('--task-max-concurrency <n>', "the bench task's max_concurrency", intArg(1, 10_000))
+    .option('--warm-lead-ms <n>', 'burst: then a second burst on the same node (the warm case), due this long after its submission; 0 = none (default 1000)', intArg(0, 3_600_000))
     .option('--token <token>', 'bearer token (also passed to spawned nodes as --auth-token)')
     .option('--out <dir>', 'directory of the results files', 'bench/results')
     .option('--receiver-port <port>', 'port of the callback receiver on 127.0.0.1 (0 = any free port)', intArg(0, 65_535), 0)

@@ -1,5 +1,22 @@
 import { describe, expect, it } from 'vitest';
-import { counterSum } from './limit.js';
+import { counterSum, histogramSummary } from './limit.js';
+
+describe('histogramSummary', () => {
+  const text = (counts: number[]): string =>
+    ['1', '5', '10', '+Inf'].map((le, i) => `punctual_fire_lateness_ms_bucket{le="${le}"} ${counts[i]}`).join('\n');
+
+  it('gives percentiles as bucket bounds, and with an earlier text only what was observed since', () => {
+    // 20 samples <= 1 ms, then 10 more between 5 and 10 ms.
+    const before = text([20, 20, 20, 20]);
+    const after = text([20, 20, 30, 30]);
+    expect(histogramSummary(before, 'punctual_fire_lateness_ms')?.p99Ms).toBe(1);
+    expect(histogramSummary(after, 'punctual_fire_lateness_ms')?.p50Ms).toBe(1);
+    const since = histogramSummary(after, 'punctual_fire_lateness_ms', before);
+    expect(since?.count).toBe(10);
+    expect(since?.p50Ms).toBe(10);
+    expect(histogramSummary(before, 'punctual_fire_lateness_ms', before)).toBeNull();
+  });
+});
 
 describe('counterSum', () => {
   it('sums a counter over several nodes\' /metrics texts, with or without labels, and ignores similar names', () => {

@@ -60,16 +60,12 @@ export async function pushLimit(receiver: CallbackReceiver, idPrefix: string, co
 /**
  * Percentiles of a Prometheus histogram (cumulative `_bucket{le=...}` lines of `name` in a /metrics text), each
  * given as the upper bound of the bucket that holds it: the node's own view of its lateness, coarse by design.
+ * With `sinceText` (an earlier /metrics text of the same nodes), only what was observed after it.
  */
-export function histogramSummary(metricsText: string, name: string): LatenessSummary | null {
-  // Several nodes' texts may be concatenated: the same bucket of each is summed (the cluster's histogram).
-  const sums = new Map<number, number>();
-  const re = new RegExp(`^${name}_bucket\\{[^}]*le="([^"]+)"[^}]*\\} (\\S+)$`, 'gm');
-  for (const m of metricsText.matchAll(re)) {
-    const le = m[1] === '+Inf' ? Number.POSITIVE_INFINITY : Number(m[1]);
-    sums.set(le, (sums.get(le) ?? 0) + Number(m[2]));
-  }
+export function histogramSummary(metricsText: string, name: string, sinceText?: string): LatenessSummary | null {
+  const sums = bucketSums(metricsText, name);
   if (sums.size === 0) return null;
+  if (sinceText !== undefined) for (const [le, n] of bucketSums(sinceText, name)) sums.set(le, (sums.get(le) ?? 0) - n);
   const buckets = [...sums.entries()].sort((a, b) => a[0] - b[0]);
   const total = buckets[buckets.length - 1]![1];
   if (total === 0) return null;
@@ -79,6 +75,17 @@ export function histogramSummary(metricsText: string, name: string): LatenessSum
     return null;
   };
   return { count: total, minMs: null, meanMs: null, p50Ms: at(0.5), p90Ms: at(0.9), p99Ms: at(0.99), p999Ms: at(0.999), maxMs: null };
+}
+
+/** A histogram's cumulative bucket counts by upper bound; several nodes' texts concatenated are summed (the cluster's). */
+function bucketSums(metricsText: string, name: string): Map<number, number> {
+  const sums = new Map<number, number>();
+  const re = new RegExp(`^${name}_bucket\\{[^}]*le="([^"]+)"[^}]*\\} (\\S+)$`, 'gm');
+  for (const m of metricsText.matchAll(re)) {
+    const le = m[1] === '+Inf' ? Number.POSITIVE_INFINITY : Number(m[1]);
+    sums.set(le, (sums.get(le) ?? 0) + Number(m[2]));
+  }
+  return sums;
 }
 
 /** The sum of a counter over several nodes' /metrics texts (lines `name value` or `name{...} value`); null when absent. */

@@ -13,7 +13,7 @@ afterEach(async () => {
   fixture = null;
 });
 
-function params(overrides: Partial<ScenarioParams>, scenario: 'submit' | 'steady' | 'hot-instant'): ScenarioParams {
+function params(overrides: Partial<ScenarioParams>, scenario: 'submit' | 'steady' | 'hot-instant' | 'burst'): ScenarioParams {
   return { ...defaultParams(scenario), drainTimeoutS: 1, taskMaxConcurrency: 10, ...overrides };
 }
 
@@ -78,6 +78,55 @@ describe('runScenario against the fixture node', () => {
     expect(f.lateness.minMs).toBeGreaterThanOrEqual(1); // the fixture fires 2 ms after the due time
     expect(f.deliveredWithinMs).toBeNull();
     expect(result.targets.map((t) => t.figure)).toEqual(['latenessP50Ms', 'latenessP99Ms', 'early', 'lost']);
+  });
+
+  it('burst: a second burst on the same node (the warm case) with its own figures; safety counts both', async () => {
+    fixture = await startFixtureNode({ duplicateEvery: 15 });
+    const result = await runScenario({
+      scenario: 'burst',
+      params: params({ count: 10, leadMs: 600, warmLeadMs: 400 }, 'burst'),
+      servers: [fixture.url],
+      nodes: 1,
+      token: null,
+      receiverPort: 0,
+      logger: silentLogger,
+    });
+    const f = result.figures;
+    expect(fixture.routes['POST /v1/jobs:batch']).toBe(2);
+    expect(f.accepted).toBe(10);
+    expect(f.delivered).toBe(10);
+    expect(f.deliveredWithinMs).not.toBeNull();
+    const w = f.warm!;
+    expect(w.accepted).toBe(10);
+    expect(w.delivered).toBe(10);
+    expect(w.lost).toBe(0);
+    expect(w.early).toBe(0);
+    expect(w.drainOutcome).toBe('all delivered');
+    expect(w.lateness.count).toBe(10);
+    // The fixture fires 2 ms after the due time.
+    expect(w.firstWithinMs).toBeGreaterThanOrEqual(1);
+    expect(w.deliveredWithinMs).toBeGreaterThanOrEqual(w.firstWithinMs!);
+    // The fixture's 15th callback (the warm burst's 5th) is sent twice: counted once, in both the warm and the total.
+    expect(w.duplicates).toBe(1);
+    expect(f.duplicates).toBe(1);
+    expect(f.lost).toBe(0);
+    expect(result.targets.map((t) => t.figure)).toEqual(['deliveredWithinMs', 'warmDeliveredWithinMs', 'early', 'lost']);
+  });
+
+  it('burst with --warm-lead-ms 0: one burst, no warm figures or target', async () => {
+    fixture = await startFixtureNode();
+    const result = await runScenario({
+      scenario: 'burst',
+      params: params({ count: 5, leadMs: 500, warmLeadMs: 0 }, 'burst'),
+      servers: [fixture.url],
+      nodes: 1,
+      token: null,
+      receiverPort: 0,
+      logger: silentLogger,
+    });
+    expect(result.figures.delivered).toBe(5);
+    expect(result.figures.warm ?? null).toBeNull();
+    expect(result.targets.map((t) => t.figure)).toEqual(['deliveredWithinMs', 'early', 'lost']);
   });
 
   it('counts jobs acknowledged after their due time (they cannot be on time)', async () => {

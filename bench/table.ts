@@ -33,6 +33,15 @@ function rows(result: BenchResult): Array<[string, string]> {
     const n = f.nodeLateness;
     out.push(['node-side lateness p50 / p99 / p999 (bucket bounds)', `${num(n.p50Ms, 1)} / ${num(n.p99Ms, 1)} / ${num(n.p999Ms, 1)} ms`]);
   }
+  if (f.warm != null) {
+    const w = f.warm;
+    out.push(['warm burst: delivered / accepted', `${num(w.delivered)} / ${num(w.accepted)}${w.drainOutcome === 'all delivered' ? '' : ` (drain ended: ${w.drainOutcome})`}`]);
+    out.push(['warm burst: first / last arrival after the instant', `${num(w.firstWithinMs, 2)} / ${num(w.deliveredWithinMs, 2)} ms`]);
+    if (w.nodeLateness !== null) {
+      const n = w.nodeLateness;
+      out.push(['warm burst: node-side lateness p50 / p99 (bucket bounds)', `${num(n.p50Ms, 1)} / ${num(n.p99Ms, 1)} ms`]);
+    }
+  }
   if (f.nodeCpuUsPerCallback != null) out.push(['node CPU per callback (submit to outcome, all threads)', `${num(f.nodeCpuUsPerCallback, 1)} µs (${num(f.nodeCpuMs ?? null)} ms)`]);
   if (f.limitPerS != null) out.push(["machine's limit (same run)", `${num(f.limitPerS)} callbacks/s`]);
   if (f.shareOfLimit != null) out.push(['delivered rate / limit', `${num(f.shareOfLimit * 100, 1)} %`]);

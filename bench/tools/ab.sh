@@ -8,14 +8,16 @@
 #       a `serve` of each build on 127.0.0.1:18931 (data in a temp dir), driven by THIS build's bench with
 #       --server (the bench reads node CPU from /metrics); results in bench/results/ab/
 #   bench/tools/ab.sh bench BASE_DIST ROUNDS BENCH_ARGS...
-#       the same with any scenario: `bench/tools/ab.sh bench B 1 --scenario submit --count 10000`
+#       the same with any scenario: `bench/tools/ab.sh bench B 1 --scenario submit --count 10000`; burst prints
+#       both bursts (cold: delivered within / first arrival; warm burst: first / last)
 # A build named DIR@off runs with its firing thread off (`serve --firing-thread off`, PUNCTUAL_FIRING_THREAD=off
-# for hot-core): `bench/tools/ab.sh steady dist@off 3` compares the main loop with the thread of the same build.
+# for hot-core): `bench/tools/ab.sh steady dist@off 3` compares the main loop with the thread of the same build;
+# NEW=dist@off runs this build off too (`NEW=dist@off bench/tools/ab.sh bench BASE/dist@off 3 --scenario burst`).
 set -u
 mode=$1 base=$2 rounds=$3
 cd "$(dirname "$0")/../.."
 for r in $(seq "$rounds"); do
-  for spec in "$base" dist; do
+  for spec in "$base" "${NEW:-dist}"; do
     d=${spec%@off} firing=on
     [ "$d" != "$spec" ] && firing=off
     load=$(cut -d' ' -f1 /proc/loadavg)
@@ -29,12 +31,13 @@ for r in $(seq "$rounds"); do
       [ "$firing" = off ] && flags=(--firing-thread off)
       node "$d/cmd/punctual.js" serve --listen 127.0.0.1:18931 --peer-listen 127.0.0.1:18932 --data "$data" --log-level warn "${flags[@]}" >"$data/serve.log" 2>&1 &
       pid=$!
-      for _ in $(seq 100); do curl -sf http://127.0.0.1:18931/metrics >/dev/null 2>&1 && break; sleep 0.1; done
+      # Ready, not just listening: a node refuses writes until it fires its shards (and its send path is warm).
+      for _ in $(seq 100); do curl -sf http://127.0.0.1:18931/readyz >/dev/null 2>&1 && break; sleep 0.1; done
       if [ "$mode" = bench ]; then args=("${@:4}"); else args=(--scenario steady --rate "${4:-1000}" --duration-s "${5:-10}"); fi
       res=$(timeout 300 node dist/cmd/punctual.js bench "${args[@]}" --server http://127.0.0.1:18931 --out bench/results/ab 2>&1)
       kill -INT "$pid"; wait "$pid" 2>/dev/null
       rm -rf "$data"
-      out=$(echo "$res" | grep -E 'accepted jobs/s|node CPU|lateness p99|written' | sed 's/  */ /g' | tr '\n' ' ')
+      out=$(echo "$res" | grep -E 'accepted jobs/s|node CPU|lateness p99|delivered within|first arrival|warm burst: first|node-side|written' | sed 's/  */ /g' | tr '\n' ' ')
     fi
     echo "$(date +%T) load $load $spec: $out"
   done

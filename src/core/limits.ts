@@ -119,6 +119,14 @@ export const limits = {
   firingLeaseGraceMs: 25,
   /** Unexpected exits of the firing thread after which the node sends from its main loop instead. */
   firingThreadRestartsMax: 5,
+  /**
+   * Requests the firing side sends to a throwaway server of its own once the node is ready (src/dispatch/warm-up.ts),
+   * so its first callbacks do not pay the send path's first-use costs; in rounds of firingWarmUpRoundRequests at
+   * once (a burst's shape), for at most firingWarmUpTimeoutMs. After readiness, not during the start it would slow.
+   */
+  firingWarmUpRequests: 120,
+  firingWarmUpRoundRequests: 20,
+  firingWarmUpTimeoutMs: 250,
   // --- the due profile and the admission report (GET /v1/due-profile, Punctual-Hot-Instant)
   /** Seconds GET /v1/due-profile covers at most, and by default. */
   dueProfileSecondsMax: 600,

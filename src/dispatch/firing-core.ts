@@ -16,6 +16,7 @@ import { nodeLimits, stallLimits } from '../core/limits.js';
 import type { CallbackSpec, PayloadRef } from '../scheduler/types.js';
 import { Dispatcher, type AttemptOutcome, type Delivery, type PreparedRequest } from './dispatcher.js';
 import type { TargetPolicy, TargetPolicyData } from './target-policy.js';
+import type { WarmUpReport } from './warm-up.js';
 
 /** One delivery to send now (dueAtMs 0) or at dueAtMs (node clock, epoch ms). */
 export interface SendOp {
@@ -80,6 +81,8 @@ export interface FiringEvents {
   closed: boolean;
   /** The thread's first message: it is running and can send. */
   ready?: boolean;
+  /** The answer to a warm-up message: what the warm-up of the send path did (null: it failed). */
+  warmUp?: WarmUpReport | null;
 }
 
 export interface FiringCoreOptions {

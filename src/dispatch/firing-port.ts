@@ -26,8 +26,9 @@ import { limits } from '../core/limits.js';
 import type { CallbackSpec } from '../scheduler/types.js';
 import type { AttemptOutcome, Delivery } from './dispatcher.js';
 import { FiringCore, monoEpochMs, outcomeKinds, type FiringBatch, type FiringEvents, type FiringOp, type SendOp, type ShardLease } from './firing-core.js';
-import { crashMessage, type FiringThreadData } from './firing-thread.js';
+import { crashMessage, warmUpMessage, type FiringThreadData } from './firing-thread.js';
 import { TargetPolicy } from './target-policy.js';
+import { warmUpSendPath, type WarmUpReport } from './warm-up.js';
 import { embeddedAsset, runningAsSea } from '../platform/sea.js';
 
 /** What the firing engine needs of a callback sender: the Dispatcher and the FiringPort both are one. */
@@ -136,6 +137,8 @@ export class FiringPort implements CallbackSender {
   private readonly drain = new DrainRate();
   private readyResolve: (() => void) | null = null;
   private readonly readyPromise = new Promise<void>((resolve) => (this.readyResolve = resolve));
+  /** Callers of warmUp() waiting for the thread's answer. */
+  private warmUpWaiting: Array<(r: WarmUpReport | null) => void> = [];
 
   constructor(private readonly o: FiringPortOptions) {
     this.policy = o.targetPolicy ?? new TargetPolicy();
@@ -184,6 +187,22 @@ export class FiringPort implements CallbackSender {
   /** Resolves once the thread runs (at once for the core on the main loop); sends made before simply wait. */
   ready(): Promise<void> {
     return this.readyPromise;
+  }
+
+  /**
+   * Warms the send path up where callbacks leave (the thread, or this loop): warm-up.ts, a throwaway sender and
+   * server, nothing of this port's (no start, outcome or policy change). The node calls it once it is ready.
+   * Resolves with what it did; null when it could not run (the thread died meanwhile, the port is closing).
+   */
+  warmUp(): Promise<WarmUpReport | null> {
+    if (this.closing !== null) return Promise.resolve(null);
+    const done = (r: WarmUpReport | null): WarmUpReport | null => {
+      if (r !== null) this.o.logger.debug('send path warmed up', { mode: this.mode, ...r });
+      return r;
+    };
+    if (this.worker === null) return warmUpSendPath().then(done);
+    this.worker.postMessage(warmUpMessage);
+    return new Promise<WarmUpReport | null>((resolve) => this.warmUpWaiting.push(resolve)).then(done);
   }
 
   /** Stop: staged deliveries resolve null; in-flight ones get graceMs, then settle as the Dispatcher's close does. */
@@ -398,6 +417,7 @@ export class FiringPort implements CallbackSender {
 
   private onEvents(ev: FiringEvents): void {
     if (ev.ready === true) this.readyResolve?.();
+    if (ev.warmUp !== undefined) this.warmUpWaiting.shift()?.(ev.warmUp);
     const started = ev.started;
     if (started !== null) {
       for (let i = 0; i < started.length; i += 2) {
@@ -530,6 +550,7 @@ export class FiringPort implements CallbackSender {
     if (this.worker !== worker) return;
     this.worker = null;
     this.readyResolve?.(); // a thread that died before it ran: the restart below answers for it
+    for (const resolve of this.warmUpWaiting.splice(0)) resolve(null);
     if (this.closing !== null) {
       this.closedResolve?.();
       return;
@@ -583,6 +604,7 @@ export class FiringPort implements CallbackSender {
     }
     const worker = this.worker;
     this.worker = null;
+    for (const resolve of this.warmUpWaiting.splice(0)) resolve(null);
     if (worker !== null) await worker.terminate();
   }
 }

@@ -7,6 +7,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { createLogger, type LogLevel } from '../core/log.js';
 import { FiringCore, OffsetClock, type FiringBatch, type FiringEvents } from './firing-core.js';
 import { TargetPolicy, type TargetPolicyData } from './target-policy.js';
+import { warmUpSendPath, type WarmUpReport } from './warm-up.js';
 
 /** What the main side hands the thread when it starts it. */
 export interface FiringThreadData {
@@ -21,6 +22,8 @@ export interface FiringThreadData {
 
 /** A test-only message: the thread exits at once, as a crash would (firing-port.test.ts). */
 export const crashMessage = 'firing-thread:crash';
+/** Runs the warm-up of the send path (warm-up.ts); answered by an event carrying its report. */
+export const warmUpMessage = 'firing-thread:warm-up';
 
 const port = parentPort;
 if (port !== null) {
@@ -37,8 +40,12 @@ if (port !== null) {
     emit: (events, transfer) => port.postMessage(events, transfer),
   });
   port.postMessage({ started: null, outcomes: null, errors: [], withdrawn: [], dropped: [], closed: false, ready: true } satisfies FiringEvents);
+  const warmedUp = (warmUp: WarmUpReport | null): void =>
+    port.postMessage({ started: null, outcomes: null, errors: [], withdrawn: [], dropped: [], closed: false, warmUp } satisfies FiringEvents);
   port.on('message', (batch: FiringBatch | string) => {
     if (batch === crashMessage) process.exit(70);
+    // Ops that arrive meanwhile are handled at once: the warm-up is a throwaway core beside this one.
+    if (batch === warmUpMessage) return void warmUpSendPath().then(warmedUp, () => warmedUp(null));
     core.handle(batch as FiringBatch);
   });
 }

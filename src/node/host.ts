@@ -408,6 +408,8 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
       cluster.startRebalancer(options.rebalanceIntervalMs ?? clusterLimits.rebalanceIntervalMs);
       retention.start();
       service.ready = true;
+      // The send path warmed up right after readiness (src/dispatch/warm-up.ts), not during the start it would slow.
+      if (p.manualClock === null) void dispatcher.warmUp();
       if (p.manualClock !== null) {
         logger.warn('manual clock: time moves only with POST /v1/clock:advance; not for production', { now: new Date(p.manualClock.nowMs()).toISOString() });
       }
