@@ -198,6 +198,41 @@ describe('SchedulerChecker', () => {
     expect(late(t0 + 6500, t0 + 14_500)).toBe('not_fired_in_time');
   });
 
+  it('overlap=buffer_one: an occurrence still pending behind a run whose retry a clock ahead timed late is held until that run ends', () => {
+    const { store, c } = bufferOneJob({ maxAttempts: 2 });
+    const a = t0 + 1000;
+    const b = t0 + 2000;
+    const final = (endWallMs: number): string | null => kindOf(() => c.checkFinal([{ id: 'n1', stores: [store] }], endWallMs, 5000, t0 - 1));
+    // The run at a fails once; its node's wall clock, 18 s ahead, timed the retry at t0 + 20 s. b waits behind it.
+    apply(store, { type: 'fired', nowMs: a, nodeId: 'n1', items: [{ jobId: 'j1', scheduledAtMs: a, attempt: 1, startedAtMs: a }] });
+    c.dispatchStarted(start({ scheduledAtMs: a }));
+    apply(store, { type: 'outcomes', nowMs: a + 10, nodeId: 'n1', items: [{ jobId: 'j1', scheduledAtMs: a, attempt: 1, result: 'retry', statusCode: 503, error: 'HTTP 503', finishedAtMs: a + 10, retryAtMs: t0 + 20_000 }] });
+    expect(store.getJob('j1')!.nextFireAtMs).toBe(b);
+    // 13 s past b, but the run before it is open and its retry not due yet: held, not late.
+    expect(final(t0 + 15_000)).toBeNull();
+    // The retry itself overdue is still a violation.
+    expect(final(t0 + 26_000)).toBe('not_fired_in_time');
+    // The retry ran at t0 + 20 s and ended: b counts from that end.
+    apply(store, { type: 'fired', nowMs: t0 + 20_000, nodeId: 'n1', items: [{ jobId: 'j1', scheduledAtMs: a, attempt: 2, startedAtMs: t0 + 20_000 }] });
+    c.dispatchStarted(start({ scheduledAtMs: a, attempt: 2, dueAtMs: t0 + 20_000, nodeWallMs: t0 + 20_000, trueMs: t0 + 20_000 }));
+    apply(store, { type: 'outcomes', nowMs: t0 + 20_010, nodeId: 'n1', items: [{ jobId: 'j1', scheduledAtMs: a, attempt: 2, result: 'succeeded', statusCode: 200, error: null, finishedAtMs: t0 + 20_010, retryAtMs: null }] });
+    expect(final(t0 + 24_000)).toBeNull();
+    expect(final(t0 + 26_000)).toBe('not_fired_in_time');
+  });
+
+  it('overlap=buffer_one: a run still open holds a pending occurrence only if it started before the occurrence was late', () => {
+    const pending = (runStartMs: number): string | null => {
+      const { store, c } = bufferOneJob({ timeoutMs: 10_000 });
+      // A manual run (its time after the occurrence at t0 + 1 s, due by t0 + 6 s), still out at the end.
+      apply(store, { type: 'run_job', nowMs: runStartMs, id: 'j1' });
+      apply(store, { type: 'fired', nowMs: runStartMs, nodeId: 'n1', items: [{ jobId: 'j1', scheduledAtMs: runStartMs, attempt: 1, startedAtMs: runStartMs }] });
+      c.dispatchStarted(start({ scheduledAtMs: runStartMs, nodeWallMs: runStartMs, trueMs: runStartMs }));
+      return kindOf(() => c.checkFinal([{ id: 'n1', stores: [store] }], t0 + 12_000, 5000, t0 - 1));
+    };
+    expect(pending(t0 + 3000)).toBeNull();
+    expect(pending(t0 + 6500)).toBe('not_fired_in_time');
+  });
+
   it('storeDigest sees every record', () => {
     const a = new MemoryStore();
     const h0 = storeDigest(a);

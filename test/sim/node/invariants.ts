@@ -11,8 +11,9 @@
  * and at the end of the liveness phase (checkFinal):
  *  - no acknowledged job lost, no acknowledged cancel lost, on any node;
  *  - every due occurrence fired within `boundMs` once the cluster is healthy (or once a client's resume let it
- *    go, if a pause held it, or once the run before ended, for overlap=buffer_one): nothing PENDING overdue, no
- *    retry overdue, no attempt open past its timeout.
+ *    go, if a pause held it, or once the run before ended, for overlap=buffer_one): nothing PENDING overdue (a
+ *    buffer_one occurrence counts from the end of the runs before it, held while one is open), no retry overdue,
+ *    no attempt open past its timeout.
  */
 import type { SchedulerStore } from '../../../src/scheduler/store.js';
 import type { ExecutionRecord, JobRecord } from '../../../src/scheduler/types.js';
@@ -173,7 +174,7 @@ export class SchedulerChecker {
       }
     }
     for (const store of first.stores) {
-      this.checkNothingOverdue(store, endWallMs - boundMs, boundMs);
+      this.checkNothingOverdue(store, endWallMs - boundMs, boundMs, healTrueMs);
       this.checkLateness(store, healTrueMs, boundMs);
     }
   }
@@ -222,14 +223,29 @@ export class SchedulerChecker {
     return endMs;
   }
 
-  private checkNothingOverdue(store: SchedulerStore, deadlineMs: number, boundMs: number): void {
+  private checkNothingOverdue(store: SchedulerStore, deadlineMs: number, boundMs: number, healTrueMs: number): void {
     for (const job of allJobs(store)) {
-      if (job.state === 'PENDING' && job.nextFireAtMs !== null && job.nextFireAtMs < deadlineMs) {
+      if (job.state === 'PENDING' && job.nextFireAtMs !== null && this.pendingDueMs(store, job, job.nextFireAtMs, healTrueMs, boundMs) < deadlineMs) {
         fail('not_fired_in_time', `job ${job.id}: occurrence ${job.nextFireAtMs} still pending ${boundMs} ms into a healthy cluster`);
       }
       if (job.state === 'PAUSED' || job.state === 'CANCELLED') continue;
       for (const e of store.openExecutions(job.id)) this.checkExecution(job, e, deadlineMs);
     }
+  }
+
+  /**
+   * When a PENDING job's next occurrence (at `atMs`) is due to start: its time; for overlap=buffer_one, not before
+   * the runs that hold it ended (the same runs as runEndBefore's). One of them still open holds it to the end of
+   * the check: that run's retry or attempt is checked on its own (checkExecution), and a retry timed on a wall
+   * clock that had jumped ahead may be due after the run ends.
+   */
+  private pendingDueMs(store: SchedulerStore, job: JobRecord, atMs: number, healTrueMs: number, boundMs: number): number {
+    if (job.overlap !== 'buffer_one') return atMs;
+    const heldByMs = Math.max(atMs, healTrueMs) + boundMs;
+    const holds = (e: ExecutionRecord): boolean =>
+      e.scheduledAtMs < atMs || (e.scheduledAtMs > atMs && (this.firstStart.get(`${e.jobId}\n${e.scheduledAtMs}`) ?? Infinity) <= heldByMs);
+    if (store.openExecutions(job.id).some(holds)) return Infinity;
+    return Math.max(atMs, this.runEndBefore(job, store.listExecutions(job.id, 1_000_000, null), atMs, heldByMs));
   }
 
   private checkExecution(job: JobRecord, e: ExecutionRecord, deadlineMs: number): void {

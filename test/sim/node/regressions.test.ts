@@ -24,6 +24,10 @@ const fixed: ReadonlyArray<{ cause: string; seeds: readonly number[] }> = [
     cause: 'the checker counted an occurrence held (buffer_one) by a manual run from a clock ahead as late',
     seeds: [14087],
   },
+  {
+    cause: 'the checker counted an occurrence still held (buffer_one) behind a run whose retry a clock ahead had timed after the end as late',
+    seeds: [45551],
+  },
 ];
 
 describe('whole-node simulator: seeds that found a bug pass every invariant', () => {
