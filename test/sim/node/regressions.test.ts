@@ -28,6 +28,10 @@ const fixed: ReadonlyArray<{ cause: string; seeds: readonly number[] }> = [
     cause: 'the checker counted an occurrence still held (buffer_one) behind a run whose retry a clock ahead had timed after the end as late',
     seeds: [45551],
   },
+  {
+    cause: "the simulator's network lost a snapshot sent to a node that was down without telling the sender, so the leader waited for it for ever",
+    seeds: [138481],
+  },
 ];
 
 describe('whole-node simulator: seeds that found a bug pass every invariant', () => {

@@ -36,7 +36,8 @@ const epochMs = Date.UTC(2027, 0, 15, 8, 0, 0);
 /** A client gives up on an answer after this long (the outcome is then unknown). */
 const clientTimeoutMs = 5_000;
 
-type Ev = { readonly node: SimNode | null; readonly what: string; readonly fn: () => void };
+/** `dropped`: what happens instead when the event's node is down when it comes due (a snapshot's sender learns it failed). */
+type Ev = { readonly node: SimNode | null; readonly what: string; readonly fn: () => void; readonly dropped?: () => void };
 
 export class NodeSimulator implements NodeWorld {
   readonly rand: Prng;
@@ -124,7 +125,10 @@ export class NodeSimulator implements NodeWorld {
       const item = this.queue.popDue(next)!;
       this.nowMs = item.atMs;
       const n = item.event.node;
-      if (n !== null && n.down) continue;
+      if (n !== null && n.down) {
+        item.event.dropped?.();
+        continue;
+      }
       if (n !== null && this.nowMs < n.pausedUntil) {
         // SIGSTOP: nothing of the process runs; what was due waits for SIGCONT, in its order.
         this.queue.push(n.pausedUntil, item.event);
@@ -176,7 +180,10 @@ export class NodeSimulator implements NodeWorld {
       for (let c = 0; c < copies; c++) {
         const long = !this.healthy && r.nextFloat() < p.longDelayRate;
         const delay = 1 + r.int(long ? p.longDelayMaxMs : p.delayMaxMs);
-        this.at(this.node(m.to), this.nowMs + delay, 'deliver', () => this.deliver(m));
+        // A snapshot that reaches a node that is down fails at the sender, as the real transport's stream does (the
+        // connection refused or reset): without the report the leader would wait for it for ever.
+        const dropped = m.type === 'snapshot' ? () => this.at(from, this.nowMs, 'snapshot-failed', () => from.reportSnapshot(m, false)) : undefined;
+        this.queue.push(this.nowMs + delay, { node: this.node(m.to), what: 'deliver', fn: () => this.deliver(m), dropped });
       }
     }
   }
