@@ -468,12 +468,11 @@ export class RaftHost implements RoundLoop {
    */
   private sendOut(messages: Message[]): void {
     if (this.sender === null) return;
-    const groups = new Set<number>();
-    for (const m of messages) if (m.type === 'timeout_now') groups.add(m.group);
-    if (groups.size === 0) return this.sender.send(messages);
+    // Every round sends: the common case looks once and allocates nothing.
+    if (!messages.some((m) => m.type === 'timeout_now')) return this.sender.send(messages);
     this.sender.send(messages.filter((m) => m.type !== 'timeout_now'));
     const held = messages.filter((m) => m.type === 'timeout_now');
-    void this.shell.fence(groups).then(() => this.sender?.send(held));
+    void this.shell.fence(new Set(held.map((m) => m.group))).then(() => this.sender?.send(held));
   }
 
   /** Step 2: the log side of the round in one transaction (one fsync with --fsync always). */

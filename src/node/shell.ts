@@ -7,8 +7,8 @@
  * reaches the core inside the Node; the Raft host only asks the shell to `pump()` afterwards. It decides nothing;
  * every rule is in the core.
  *
- * Callbacks leave through a FiringPort (src/dispatch/firing-port.ts): its FiringCore runs on the firing thread
- * (the default) or on this loop (`serve --firing-thread off`). The last word before a callback leaves is the
+ * Callbacks leave through a FiringPort (src/dispatch/firing-port.ts): its FiringCore runs on this loop (the
+ * default) or on the firing thread (`serve --firing-thread on`). The last word before a callback leaves is the
  * FiringCore's, when it gets its concurrency slot: an order the core withdrew is taken back (`withdraw`; the
  * replies decided with the withdrawal wait for the answer, so nothing starts after an acknowledged cancel), a
  * shard this node stopped firing in the order's term is revoked, and each shard's term and lease come from
@@ -24,8 +24,7 @@
 import type { Clock } from '../core/clock.js';
 import { assert } from '../core/assert.js';
 import type { Logger } from '../core/log.js';
-import { nodeLimits } from '../core/limits.js';
-import { limits } from '../core/limits.js';
+import { limits, nodeLimits } from '../core/limits.js';
 import { DrainRate } from '../dispatch/drain-rate.js';
 import type { AttemptOutcome, Delivery } from '../dispatch/dispatcher.js';
 import { monoEpochMs, type ShardLease } from '../dispatch/firing-core.js';
@@ -169,7 +168,7 @@ export class NodeShell {
     // An order still waiting in the port (for its slot, or its lease) is taken back there; one already started
     // reports its start and outcome as usual. Until the port answers, the replies wait: a cancel is acknowledged
     // only once its callback can no longer start.
-    const back = rd.withdraw.filter((w) => this.dispatcher.unstarted(w.key)).map((w) => w.key);
+    const back = rd.withdraw.length === 0 ? [] : rd.withdraw.filter((w) => this.dispatcher.unstarted(w.key)).map((w) => w.key);
     if (back.length > 0) {
       this.withdrawalsOpen++;
       void this.dispatcher.withdraw(back).then(() => this.withdrawalAnswered());
