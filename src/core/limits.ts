@@ -254,6 +254,11 @@ export const schedulerLimits = {
   cronCacheEntriesMax: 4_096,
   /** Occurrences previewed or scanned per call never exceed this (preview count is clamped to it). */
   occurrencesPerCallMax: 10_000,
+  /**
+   * Occurrences a patched schedule skips because they already have an execution (the patch was stamped before
+   * they fired): a handful at most, as many as fired between the patch's stamp and its apply.
+   */
+  patchFiredSkipsMax: 100,
   /** Run keys a job remembers (its latest keyed runs), so a repeated `run` answers the first instead of running again. */
   runKeysPerJobMax: 16,
   /** A run key: `client:` or `node:` and the client's Idempotency-Key or a UUID. */

@@ -304,7 +304,7 @@ export class NodeService implements SchedulerApi {
     const nowMs = this.nowMs();
     const type = commandOf[action];
     const command = (
-      type === 'patch_job' ? { type, nowMs, id, patch: patch as JobPatch } : type === 'run_job' && runKey !== null ? { type, nowMs, id, runKey } : { type, nowMs, id }
+      type === 'patch_job' ? { type, nowMs, id, patch: patch as JobPatch, afterFired: true } : type === 'run_job' && runKey !== null ? { type, nowMs, id, runKey } : { type, nowMs, id }
     ) as Command;
     const applied = jobOf(await this.proposeLocal(shard, command), id);
     return this.view(applied);

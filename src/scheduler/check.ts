@@ -522,6 +522,7 @@ export function checkCommand(v: unknown): void {
       return;
     case 'patch_job':
       pattern(o.id, 'id', jobIdPattern);
+      if (o.afterFired !== undefined && o.afterFired !== true) fail('afterFired', 'must be true when present');
       return checkJobPatch(o.patch, '');
     case 'fired':
       pattern(o.nodeId, 'nodeId', nodeIdPattern);

@@ -25,7 +25,13 @@ export type Command =
    * (fixed by the node that took it): a run_job whose key the job remembers answers that run again, runs nothing.
    */
   | { type: 'run_job'; nowMs: number; id: string; runKey?: string }
-  | { type: 'patch_job'; nowMs: number; id: string; patch: JobPatch }
+  /**
+   * `afterFired` (written by every node since it was added; absent in older entries, which apply as they did): a new
+   * schedule's first occurrence skips those that already have an execution. A patch stamped just before an
+   * occurrence fires is applied after that occurrence's `fired` record, and recomputing from its stamp would
+   * schedule the occurrence again.
+   */
+  | { type: 'patch_job'; nowMs: number; id: string; patch: JobPatch; afterFired?: true }
   /** The leader sent (or is sending) these attempts: executions become RUNNING, recurring jobs advance. */
   | { type: 'fired'; nowMs: number; nodeId: string; items: FiredItem[] }
   /**

@@ -705,6 +705,36 @@ describe('patch_job', () => {
     expect(bad.r).toMatchObject({ ok: false, code: 'not_found' });
   });
 
+  it('a patch stamped before an occurrence fired, applied after it, does not schedule that occurrence again', () => {
+    const { create, jobCmd, fired, job } = setup();
+    const t1 = T0 + MIN;
+    create(spec('a', { schedule: everyMin() }));
+    create(spec('old', { schedule: everyMin() }));
+    fired('a', t1);
+    fired('old', t1);
+    // Stamped 8 ms before t1 on the proposer's clock, committed after t1's fired record.
+    const patch = { schedule: { kind: 'every' as const, everyMs: 30_000, startAtMs: T0 } };
+    const p = jobCmd({ type: 'patch_job', nowMs: t1 - 8, id: 'a', patch, afterFired: true });
+    expect(p.effects).toEqual([{ type: 'disarm', jobId: 'a' }, arm('a', t1 + 30_000)]);
+    expect(job('a')).toMatchObject({ state: 'PENDING', nextFireAtMs: t1 + 30_000 });
+    // An entry written before `afterFired` existed applies as it always did: t1 again.
+    jobCmd({ type: 'patch_job', nowMs: t1 - 8, id: 'old', patch });
+    expect(job('old').nextFireAtMs).toBe(t1);
+  });
+
+  it('a once job patched to the time it already fired at ends with that execution instead of firing it again', () => {
+    const { create, jobCmd, fired, outcome, job } = setup();
+    const t1 = T0 + MIN;
+    create(spec('a', { schedule: everyMin() }));
+    fired('a', t1);
+    const p = jobCmd({ type: 'patch_job', nowMs: t1 - 3, id: 'a', patch: { schedule: { kind: 'once', atMs: t1 } }, afterFired: true });
+    expect(p.r).toMatchObject({ ok: true });
+    expect(p.effects).toEqual([{ type: 'disarm', jobId: 'a' }]);
+    expect(job('a')).toMatchObject({ state: 'RUNNING', nextFireAtMs: null });
+    outcome('a', t1, 'succeeded', t1 + 40);
+    expect(job('a').state).toBe('SUCCEEDED');
+  });
+
   it('a schedule with no occurrence is refused and nothing changes', () => {
     const { create, jobCmd, job } = setup();
     create(spec('a', { schedule: everyMin() }));

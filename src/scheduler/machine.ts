@@ -123,7 +123,7 @@ function dispatch(store: SchedulerStore, c: Command, effects: Effect[]): Command
     case 'run_job':
       return { type: c.type, result: withJob(store, c.id, (job) => runJob(store, job, c.nowMs, c.runKey ?? null, effects)) };
     case 'patch_job':
-      return { type: c.type, result: withJob(store, c.id, (job) => patchJob(store, job, c.patch, c.nowMs, effects)) };
+      return { type: c.type, result: withJob(store, c.id, (job) => patchJob(store, job, c.patch, c.nowMs, c.afterFired === true, effects)) };
     case 'fired':
       return count(c.type, c.items, (item) => applyFired(store, item, c.nodeId, c.nowMs, effects));
     case 'outcomes':
@@ -467,6 +467,7 @@ function patchJob(
   job: JobRecord,
   patch: JobPatch,
   nowMs: number,
+  afterFired: boolean,
   effects: Effect[],
 ): JobCommandResult {
   if (isFinal(job.state)) return fail('conflict', `cannot patch job ${JSON.stringify(job.id)}: ${job.state}`);
@@ -481,6 +482,8 @@ function patchJob(
     if (allowed === null) return fail('invalid_argument', 'the schedule has no occurrence outside its excluded dates', 'schedule.exclude');
     next = bound({ ...job, schedule }, allowed);
     if (next === null) return fail('invalid_argument', 'the schedule has no occurrence before end_at or max_runs', 'schedule');
+    // Occurrences that already ran are not scheduled again: when none is left, the job ends with their executions.
+    if (afterFired) next = bound({ ...job, schedule }, pastFired(store, job.id, schedule, next));
     job.schedule = schedule;
   }
   if (patch.misfireThresholdMs !== undefined) job.misfireThresholdMs = patch.misfireThresholdMs;
@@ -503,6 +506,21 @@ function patchJob(
   }
   putJob(store, job);
   return { ok: true, job };
+}
+
+/**
+ * The first of the schedule's occurrences from `at` on that has no execution yet, or null when those left all have
+ * one (a once job patched to the time it already fired at). Executions exist only up to about the time the patch
+ * was applied, so a few steps find it; past schedulerLimits.patchFiredSkipsMax the occurrence reached is kept.
+ */
+function pastFired(store: SchedulerStore, jobId: string, schedule: Schedule, at: number): number | null {
+  let next: number | null = at;
+  for (let i = 0; i < schedulerLimits.patchFiredSkipsMax && next !== null && store.getExecution(jobId, next) !== null; i++) {
+    if (schedule.kind === 'once') return null;
+    const after = firstOccurrence(schedule, next + 1);
+    next = after === null ? null : skipExcluded(schedule, after, calendarRules(store, schedule));
+  }
+  return next;
 }
 
 // ---------------------------------------------------------------- reports from the leader

@@ -32,6 +32,10 @@ const fixed: ReadonlyArray<{ cause: string; seeds: readonly number[] }> = [
     cause: "the simulator's network lost a snapshot sent to a node that was down without telling the sender, so the leader waited for it for ever",
     seeds: [138481],
   },
+  {
+    cause: 'a patch stamped just before an occurrence fired scheduled that occurrence again (a once job patched to the time it was firing at was sent twice, then stayed pending)',
+    seeds: [120280],
+  },
 ];
 
 describe('whole-node simulator: seeds that found a bug pass every invariant', () => {

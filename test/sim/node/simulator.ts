@@ -253,7 +253,7 @@ export class NodeSimulator implements NodeWorld {
       case 'run':
         return { type: 'run_job', nowMs, id: op.jobId, runKey: op.runKey };
       case 'patch':
-        return { type: 'patch_job', nowMs, id: op.jobId, patch: jobPatchOf(op, nowMs) };
+        return { type: 'patch_job', nowMs, id: op.jobId, patch: jobPatchOf(op, nowMs), afterFired: true };
     }
   }
 
