@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Pool } from 'undici';
-import { nowPreciseMs, startReceiver, type CallbackReceiver, type ReceiverMode } from './receiver.js';
+import { nowPreciseMs, receiverWarmUpRequests, startReceiver, type CallbackReceiver, type ReceiverMode } from './receiver.js';
 
 let receiver: CallbackReceiver | null = null;
 let pool: Pool | null = null;
@@ -38,6 +38,24 @@ async function open(mode: ReceiverMode, prefix = 'run1-'): Promise<CallbackRecei
 }
 
 describe.each<ReceiverMode>(['thread', 'in-process'])('callback receiver over real HTTP (%s)', (mode) => {
+  it('warms itself up before it is used and forgets it: only the run\'s deliveries are counted', async () => {
+    const r = await open(mode);
+    const before = await r.stats();
+    expect(before.warmUpAnswered).toBe(receiverWarmUpRequests);
+    expect(before).toMatchObject({ deliveries: 0, uniqueKeys: 0, duplicates: 0, early: 0, malformed: 0, foreign: 0, firstArrivalMs: null });
+    expect(before.lateness.length).toBe(0);
+    expect(await r.deliveredJobCount()).toBe(0);
+    await deliver('run1-a', Math.floor(nowPreciseMs()));
+    const after = await r.stats();
+    expect(after).toMatchObject({ deliveries: 1, uniqueKeys: 1, malformed: 0, foreign: 0 });
+    expect(await r.missingIds(['run1-a', 'run1-warm-up-0'], 10)).toEqual(['run1-warm-up-0']);
+  });
+
+  it('skips the warm-up when asked (warmUpRequests 0)', async () => {
+    receiver = await startReceiver({ jobIdPrefix: 'run1-', inProcess: mode === 'in-process', warmUpRequests: 0 });
+    expect((await receiver.stats()).warmUpAnswered).toBe(0);
+  });
+
   it('answers 200 with an empty body on a keep-alive connection and measures lateness', async () => {
     const r = await open(mode);
     const scheduledMs = Math.floor(nowPreciseMs()) - 5;

@@ -13,8 +13,11 @@
 # A build named DIR@off runs with its firing thread off (`serve --firing-thread off`, PUNCTUAL_FIRING_THREAD=off
 # for hot-core): `bench/tools/ab.sh steady dist@off 3` compares the main loop with the thread of the same build;
 # NEW=dist@off runs this build off too (`NEW=dist@off bench/tools/ab.sh bench BASE/dist@off 3 --scenario burst`).
+# AB_PORT (default 18931) moves the served node's API port (and the peer port, one above), so that two A/Bs on
+# one machine do not meet.
 set -u
 mode=$1 base=$2 rounds=$3
+port=${AB_PORT:-18931}
 cd "$(dirname "$0")/../.."
 for r in $(seq "$rounds"); do
   for spec in "$base" "${NEW:-dist}"; do
@@ -29,12 +32,12 @@ for r in $(seq "$rounds"); do
       data=$(mktemp -d /tmp/punctual-ab-XXXX)
       flags=()
       [ "$firing" = off ] && flags=(--firing-thread off)
-      node "$d/cmd/punctual.js" serve --listen 127.0.0.1:18931 --peer-listen 127.0.0.1:18932 --data "$data" --log-level warn "${flags[@]}" >"$data/serve.log" 2>&1 &
+      node "$d/cmd/punctual.js" serve --listen 127.0.0.1:$port --peer-listen 127.0.0.1:$((port + 1)) --data "$data" --log-level warn "${flags[@]}" >"$data/serve.log" 2>&1 &
       pid=$!
       # Ready, not just listening: a node refuses writes until it fires its shards (and its send path is warm).
-      for _ in $(seq 100); do curl -sf http://127.0.0.1:18931/readyz >/dev/null 2>&1 && break; sleep 0.1; done
+      for _ in $(seq 100); do curl -sf http://127.0.0.1:$port/readyz >/dev/null 2>&1 && break; sleep 0.1; done
       if [ "$mode" = bench ]; then args=("${@:4}"); else args=(--scenario steady --rate "${4:-1000}" --duration-s "${5:-10}"); fi
-      res=$(timeout 300 node dist/cmd/punctual.js bench "${args[@]}" --server http://127.0.0.1:18931 --out bench/results/ab 2>&1)
+      res=$(timeout 300 node dist/cmd/punctual.js bench "${args[@]}" --server http://127.0.0.1:$port --out bench/results/ab 2>&1)
       kill -INT "$pid"; wait "$pid" 2>/dev/null
       rm -rf "$data"
       out=$(echo "$res" | grep -E 'accepted jobs/s|node CPU|lateness p99|delivered within|first arrival|warm burst: first|node-side|written' | sed 's/  */ /g' | tr '\n' ' ')

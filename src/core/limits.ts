@@ -219,6 +219,9 @@ export const nodeLimits = {
   openExecutionsPageMax: 10_000,
   /** Below this distance to a deadline the firing engine spins on setImmediate instead of a timer (timers fire ~1 ms early/late). */
   firingSpinMs: 1,
+  /** Callbacks due now handed to the network per turn of the firing loop: the first of a hot instant are written
+   * (their connections opened, their bytes out) before the rest are prepared, instead of after all of a batch. */
+  firingSendChunkMax: 20,
   /** The longest the node sleeps on a wall-clock deadline: its timer runs on the monotonic clock, so a step of
    * the wall clock forward (NTP) is seen at the latest this much later rather than once the old wait ran out. */
   wallClockRecheckMs: 1_000,

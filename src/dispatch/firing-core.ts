@@ -3,7 +3,9 @@
  * thread can be started (firing-port.ts decides). It owns a Dispatcher (its undici Agent, pools and warm
  * connections) and a small near-horizon wheel of staged deliveries, and sends each at its due millisecond:
  * a timer wakes it nodeLimits.firingSpinMs before, the last millisecond is spun on setImmediate, and nothing
- * leaves before `nowMs() >= dueAtMs`.
+ * leaves before `nowMs() >= dueAtMs`. What is due (staged, or sent now) goes to the network
+ * nodeLimits.firingSendChunkMax per turn of the loop, so the first callbacks of a hot instant are written before
+ * the rest are prepared; the starts of a chunk are reported after its requests were written.
  *
  * It decides nothing the replicated state has not decided: the main side stages or sends what the engine
  * decided, withdraws what a cancel, a pause or a lost leadership took back, and tells it each shard's lease
@@ -12,7 +14,7 @@
  */
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
-import { nodeLimits, stallLimits } from '../core/limits.js';
+import { nodeLimits } from '../core/limits.js';
 import type { CallbackSpec, PayloadRef } from '../scheduler/types.js';
 import { Dispatcher, type AttemptOutcome, type Delivery, type PreparedRequest } from './dispatcher.js';
 import type { TargetPolicy, TargetPolicyData } from './target-policy.js';
@@ -143,7 +145,7 @@ export class FiringCore {
   private readonly buckets = new Map<number, Staged[]>();
   private readonly dueHeap: number[] = [];
   private readonly held = new Map<number, Staged[]>();
-  /** Due and not sent yet (a hot instant goes out in batches); dueHead is the next one. */
+  /** Due and not sent yet (a hot instant goes out in chunks); dueHead is the next one. */
   private dueNow: Staged[] = [];
   private dueHead = 0;
   private readonly leases = new Map<number, ShardLease>();
@@ -165,6 +167,8 @@ export class FiringCore {
   private errors: Array<string | null> = [];
   private withdrawn: FiringEvents['withdrawn'] = [];
   private dropped: number[] = [];
+  /** A chunk is being handed to the Dispatcher: its starts are reported once the whole chunk is (see sendDue). */
+  private sending = false;
   private closing = false;
   private readonly policy: TargetPolicy;
   /** Listeners of the policy data already applied (policy ops carry the whole list). */
@@ -193,7 +197,7 @@ export class FiringCore {
           this.waiting.delete(id);
         }
         this.started.push(id, startedAtMs);
-        this.scheduleFlush();
+        if (!this.sending) this.scheduleFlush();
       },
     });
   }
@@ -201,6 +205,7 @@ export class FiringCore {
   handle(batch: FiringBatch): void {
     if (this.o.clock instanceof OffsetClock) this.o.clock.offsetMs = batch.offsetMs;
     for (const op of batch.ops) this.apply(op);
+    this.sendDue();
     this.arm();
   }
 
@@ -263,7 +268,8 @@ export class FiringCore {
     const s: Staged = { id: op.id, shard: op.shard, term, dueAtMs: op.dueAtMs, delivery, prepared: null, state: 'staged' };
     if (this.closing) return this.drop(s);
     this.waiting.set(op.id, s);
-    if (op.dueAtMs === 0 || op.dueAtMs <= this.o.clock.nowMs()) return this.fire(s);
+    // Due: sent with the next chunk (sendDue, at the end of this batch), in the order handed over.
+    if (op.dueAtMs === 0 || op.dueAtMs <= this.o.clock.nowMs()) return void this.dueNow.push(s);
     // Staged: the head and signature now (signed with the due time: docs/security.md), the connection warmed.
     s.prepared = this.dispatcher.prepare(delivery, op.dueAtMs);
     let bucket = this.buckets.get(op.dueAtMs);
@@ -418,10 +424,7 @@ export class FiringCore {
     }, delayMs - nodeLimits.firingSpinMs);
   }
 
-  /**
-   * Sends what is due, at most stallLimits.fireBatchMax per turn of the loop: the rest of a hot instant waits in
-   * `dueNow` for the next setImmediate, so the first requests are written (and answers read) in between.
-   */
+  /** The staged deliveries whose due ms came join what is due now, and the next chunk of it is sent. */
   private wake(): void {
     this.spin = null;
     const nowMs = this.o.clock.nowMs();
@@ -431,15 +434,31 @@ export class FiringCore {
       this.buckets.delete(due);
       if (bucket !== undefined) for (const s of bucket) this.dueNow.push(s);
     }
-    let n = 0;
-    while (this.dueHead < this.dueNow.length && n++ < stallLimits.fireBatchMax) this.fire(this.dueNow[this.dueHead++]!);
+    this.sendDue();
+    this.arm();
+  }
+
+  /**
+   * Hands at most nodeLimits.firingSendChunkMax due deliveries to the Dispatcher; the rest waits in `dueNow` for
+   * the next turn (setImmediate), so the loop writes this chunk's requests (and opens its connections) first.
+   * Its starts are reported after it: undici writes on a reused connection only after a setImmediate of its
+   * own, and the events' flush queued before those would run the main side's work ahead of the writes.
+   */
+  private sendDue(): void {
+    if (this.dueHead >= this.dueNow.length) return;
+    this.sending = true;
+    try {
+      for (let n = 0; this.dueHead < this.dueNow.length && n < nodeLimits.firingSendChunkMax; n++) this.fire(this.dueNow[this.dueHead++]!);
+    } finally {
+      this.sending = false;
+    }
+    if (this.started.length > 0) this.scheduleFlush();
     if (this.dueHead < this.dueNow.length) {
-      this.spin = setImmediate(() => this.wake());
+      this.spin ??= setImmediate(() => this.wake());
       return;
     }
     this.dueNow = [];
     this.dueHead = 0;
-    this.arm();
   }
 
   // --- events out ----------------------------------------------------------------------------------------

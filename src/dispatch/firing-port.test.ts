@@ -3,9 +3,11 @@
  * and, for the same behaviours, the core on the main loop; real node:http receivers on 127.0.0.1.
  * Assertions are about what arrived and in which order relative to the due time, never about how long it took.
  */
+import diagnostics from 'node:diagnostics_channel';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../core/clock.js';
+import { nodeLimits } from '../core/limits.js';
 import { silentLogger } from '../core/log.js';
 import type { CallbackSpec } from '../scheduler/types.js';
 import type { AttemptOutcome, Delivery } from './dispatcher.js';
@@ -278,6 +280,20 @@ describe.each(modes)('FiringPort (%s)', (mode) => {
     expect(r.arrivals).toHaveLength(0);
   });
 
+  it('a hot instant goes out in chunks: the first requests arrive before the last delivery is handed to the network', async () => {
+    const r = await receiver();
+    const s = spec(r.url, { maxConcurrency: 1_000 });
+    const ds = Array.from({ length: 20 * nodeLimits.firingSendChunkMax }, () => delivery(s));
+    const last = ds[ds.length - 1]!;
+    let arrivedAtLastStart = -1;
+    const p = port(mode, { onStart: (d) => d === last && (arrivedAtLastStart = r.arrivals.length) });
+    const outcomes = await Promise.all(ds.map((d) => p.send(d)));
+    for (const o of outcomes) expect(o.kind).toBe('succeeded');
+    expect(r.arrivals.map((a) => a.key).sort()).toEqual(ds.map(keyOf).sort());
+    // All at once (one synchronous go) nothing could be written, let alone received, before the last start.
+    expect(arrivedAtLastStart).toBeGreaterThan(0);
+  });
+
   it('learns listeners added after start (the API port bound later)', async () => {
     const first = await receiver();
     const r = await receiver();
@@ -288,6 +304,36 @@ describe.each(modes)('FiringPort (%s)', (mode) => {
     const refused = await p.send(delivery(spec(r.url)));
     expect(refused.kind).toBe('permanent');
     expect(refused.error).toMatch(/this node's API listener/);
+  });
+});
+
+describe('FiringPort on the main loop', () => {
+  it('reports the starts of a burst after its requests were written on reused keep-alive connections', async () => {
+    const r = await receiver();
+    const order: string[] = [];
+    const p = port('in-process', { onStart: (d) => order.push(`start ${d.jobId}`) });
+    const s = spec(r.url);
+    // The first burst opens the connections; the second reuses them, and undici writes on a reused connection
+    // only after a setImmediate of its own (it first reads what the idle connection may hold).
+    const burst = async (): Promise<Delivery[]> => {
+      const ds = Array.from({ length: 5 }, () => delivery(s));
+      for (const o of await Promise.all(ds.map((d) => p.send(d)))) expect(o.kind).toBe('succeeded');
+      return ds;
+    };
+    await burst();
+    const written = (m: unknown): void => {
+      const id = /x-punctual-job-id: ?([^\r\n]+)/i.exec(String((m as { headers: unknown }).headers))?.[1];
+      if (id !== undefined) order.push(`written ${id}`);
+    };
+    diagnostics.subscribe('undici:client:sendHeaders', written);
+    try {
+      order.length = 0;
+      const ds = await burst();
+      expect(order.filter((e) => e.startsWith('written')).sort()).toEqual(ds.map((d) => `written ${d.jobId}`).sort());
+      expect(order.findIndex((e) => e.startsWith('start'))).toBe(ds.length);
+    } finally {
+      diagnostics.unsubscribe('undici:client:sendHeaders', written);
+    }
   });
 });
 

@@ -14,7 +14,8 @@
  * shard this node stopped firing in the order's term is revoked, and each shard's term and lease come from
  * `lease()`: asked at that moment on this loop; on the thread, a deadline of now plus limits.firingLeaseGraceMs
  * pushed with every batch and refreshed while something waits there. Orders are handed over as they come (the
- * core orders at the due time); what the port answers (a start, an outcome, or null: not sent) reaches the core.
+ * core orders at the due time); what the port answers (a start, an outcome, or null: not sent) reaches the core
+ * at once, and one pump follows each batch of answers (the port reports them in batches).
  *
  * Timers: ONE timer for the core's next deadline (never a 1 ms interval). Node timers may fire early or late by
  * about a millisecond, so for a callback's due time the shell wakes nodeLimits.firingSpinMs early and spins on
@@ -79,6 +80,8 @@ export class NodeShell {
   private flushImmediate: NodeJS.Immediate | null = null;
   private flushTimerAtMs: number | null = null;
   private pumping = false;
+  /** A pump is queued for the end of the port's current batch of events (pumpSoon). */
+  private pumpQueued = false;
   private idleWaiters: Array<() => void> = [];
 
   constructor(private readonly o: ShellOptions) {
@@ -123,7 +126,7 @@ export class NodeShell {
     // A retry's own due time is not on the delivery: only first attempts tell whether starts wait.
     this.drainRate.noteStart(d.attempt === 1 ? d.scheduledAtMs : startedAtMs, startedAtMs);
     this.core.dispatchStarted(occurrenceKey(d.jobId, d.scheduledAtMs), startedAtMs);
-    this.pump();
+    this.pumpSoon();
   }
 
   /** What became of an order: its outcome, or null when the port never sent it (withdrawn, revoked, closed). */
@@ -133,9 +136,26 @@ export class NodeShell {
       this.o.metrics.callbackFinished(outcome.kind);
       this.core.dispatchOutcome(order.key, outcome);
     }
-    if (--this.ordersOut === 0) for (const w of this.drainWaiters.splice(0)) w();
-    this.pump();
+    this.ordersOut--;
+    this.pumpSoon();
   }
+
+  /**
+   * Starts and outcomes come from the port in batches (one event message, one flush of the core on this loop):
+   * the core takes each at once, and one pump after the batch carries out what they decided, where a pump per
+   * callback would build a ready() per callback.
+   */
+  private pumpSoon(): void {
+    if (this.pumpQueued) return;
+    this.pumpQueued = true;
+    queueMicrotask(this.pumpQueuedBound);
+  }
+
+  private readonly pumpQueuedBound = (): void => {
+    this.pumpQueued = false;
+    this.pump();
+    if (this.ordersOut === 0) for (const w of this.drainWaiters.splice(0)) w();
+  };
 
   private readonly settledBound = (outcome: AttemptOutcome | null, order: DispatchOrder): void => this.onSettled(outcome, order);
 
