@@ -542,6 +542,23 @@ export class FiringPort implements CallbackSender {
     });
   }
 
+  /** Resolves once the thread answered every warm-up asked of it (or died), or after waitMs. */
+  private warmUpsAnswered(waitMs: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      let left = this.warmUpWaiting.length;
+      const timer = setTimeout(resolve, waitMs);
+      const one = (): void => {
+        if (--left > 0) return;
+        clearTimeout(timer);
+        resolve();
+      };
+      this.warmUpWaiting = this.warmUpWaiting.map((r) => (report: WarmUpReport | null) => {
+        r(report);
+        one();
+      });
+    });
+  }
+
   /**
    * The thread died. What it reported started settles retryable (it may have been sent: the engine's retry keeps
    * at-least-once); the rest is handed to a new thread (or to the core on the main loop after too many crashes).
@@ -602,6 +619,9 @@ export class FiringPort implements CallbackSender {
       this.withdrawals.delete(req);
       w.resolve(w.ids.map(() => 'withdrawn'));
     }
+    // A warm-up still running in the thread has a node:http server parsing: a thread terminated inside that parser
+    // aborts the whole process (a V8 fatal error), so it is let finish first; it ends within its own bound.
+    if (this.worker !== null && this.warmUpWaiting.length > 0) await this.warmUpsAnswered(2 * limits.firingWarmUpTimeoutMs);
     const worker = this.worker;
     this.worker = null;
     for (const resolve of this.warmUpWaiting.splice(0)) resolve(null);

@@ -112,3 +112,16 @@ describe.each(modes)('FiringPort warm-up (%s)', (mode) => {
     await closed;
   });
 });
+
+describe('FiringPort warm-up on a thread that is closing', () => {
+  it('a close asked while the thread warms up lets the warm-up end before the thread is terminated', async () => {
+    // Terminated inside its throwaway server's HTTP parser, a thread aborts the whole process (a V8 fatal error).
+    const p = port('thread');
+    const warming = p.warmUp();
+    await new Promise((resolve) => setTimeout(resolve, 5)); // the thread is sending to its server by now
+    await p.close(0);
+    const report = await warming;
+    expect(report).not.toBeNull();
+    expect(report!.sent).toBeGreaterThan(0);
+  });
+});
