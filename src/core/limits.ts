@@ -141,6 +141,11 @@ export const limits = {
   hotInstantRecountMs: 100,
   /** Instants whose counts are kept for that reuse (the oldest counted is dropped first). */
   hotInstantCountsMax: 1024,
+  /**
+   * The admission report first bounds an instant by the jobs due in its bucket of this many ms (counted at most
+   * every hotInstantRecountMs, like an instant): an instant whose bucket cannot be hot is not counted on its own.
+   */
+  hotInstantBucketMs: 10,
   /** Deliveries that started this much after they could have are counted as a saturated node's drain. */
   drainBacklogLateMs: 5,
 } as const;
@@ -228,6 +233,8 @@ export const nodeLimits = {
   walCheckpointIntervalMs: 100,
   /** --fsync batch: past this WAL file size a TRUNCATE checkpoint follows the checkpointer thread's PASSIVE one. */
   walBytesSoftMax: 64 * 1024 * 1024,
+  /** --fsync batch: PASSIVE checkpoints the thread runs again at once while one leaves frames (so the WAL can rewind). */
+  walCheckpointCatchUpMax: 4,
   /** Past this WAL file size the node warns (and punctual_wal_bytes shows it): a reader keeps checkpoints from ending. */
   walBytesHardMax: 256 * 1024 * 1024,
   /** A TRUNCATE checkpoint (run on the event loop, between transactions) waits at most this long for readers. */
