@@ -437,6 +437,11 @@ export const stallLimits = {
   applySliceMs: 5,
   /** ... and of at most this many entries. */
   applySliceEntriesMax: 256,
+  /**
+   * A slice ends early for a callback due within the firing spin window, once it ran this long: at a steady rate one
+   * is always that close, and slices of one entry each cost a commit (its pages written to the WAL) per entry.
+   */
+  applySliceFireDueMs: 0.5,
   /** A round's committed entries up to this many bytes are applied in the round's own transaction (no slicing). */
   inlineApplyBytesMax: 16 * 1024,
   /** Concurrent create_jobs proposals of one shard are merged into one entry up to this many jobs. */

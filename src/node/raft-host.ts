@@ -552,7 +552,8 @@ export class RaftHost implements RoundLoop {
         if (e.index <= g.applied) continue;
         this.applyEntry(g, e, out);
         touched.add(g);
-        if (performance.now() - start >= stallLimits.applySliceMs || this.o.node.fireDue()) break;
+        const ms = performance.now() - start;
+        if (ms >= stallLimits.applySliceMs || (ms >= stallLimits.applySliceFireDueMs && this.o.node.fireDue())) break;
       }
       for (const g of touched) this.appliedIndexes.write(g.shard, g.applied);
     });

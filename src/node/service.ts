@@ -84,7 +84,7 @@ export class NodeService implements SchedulerApi {
 
   /** hotInstant's recent counts per due ms (bounded by limits.hotInstantCountsMax). */
   private readonly dueAtCounts = new Map<number, { due: number; countedAtMs: number }>();
-  /** The same per bucket of limits.hotInstantBucketMs (keyed by its first ms), capped just past a hot count. */
+  /** The same per bucket of limits.hotInstantBucketMs (keyed by its first ms). */
   private readonly bucketCounts = new Map<number, { due: number; countedAtMs: number }>();
 
   constructor(private readonly o: ServiceOptions) {
@@ -372,7 +372,7 @@ export class NodeService implements SchedulerApi {
     return due;
   }
 
-  /** PENDING jobs due in `atMs`'s bucket, as dueAt counts an instant; a count stops once it passed `quietMax`. */
+  /** PENDING jobs due in `atMs`'s bucket, as dueAt counts an instant; the count stops at the shard that passed `quietMax`. */
   private bucketDue(atMs: number, added: number, nowMs: number, quietMax: number): number {
     const fromMs = Math.floor(atMs / limits.hotInstantBucketMs) * limits.hotInstantBucketMs;
     const memo = this.bucketCounts.get(fromMs);
@@ -382,7 +382,7 @@ export class NodeService implements SchedulerApi {
     }
     let due = 0;
     for (const sh of this.o.shards) {
-      due += sh.store.countDueBetween(fromMs, fromMs + limits.hotInstantBucketMs, quietMax + 1 - due);
+      due += sh.store.countDueBetween(fromMs, fromMs + limits.hotInstantBucketMs);
       if (due > quietMax) break;
     }
     remember(this.bucketCounts, fromMs, due, nowMs);

@@ -75,10 +75,7 @@ function statements(db: Db) {
        AND next_fire_at >= ? AND next_fire_at < ? GROUP BY s`,
     ),
     dueAt: p(`SELECT count(*) FROM jobs WHERE shard = ? AND state = 'PENDING' AND next_fire_at = ?`).pluck(),
-    // Stops at the cap: a crowded range costs no more than the cap's index entries.
-    dueBetweenCapped: p(
-      `SELECT count(*) FROM (SELECT 1 FROM jobs WHERE shard = ? AND state = 'PENDING' AND next_fire_at >= ? AND next_fire_at < ? LIMIT ?)`,
-    ).pluck(),
+    dueBetween: p(`SELECT count(*) FROM jobs WHERE shard = ? AND state = 'PENDING' AND next_fire_at >= ? AND next_fire_at < ?`).pluck(),
     // Keys only: answered from the jobs_due index alone (it holds id and next_fire_at), no row read or decoded.
     dueJobs: p(
       `SELECT id, next_fire_at FROM jobs WHERE shard = ? AND state = 'PENDING' AND next_fire_at <= ?
@@ -302,9 +299,9 @@ export class SqliteShardStore implements SchedulerStore {
     return this.s.dueAt.get(this.shard, atMs) as number;
   }
 
-  /** PENDING jobs whose next occurrence is in [fromMs, untilMs), counted up to `cap` (answers at most `cap`). */
-  countDueBetween(fromMs: number, untilMs: number, cap: number): number {
-    return this.s.dueBetweenCapped.get(this.shard, fromMs, untilMs, cap) as number;
+  /** PENDING jobs whose next occurrence is in [fromMs, untilMs). */
+  countDueBetween(fromMs: number, untilMs: number): number {
+    return this.s.dueBetween.get(this.shard, fromMs, untilMs) as number;
   }
 
   countJobsByState(): Record<JobState, number> {
