@@ -485,9 +485,9 @@ export class RaftHost implements RoundLoop {
 
   /**
    * A round that is not applied inline while entries wait for the applier also applies a slice of them in its
-   * transaction: at a steady rate the applier always has a few, and its own slice would be a second commit (every
-   * page both dirty written to the WAL twice). Not with a snapshot or a conf change in the round, nor while the
-   * applier waits for disk space.
+   * transaction: at a steady rate the applier always has a few, and a slice of its own would be a second commit,
+   * writing to the WAL again pages the round's commit wrote. Not with a snapshot or a conf change in the round, nor
+   * while the applier waits for disk space.
    */
   private queuedInRound(rd: ReplicaRound): { out: AppliedOut[]; touched: Set<ShardGroup>; mark: number } | null {
     if (rd.inline || rd.confChange || this.applierFull || this.fullRetry !== null || this.replication.applyBacklog() === 0) return null;

@@ -327,9 +327,8 @@ export class NodeService implements SchedulerApi {
   /**
    * Counting an instant's jobs walks the due index over all of them, so a run of single submissions to one crowded
    * instant would count it once per submission (quadratic): a count is reused for limits.hotInstantRecountMs and
-   * the jobs this node accepted since are added to it. At a steady rate every job has an instant of its own, and
-   * counting each one in every shard cost more than the rest of its admission: so an instant is counted only when
-   * its bucket (limits.hotInstantBucketMs around it, counted and reused the same way) holds more jobs than could be
+   * the jobs this node accepted since are added to it. At a steady rate every job has an instant of its own, which
+   * would be counted in every shard for every job: so an instant is counted only when its bucket (limits.hotInstantBucketMs around it, counted and reused the same way) holds more jobs than could be
    * reported. Fewer due in the bucket means fewer at the instant: the answer is the same, for far fewer counts.
    */
   hotInstant(dueAtMs: readonly number[]): HotInstantReport | null {
@@ -359,7 +358,7 @@ export class NodeService implements SchedulerApi {
    * bucket holds at most `quietMax` (the instant cannot be reported, and is not counted).
    */
   private dueAt(atMs: number, added: number, nowMs: number, quietMax: number): number | null {
-    const bucketDue = this.bucketDue(atMs, added, nowMs, quietMax);
+    const bucketDue = this.bucketDue(atMs, added, nowMs);
     const memo = this.dueAtCounts.get(atMs);
     if (memo !== undefined && nowMs - memo.countedAtMs < limits.hotInstantRecountMs) {
       memo.due += added;
@@ -372,8 +371,8 @@ export class NodeService implements SchedulerApi {
     return due;
   }
 
-  /** PENDING jobs due in `atMs`'s bucket, as dueAt counts an instant; the count stops at the shard that passed `quietMax`. */
-  private bucketDue(atMs: number, added: number, nowMs: number, quietMax: number): number {
+  /** PENDING jobs due in `atMs`'s bucket, counted and reused as dueAt counts an instant. */
+  private bucketDue(atMs: number, added: number, nowMs: number): number {
     const fromMs = Math.floor(atMs / limits.hotInstantBucketMs) * limits.hotInstantBucketMs;
     const memo = this.bucketCounts.get(fromMs);
     if (memo !== undefined && nowMs - memo.countedAtMs < limits.hotInstantRecountMs) {
@@ -381,10 +380,7 @@ export class NodeService implements SchedulerApi {
       return memo.due;
     }
     let due = 0;
-    for (const sh of this.o.shards) {
-      due += sh.store.countDueBetween(fromMs, fromMs + limits.hotInstantBucketMs);
-      if (due > quietMax) break;
-    }
+    for (const sh of this.o.shards) due += sh.store.countDueBetween(fromMs, fromMs + limits.hotInstantBucketMs);
     remember(this.bucketCounts, fromMs, due, nowMs);
     return due;
   }
