@@ -141,6 +141,11 @@ export const limits = {
   hotInstantRecountMs: 100,
   /** Instants whose counts are kept for that reuse (the oldest counted is dropped first). */
   hotInstantCountsMax: 1024,
+  /**
+   * The admission report first bounds an instant by the jobs due in its bucket of this many ms (counted at most
+   * every hotInstantRecountMs, like an instant): an instant whose bucket cannot be hot is not counted on its own.
+   */
+  hotInstantBucketMs: 10,
   /** Deliveries that started this much after they could have are counted as a saturated node's drain. */
   drainBacklogLateMs: 5,
 } as const;
@@ -231,6 +236,8 @@ export const nodeLimits = {
   walCheckpointIntervalMs: 100,
   /** --fsync batch: past this WAL file size a TRUNCATE checkpoint follows the checkpointer thread's PASSIVE one. */
   walBytesSoftMax: 64 * 1024 * 1024,
+  /** --fsync batch: PASSIVE checkpoints the thread runs again at once while one leaves frames (so the WAL can rewind). */
+  walCheckpointCatchUpMax: 4,
   /** Past this WAL file size the node warns (and punctual_wal_bytes shows it): a reader keeps checkpoints from ending. */
   walBytesHardMax: 256 * 1024 * 1024,
   /** A TRUNCATE checkpoint (run on the event loop, between transactions) waits at most this long for readers. */
@@ -433,6 +440,11 @@ export const stallLimits = {
   applySliceMs: 5,
   /** ... and of at most this many entries. */
   applySliceEntriesMax: 256,
+  /**
+   * A slice ends early for a callback due within the firing spin window, once it ran this long: at a steady rate one
+   * is always that close, and slices of one entry each cost a commit (its pages written to the WAL) per entry.
+   */
+  applySliceFireDueMs: 0.5,
   /** A round's committed entries up to this many bytes are applied in the round's own transaction (no slicing). */
   inlineApplyBytesMax: 16 * 1024,
   /** Concurrent create_jobs proposals of one shard are merged into one entry up to this many jobs. */

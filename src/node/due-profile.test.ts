@@ -101,4 +101,28 @@ describe('the admission report (Punctual-Hot-Instant)', () => {
     const one = await call('/v1/jobs', { method: 'POST', body: { id: 'c-last', task: 'hook', schedule: { at: atMs } } });
     expect(one.headers.get('punctual-hot-instant')).toMatch(new RegExp(`due=${crowd - 10 + 1},`));
   });
+
+  it('counts only the instant: jobs due at the other ms of its neighbourhood are neither counted nor reported', async () => {
+    const bucketStart = Math.floor((Date.now() + 120_000) / limits.hotInstantBucketMs) * limits.hotInstantBucketMs;
+    const atMs = bucketStart + Math.floor(limits.hotInstantBucketMs / 2);
+    const crowd = Math.ceil((limits.hotInstantSpreadReportMs * limits.drainRatePerSAssumed) / 1000) + 1;
+    // The neighbourhood holds more than a hot instant, spread over its other ms (none at atMs): nothing to report.
+    const others = [-2, -1, 1, 2].flatMap((b) => Array.from({ length: limits.hotInstantBucketMs }, (_, k) => bucketStart + b * limits.hotInstantBucketMs + k));
+    others.push(...Array.from({ length: limits.hotInstantBucketMs }, (_, k) => bucketStart + k).filter((t) => t !== atMs));
+    const spread = Array.from({ length: crowd * 2 }, (_, i) => ({ id: `n-${i}`, task: 'hook', schedule: { at: others[i % others.length]! } }));
+    expect(spread.every((j) => j.schedule.at !== atMs)).toBe(true);
+    const first = await call('/v1/jobs:batch', { method: 'POST', body: { jobs: spread.slice(0, crowd) } });
+    expect(first.status).toBe(200);
+    expect(first.headers.get('punctual-hot-instant')).toBeNull();
+    const second = await call('/v1/jobs:batch', { method: 'POST', body: { jobs: spread.slice(crowd) } });
+    expect(second.headers.get('punctual-hot-instant')).toBeNull();
+    // Single submissions at the instant itself: reported exactly once it alone is crowded, with its own count.
+    for (let i = 0; i < crowd - 1; i++) {
+      const r = await call('/v1/jobs', { method: 'POST', body: { id: `i-${i}`, task: 'hook', schedule: { at: atMs } } });
+      expect(r.status).toBe(201);
+      expect(r.headers.get('punctual-hot-instant'), `job ${i}`).toBeNull();
+    }
+    const last = await call('/v1/jobs', { method: 'POST', body: { id: 'i-last', task: 'hook', schedule: { at: atMs } } });
+    expect(last.headers.get('punctual-hot-instant')).toMatch(new RegExp(`^at="${new Date(atMs).toISOString()}", due=${crowd},`));
+  });
 });

@@ -4,7 +4,8 @@
  * file decides nothing about Raft; it carries out what Replication says:
  *  1. take the round (every shard with a Ready at once);
  *  2. ONE SQLite transaction: install snapshots (Raft storage + the shard's rows), append entries, write hard
- *     states; and, for an `inline` round (few and small committed entries), their applies;
+ *     states; and, for an `inline` round (few and small committed entries), their applies; for another round,
+ *     a slice of the entries that wait for the applier (one commit where there would be two);
  *  3. send the early messages (heartbeats, a leader's appends), fsync per --fsync (batch: the WAL on the thread
  *     pool; always: inside the commit; off: none), send the rest;
  *  4. hand the committed entries to the applier (a conf change: wait until it applied them), advance; then carry
@@ -381,12 +382,14 @@ export class RaftHost implements RoundLoop {
     if (rd === null) return;
     const out: AppliedOut[] = [];
     const touched = new Set<ShardGroup>();
+    const queued = this.queuedInRound(rd);
     try {
-      this.persist(rd, rd.inline ? { out, touched } : null);
+      this.persist(rd, rd.inline ? { out, touched } : null, queued);
     } catch (err) {
       if (!isDiskFullError(err)) return this.fail(err);
       // Rolled back: the storages' cached state and the applied indexes go back to what SQLite holds.
-      for (const { shard } of rd.shards) this.rewind(this.groups[shard]!);
+      if (queued !== null) this.replication.rewindApply(queued.mark);
+      for (const g of queued === null ? rd.shards.map(({ shard }) => this.groups[shard]!) : this.groups) this.rewind(g);
       this.stuck = rd;
       this.carryOut();
       return this.diskFilled('round', err);
@@ -397,6 +400,11 @@ export class RaftHost implements RoundLoop {
     if (rd.inline) {
       this.deliver(out);
       for (const g of touched) this.replication.afterApply(g.shard, false);
+      this.carryOut();
+    }
+    if (queued !== null) {
+      this.deliver(queued.out);
+      for (const g of queued.touched) this.replication.afterApply(g.shard);
       this.carryOut();
     }
     if (early.length > 0) this.sendOut(early);
@@ -475,9 +483,22 @@ export class RaftHost implements RoundLoop {
     void this.shell.fence(new Set(held.map((m) => m.group))).then(() => this.sender?.send(held));
   }
 
+  /**
+   * A round that is not applied inline while entries wait for the applier also applies a slice of them in its
+   * transaction: at a steady rate the applier always has a few, and a slice of its own would be a second commit,
+   * writing to the WAL again pages the round's commit wrote. Not with a snapshot or a conf change in the round, nor
+   * while the applier waits for disk space.
+   */
+  private queuedInRound(rd: ReplicaRound): { out: AppliedOut[]; touched: Set<ShardGroup>; mark: number } | null {
+    if (rd.inline || rd.confChange || this.applierFull || this.fullRetry !== null || this.replication.applyBacklog() === 0) return null;
+    if (rd.shards.some(({ ready }) => ready.snapshot !== null)) return null;
+    return { out: [], touched: new Set(), mark: this.replication.applyMark() };
+  }
+
   /** Step 2: the log side of the round in one transaction (one fsync with --fsync always). */
-  private persist(rd: ReplicaRound, inline: { out: AppliedOut[]; touched: Set<ShardGroup> } | null): void {
+  private persist(rd: ReplicaRound, inline: { out: AppliedOut[]; touched: Set<ShardGroup> } | null, queued: { out: AppliedOut[]; touched: Set<ShardGroup> } | null = null): void {
     const startNs = process.hrtime.bigint();
+    const start = performance.now();
     this.inTransaction(() => {
       for (const { shard, ready } of rd.shards) {
         const g = this.groups[shard]!;
@@ -489,9 +510,14 @@ export class RaftHost implements RoundLoop {
         inline.touched.add(g);
         this.appliedIndexes.write(g.shard, g.applied);
       }
+      if (queued !== null) this.applyQueued(queued.out, queued.touched, start);
     });
     const ms = Number(process.hrtime.bigint() - startNs) / 1e6;
     this.o.metrics.appendDurationMs.observe(ms);
+    if (queued !== null && queued.out.length > 0) {
+      this.o.metrics.commitDurationMs.observe(ms);
+      this.o.metrics.commitBatchSize.observe(queued.out.length);
+    }
     if (inline === null || inline.out.length === 0) return;
     this.o.metrics.commitDurationMs.observe(ms);
     this.o.metrics.commitBatchSize.observe(inline.out.length);
@@ -543,21 +569,25 @@ export class RaftHost implements RoundLoop {
   /** One transaction: queued entries until the slice's time or entry bound, with each touched applied_index. */
   private applySlice(out: AppliedOut[], touched: Set<ShardGroup>): void {
     const start = performance.now();
-    this.inTransaction(() => {
-      let n = 0;
-      for (let next = this.replication.nextApply(); next !== null; next = n < stallLimits.applySliceEntriesMax ? this.replication.nextApply() : null) {
-        const g = this.groups[next.shard]!;
-        const e = next.entry;
-        n++;
-        if (e.index <= g.applied) continue;
-        this.applyEntry(g, e, out);
-        touched.add(g);
-        if (performance.now() - start >= stallLimits.applySliceMs || this.o.node.fireDue()) break;
-      }
-      for (const g of touched) this.appliedIndexes.write(g.shard, g.applied);
-    });
+    this.inTransaction(() => this.applyQueued(out, touched, start));
     this.o.metrics.commitDurationMs.observe(performance.now() - start);
     this.o.metrics.commitBatchSize.observe(out.length);
+  }
+
+  /** Inside a transaction: queued entries until the slice's time (from `start`) or entry bound, and their applied_index. */
+  private applyQueued(out: AppliedOut[], touched: Set<ShardGroup>, start: number): void {
+    let n = 0;
+    for (let next = this.replication.nextApply(); next !== null; next = n < stallLimits.applySliceEntriesMax ? this.replication.nextApply() : null) {
+      const g = this.groups[next.shard]!;
+      const e = next.entry;
+      n++;
+      if (e.index <= g.applied) continue;
+      this.applyEntry(g, e, out);
+      touched.add(g);
+      const ms = performance.now() - start;
+      if (ms >= stallLimits.applySliceMs || (ms >= stallLimits.applySliceFireDueMs && this.o.node.fireDue())) break;
+    }
+    for (const g of touched) this.appliedIndexes.write(g.shard, g.applied);
   }
 
   private installRows(g: ShardGroup, snap: Snapshot): void {

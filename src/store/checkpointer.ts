@@ -8,7 +8,9 @@
  * Why PASSIVE alone does not bound the WAL: SQLite rewinds the WAL to its beginning only when a write transaction
  * starts while every frame is already in the database file and no other reader uses the WAL. Under a steady load
  * the node commits during every checkpoint, so each one ends a few frames short and the file grows without end.
- * So once the file passes walBytesSoftMax, a TRUNCATE checkpoint follows the worker's PASSIVE one: it copies the
+ * So the worker checkpoints again at once while one ends short (up to walCheckpointCatchUpMax times): the frames
+ * left are few, the next one is short, and at a steady rate one usually ends with none left, so the WAL rewinds.
+ * When the load leaves no such moment and the file passes walBytesSoftMax, a TRUNCATE checkpoint follows the worker's PASSIVE one: it copies the
  * frames written since, waits at most walTruncateBusyMs for readers, and truncates the file to zero bytes. It
  * runs on the main thread, between two of the node's transactions, on a connection of its own: one that takes
  * the writer lock from another thread would make the node's transactions that read before they write fail with
@@ -38,7 +40,15 @@ let paused = false;
 const run = () => {
   if (paused) return;
   try {
-    const r = db.pragma('wal_checkpoint(PASSIVE)')[0];
+    let r = db.pragma('wal_checkpoint(PASSIVE)')[0];
+    // Frames committed during it are left: again at once (few frames, short), until one ends with every frame in the
+    // database file and none new, so the node's next write transaction rewinds the WAL to its start.
+    for (let i = 0; i < workerData.catchUpMax && r.log > 0; i++) {
+      const again = db.pragma('wal_checkpoint(PASSIVE)')[0];
+      const done = again.log === again.checkpointed && again.log <= r.log; // settled, or rewound by a write since
+      r = again;
+      if (done) break;
+    }
     let bytes = 0;
     try {
       bytes = statSync(walPath).size;
@@ -132,7 +142,7 @@ export class Checkpointer {
     // It waits for readers holding the writer lock: the node cannot commit meanwhile.
     this.truncator.pragma(`busy_timeout = ${this.o.truncateBusyMs}`);
     const sqlitePath = sqliteModulePath(); // node_modules under Node; unpacked beside the addon in the single executable
-    this.worker = new Worker(workerSource, { eval: true, workerData: { sqlitePath, dbPath, intervalMs, softMaxBytes: this.o.softMaxBytes } });
+    this.worker = new Worker(workerSource, { eval: true, workerData: { sqlitePath, dbPath, intervalMs, softMaxBytes: this.o.softMaxBytes, catchUpMax: nodeLimits.walCheckpointCatchUpMax } });
     this.worker.on('message', (m: RoundReport | ErrorReport) => {
       if ('error' in m) return this.failed(m);
       this.round(m);

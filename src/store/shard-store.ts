@@ -75,6 +75,7 @@ function statements(db: Db) {
        AND next_fire_at >= ? AND next_fire_at < ? GROUP BY s`,
     ),
     dueAt: p(`SELECT count(*) FROM jobs WHERE shard = ? AND state = 'PENDING' AND next_fire_at = ?`).pluck(),
+    dueBetween: p(`SELECT count(*) FROM jobs WHERE shard = ? AND state = 'PENDING' AND next_fire_at >= ? AND next_fire_at < ?`).pluck(),
     // Keys only: answered from the jobs_due index alone (it holds id and next_fire_at), no row read or decoded.
     dueJobs: p(
       `SELECT id, next_fire_at FROM jobs WHERE shard = ? AND state = 'PENDING' AND next_fire_at <= ?
@@ -296,6 +297,11 @@ export class SqliteShardStore implements SchedulerStore {
   /** PENDING jobs whose next occurrence is exactly atMs. */
   countDueAt(atMs: number): number {
     return this.s.dueAt.get(this.shard, atMs) as number;
+  }
+
+  /** PENDING jobs whose next occurrence is in [fromMs, untilMs). */
+  countDueBetween(fromMs: number, untilMs: number): number {
+    return this.s.dueBetween.get(this.shard, fromMs, untilMs) as number;
   }
 
   countJobsByState(): Record<JobState, number> {
