@@ -328,8 +328,9 @@ export class NodeService implements SchedulerApi {
    * Counting an instant's jobs walks the due index over all of them, so a run of single submissions to one crowded
    * instant would count it once per submission (quadratic): a count is reused for limits.hotInstantRecountMs and
    * the jobs this node accepted since are added to it. At a steady rate every job has an instant of its own, which
-   * would be counted in every shard for every job: so an instant is counted only when its bucket (limits.hotInstantBucketMs around it, counted and reused the same way) holds more jobs than could be
-   * reported. Fewer due in the bucket means fewer at the instant: the answer is the same, for far fewer counts.
+   * would be counted in every shard for every job: so an instant is counted only when its bucket
+   * (limits.hotInstantBucketMs around it, counted and reused the same way) holds more jobs than could be reported.
+   * Fewer due in the bucket means fewer at the instant: the answer is the same, for far fewer counts.
    */
   hotInstant(dueAtMs: readonly number[]): HotInstantReport | null {
     const measured = this.o.engine.drainRatePerS();

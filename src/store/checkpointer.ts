@@ -10,9 +10,10 @@
  * the node commits during every checkpoint, so each one ends a few frames short and the file grows without end.
  * So the worker checkpoints again at once while one ends short (up to walCheckpointCatchUpMax times): the frames
  * left are few, the next one is short, and at a steady rate one usually ends with none left, so the WAL rewinds.
- * When the load leaves no such moment and the file passes walBytesSoftMax, a TRUNCATE checkpoint follows the worker's PASSIVE one: it copies the
- * frames written since, waits at most walTruncateBusyMs for readers, and truncates the file to zero bytes. It
- * runs on the main thread, between two of the node's transactions, on a connection of its own: one that takes
+ * When the load leaves no such moment and the file passes walBytesSoftMax, a TRUNCATE checkpoint follows the
+ * worker's PASSIVE one: it copies the frames written since, waits at most walTruncateBusyMs for readers, and
+ * truncates the file to zero bytes. It runs on the main thread, between two of the node's transactions, on a
+ * connection of its own: one that takes
  * the writer lock from another thread would make the node's transactions that read before they write fail with
  * SQLITE_BUSY at once (SQLite calls no busy handler for that upgrade), which is fatal to the node. So its stall
  * on the event loop is the TRUNCATE itself (the frames since the PASSIVE one, two fsyncs). A reader that keeps
