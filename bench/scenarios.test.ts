@@ -13,23 +13,30 @@ afterEach(async () => {
   fixture = null;
 });
 
-function params(overrides: Partial<ScenarioParams>, scenario: 'submit' | 'steady' | 'hot-instant' | 'burst'): ScenarioParams {
+type Scenario = 'submit' | 'steady' | 'hot-instant' | 'burst';
+
+function params(overrides: Partial<ScenarioParams>, scenario: Scenario): ScenarioParams {
   return { ...defaultParams(scenario), drainTimeoutS: 1, taskMaxConcurrency: 10, ...overrides };
+}
+
+/** One scenario against the fixture (or `servers`), no token, the receiver on a free port. */
+function run(scenario: Scenario, overrides: Partial<ScenarioParams>, more: Partial<Parameters<typeof runScenario>[0]> = {}) {
+  return runScenario({
+    scenario,
+    params: params(overrides, scenario),
+    servers: [fixture!.url],
+    nodes: 1,
+    token: null,
+    receiverPort: 0,
+    logger: silentLogger,
+    ...more,
+  });
 }
 
 describe('runScenario against the fixture node', () => {
   it.each([false, true])('hot-instant: counts rejected, lost, duplicate and early exactly (receiver in process: %s)', async (inProcess) => {
     fixture = await startFixtureNode({ rejectEvery: 30, loseEvery: 50, duplicateEvery: 60, earlyEvery: 70 });
-    const result = await runScenario({
-      receiverInProcess: inProcess,
-      scenario: 'hot-instant',
-      params: params({ count: 300, batchSize: 50, concurrency: 2, leadMs: 1_000 }, 'hot-instant'),
-      servers: [fixture.url],
-      nodes: 1,
-      token: null,
-      receiverPort: 0,
-      logger: silentLogger,
-    });
+    const result = await run('hot-instant', { count: 300, batchSize: 50, concurrency: 2, leadMs: 1_000 }, { receiverInProcess: inProcess });
     const f = result.figures;
     expect(fixture.routes['PUT /v1/tasks/{name}']).toBe(1);
     expect(fixture.routes['POST /v1/jobs:batch']).toBe(6);
@@ -57,15 +64,7 @@ describe('runScenario against the fixture node', () => {
 
   it('steady: sends rate x duration jobs in small batches, each due delayMs later, all delivered', async () => {
     fixture = await startFixtureNode();
-    const result = await runScenario({
-      scenario: 'steady',
-      params: params({ ratePerS: 400, durationS: 1, batchSize: 10, delayMs: 300 }, 'steady'),
-      servers: [fixture.url],
-      nodes: 1,
-      token: 'tok-1',
-      receiverPort: 0,
-      logger: silentLogger,
-    });
+    const result = await run('steady', { ratePerS: 400, durationS: 1, batchSize: 10, delayMs: 300 }, { token: 'tok-1' });
     const f = result.figures;
     expect(fixture.lastAuthorization).toBe('Bearer tok-1');
     expect(f.accepted).toBe(400);
@@ -82,15 +81,7 @@ describe('runScenario against the fixture node', () => {
 
   it('burst: a second burst on the same node (the warm case) with its own figures; safety counts both', async () => {
     fixture = await startFixtureNode({ duplicateEvery: 15 });
-    const result = await runScenario({
-      scenario: 'burst',
-      params: params({ count: 10, leadMs: 600, warmLeadMs: 400 }, 'burst'),
-      servers: [fixture.url],
-      nodes: 1,
-      token: null,
-      receiverPort: 0,
-      logger: silentLogger,
-    });
+    const result = await run('burst', { count: 10, leadMs: 600, warmLeadMs: 400 });
     const f = result.figures;
     expect(fixture.routes['POST /v1/jobs:batch']).toBe(2);
     expect(f.accepted).toBe(10);
@@ -115,15 +106,7 @@ describe('runScenario against the fixture node', () => {
 
   it('burst with --warm-lead-ms 0: one burst, no warm figures or target', async () => {
     fixture = await startFixtureNode();
-    const result = await runScenario({
-      scenario: 'burst',
-      params: params({ count: 5, leadMs: 500, warmLeadMs: 0 }, 'burst'),
-      servers: [fixture.url],
-      nodes: 1,
-      token: null,
-      receiverPort: 0,
-      logger: silentLogger,
-    });
+    const result = await run('burst', { count: 5, leadMs: 500, warmLeadMs: 0 });
     expect(result.figures.delivered).toBe(5);
     expect(result.figures.warm ?? null).toBeNull();
     expect(result.targets.map((t) => t.figure)).toEqual(['deliveredWithinMs', 'early', 'lost']);
@@ -131,15 +114,7 @@ describe('runScenario against the fixture node', () => {
 
   it('counts jobs acknowledged after their due time (they cannot be on time)', async () => {
     fixture = await startFixtureNode();
-    const result = await runScenario({
-      scenario: 'submit',
-      params: params({ count: 20, concurrency: 2, leadMs: 0 }, 'submit'),
-      servers: [fixture.url],
-      nodes: 1,
-      token: null,
-      receiverPort: 0,
-      logger: silentLogger,
-    });
+    const result = await run('submit', { count: 20, concurrency: 2, leadMs: 0 });
     expect(result.figures.accepted).toBe(20);
     expect(result.figures.ackedAfterDue).toBe(20);
     expect(result.figures.delivered).toBe(20);
@@ -147,15 +122,7 @@ describe('runScenario against the fixture node', () => {
 
   it('waits for callbacks that start only after a long submit phase (idle counts from its end)', async () => {
     fixture = await startFixtureNode({ answerDelayMs: 250, fireDelayMs: 1_800 });
-    const result = await runScenario({
-      scenario: 'submit',
-      params: params({ count: 5, concurrency: 1, leadMs: 0 }, 'submit'),
-      servers: [fixture.url],
-      nodes: 1,
-      token: null,
-      receiverPort: 0,
-      logger: silentLogger,
-    });
+    const result = await run('submit', { count: 5, concurrency: 1, leadMs: 0 });
     expect(result.figures.submitDurationMs).toBeGreaterThan(1_000); // longer than the 1 s idle timeout
     expect(result.figures.lost).toBe(0);
     expect(result.figures.delivered).toBe(5);
@@ -166,15 +133,7 @@ describe('runScenario against the fixture node', () => {
     fixture = await startFixtureNode();
     const second = await startFixtureNode();
     try {
-      const result = await runScenario({
-        scenario: 'submit',
-        params: params({ count: 120, concurrency: 8, leadMs: 400 }, 'submit'),
-        servers: [fixture.url, second.url],
-        nodes: 1,
-        token: null,
-        receiverPort: 0,
-        logger: silentLogger,
-      });
+      const result = await run('submit', { count: 120, concurrency: 8, leadMs: 400 }, { servers: [fixture.url, second.url] });
       // Each fixture only knows the task if it received the PUT; the bench puts it through one server, so
       // jobs sent to the other are refused: exactly half, which proves the round-robin spread.
       const sentA = fixture.routes['POST /v1/jobs'] ?? 0;
