@@ -105,9 +105,14 @@ export const limits = {
   /** The signer's kept scratch buffer (one MAC's input); a larger body is signed from a buffer of its own. */
   signScratchBytesMax: 65_536,
   // --- the firing thread (src/dispatch/firing-port.ts, firing-core.ts)
-  /** Occurrences due within this much are staged in the firing thread ahead of time (request built, signed). */
+  /**
+   * Attempts due within this much are decided and handed to the sender ahead of time (staged: request built and
+   * signed, connection warm, sent at the due ms, withdrawable until then); `serve --stage-lead-ms` overrides it.
+   */
   firingStageLeadMs: 100,
-  /** Staged deliveries the firing thread holds at most; past this the engine sends at the due time instead. */
+  /** The largest `--stage-lead-ms`: a longer lead decides further ahead and holds more staged callbacks. */
+  firingStageLeadMsMax: 1_000,
+  /** Staged orders the node holds at most; past this the core decides and sends the rest at their due time. */
   firingStagedMax: 50_000,
   /** While deliveries wait in the thread, the main side sends the shards' lease deadlines this often. */
   firingLeaseRefreshMs: 10,

@@ -404,6 +404,12 @@ export class FiringCore {
 
   // --- the near-horizon wheel ------------------------------------------------------------------------------
 
+  /** The earliest staged due ms (now, while due deliveries wait for their turn); null when nothing is staged. */
+  nextDueAtMs(): number | null {
+    if (this.dueHead < this.dueNow.length) return this.o.clock.nowMs();
+    return this.dueHeap.length === 0 ? null : this.dueHeap[0]!;
+  }
+
   /** One timer for the earliest due ms, then a setImmediate spin for its last millisecond. */
   private arm(): void {
     if (this.dueHeap.length === 0 || this.spin !== null) return;

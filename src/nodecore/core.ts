@@ -45,14 +45,27 @@ export class NodeCore implements NodeCoreApi {
   /** The term in which each firing record out to Raft was proposed (by ticket): a refused one is retried only then. */
   private readonly recordTerms = new Map<number, number>();
   private nowMs: number;
+  /** How long before its due time an order may be handed out (staged); 0 with a manual clock. */
+  private readonly stageLeadMs: number;
 
   constructor(private readonly d: NodeCoreDeps) {
     assert(d.stores.length >= 1, 'NodeCore needs at least one shard');
     checkTime(d.startMs, 'startMs');
+    const lead = d.stageLeadMs ?? 0;
+    assert(Number.isInteger(lead) && lead >= 0, 'stageLeadMs must be a non-negative integer');
+    this.stageLeadMs = d.manualClock === true ? 0 : lead;
     this.nowMs = d.startMs;
     this.batcher = new Batcher(d.nodeId, d.mergeCreates);
     this.firing = new Firing(
-      { stores: d.stores, startMs: d.startMs, rand01: d.rand01, leaseValid: (s) => d.leaseValid(s), manualClock: d.manualClock === true, logger: d.logger },
+      {
+        stores: d.stores,
+        startMs: d.startMs,
+        rand01: d.rand01,
+        leaseValid: (s) => d.leaseValid(s),
+        manualClock: d.manualClock === true,
+        stageLeadMs: this.stageLeadMs,
+        logger: d.logger,
+      },
       this.batcher,
       this.outbox,
     );
@@ -160,7 +173,7 @@ export class NodeCore implements NodeCoreApi {
       dispatch: this.outbox.dispatch.splice(0),
       replies: this.replies_,
       nextDeadlineMs: this.capDeadline(minOf(this.firing.nextFireAtMs(), this.firing.nextLoadAtMs())),
-      nextFireAtMs: this.firing.nextFireAtMs(),
+      nextFireAtMs: this.preciseFireAtMs(),
       flushAtMs: this.batcher.flushAtMs(this.nowMs),
     };
     for (const p of rd.propose) {
@@ -178,7 +191,7 @@ export class NodeCore implements NodeCoreApi {
     for (const w of rd.withdraw) assert(this.outKeys.has(w.key), 'a withdrawal of an order that is not out');
     for (const o of rd.dispatch) {
       assert(!this.outKeys.has(o.key), 'a second order for an occurrence already out');
-      assert(o.dueAtMs <= this.nowMs, 'an order before its due time');
+      assert(o.dueAtMs <= this.nowMs + this.stageLeadMs, 'an order before its stage lead');
       assert(o.attempt >= 1, 'an order with attempt below 1');
       this.outKeys.add(o.key);
     }
@@ -224,8 +237,13 @@ export class NodeCore implements NodeCoreApi {
   }
 
   fireDue(nowMs: number): boolean {
-    const at = this.firing.nextFireAtMs();
+    const at = this.preciseFireAtMs();
     return at !== null && at - nodeLimits.firingSpinMs <= nowMs;
+  }
+
+  /** The next deadline when it may be a callback's due time (a stage time needs no precision). */
+  private preciseFireAtMs(): number | null {
+    return this.firing.precise() ? this.firing.nextFireAtMs() : null;
   }
 
   nextDeadlineAfter(nowMs: number, untilMs: number): number | null {

@@ -35,7 +35,7 @@ import type { DueJob, SchedulerStore } from '../scheduler/store.js';
 import type { CallbackSpec, ExecutionRecord, JobRecord, JobState } from '../scheduler/types.js';
 import { TimerWheel } from '../timerwheel/wheel.js';
 import type { Batcher } from './batcher.js';
-import { decideDue, isFinal, missingTaskOutcome, occurrenceKey, outcomeOf, type Attempt, type Held } from './rules.js';
+import { decideDue, isFinal, missingTaskOutcome, occurrenceKey, outcomeOf, stagedEarlyHolds, type Attempt, type Held } from './rules.js';
 import type { DispatchOrder, OccurrenceKey, Withdrawal } from './types.js';
 
 /** Without a valid lease a due occurrence is looked at again this much later (a heartbeat round renews it). */
@@ -70,6 +70,10 @@ interface Out {
    * again (folded, `startedAtMs`), or the outcome would apply to an execution that was never recorded.
    */
   firedLost: FiredItem | null;
+  /** The attempt, when it was ordered before its due time (staged): a pause takes the order back and re-arms it. */
+  staged: Attempt | null;
+  /** Never sent before this instant. */
+  dueAtMs: number;
 }
 
 /** Everything this node knows about one occurrence in flight. Gone once nothing of it is pending. */
@@ -105,6 +109,8 @@ export interface FiringDeps {
   rand01: () => number;
   leaseValid(shard: number): boolean;
   manualClock: boolean;
+  /** How long before its due time an attempt may be ordered (staged); 0: at its due time. */
+  stageLeadMs: number;
   logger: Logger;
 }
 
@@ -132,6 +138,10 @@ export class Firing {
   private leaseRetried = 0;
   private outCount = 0;
   private startedCount = 0;
+  /** Orders out that were ordered before their due time and have not started (bounded by limits.firingStagedMax). */
+  private stagedCount = 0;
+  /** Attempts in the wheel at their due time itself (`unstaged`): the core's next deadline then needs precision. */
+  private unstagedInWheel = 0;
   private loads: Load[] = [];
   private periodicUntilMs: number | null = null;
   private periodicArmed = 0;
@@ -359,6 +369,7 @@ export class Firing {
     if (rec.out.started) return;
     rec.out.started = true;
     this.startedCount++;
+    if (rec.out.staged !== null) this.stagedCount--;
   }
 
   outcome(key: OccurrenceKey, o: AttemptOutcome): void {
@@ -397,6 +408,13 @@ export class Firing {
     for (const key of this.byJob.get(jobId) ?? []) {
       const rec = this.occ.get(key)!;
       if (rec.out === null) continue;
+      if (!rec.out.started && rec.out.staged !== null && rec.out.fired !== null) {
+        // Staged ahead of its due time: taken back and decided at the due time, after the pause if it applied by
+        // then (a pause is not refused because its job was staged a moment before it).
+        if (rec.armed === null) rec.armed = { ...rec.out.staged, unstaged: true, where: 'behind' };
+        this.withdraw(rec, 'disarmed');
+        continue;
+      }
       rec.out.hold = false;
       this.handFired(rec, null, nowMs);
     }
@@ -407,6 +425,7 @@ export class Firing {
   private endOrder(rec: Occurrence, outcomeComing: boolean): void {
     const attempt = rec.out!.attempt;
     if (rec.out!.started) this.startedCount--;
+    else if (rec.out!.staged !== null) this.stagedCount--;
     rec.out = null;
     this.outCount--;
     if (rec.armed?.where !== 'behind') return;
@@ -458,6 +477,7 @@ export class Firing {
       for (const key of this.wheel.advanceTo(nowMs, room)) {
         const rec = this.occ.get(key);
         if (rec?.armed?.where !== 'wheel') continue;
+        if (rec.armed.unstaged === true) this.unstagedInWheel--;
         rec.armed.where = 'due';
         this.dueBacklog.push(key);
       }
@@ -509,7 +529,10 @@ export class Firing {
     }
   }
 
-  /** When the next attempt comes due (or the held-back poll); null when nothing waits on time. */
+  /**
+   * When the next attempt is looked at (or the held-back poll); null when nothing waits on time. With a stage lead
+   * the wheel's deadlines are stage times, which need no precision: `precise()` says whether one may be a due time.
+   */
   nextFireAtMs(): number | null {
     if (this.stopped) return null;
     if (this.heldBackAtMs !== null) return this.heldBackAtMs + queueLimits.holdBackRetryMs;
@@ -519,6 +542,11 @@ export class Firing {
     if (next !== null && this.d.manualClock && next > this.nowMs) next = null;
     if (this.leaseWaitAtMs !== null) next = Math.min(next ?? Infinity, this.leaseWaitAtMs + leaseRetryMs);
     return next;
+  }
+
+  /** The next deadline may be a callback's due time (nothing is staged, or an attempt waits in the wheel unstaged). */
+  precise(): boolean {
+    return this.d.stageLeadMs === 0 || this.unstagedInWheel > 0 || this.dueHead < this.dueBacklog.length || this.leaseWaitAtMs !== null;
   }
 
   /** When the loader wants a tick: now while pages are left, else its next periodic run. */
@@ -541,14 +569,24 @@ export class Firing {
 
   // --- firing -------------------------------------------------------------------------------------------
 
-  /** Decides what to do with a due attempt (rules.ts), then orders it. */
+  /**
+   * Decides what to do with an attempt due now, or due within the stage lead (rules.ts), then orders it: an order
+   * before its due time is staged (the host sends it at dueAtMs, still asking the lease then) and stays
+   * withdrawable until it starts, so a cancel, pause, new schedule or lost leadership takes it back as it would an
+   * order waiting for its concurrency slot.
+   */
   private fire(rec: Occurrence, a: Armed, nowMs: number): void {
     // Never early, on this node's clock: not before the attempt's due time (a clock that stepped back), nor before
     // the occurrence's own time, which another node's clock may have set ahead of this one (a re-fire of an
     // attempt it recorded as started is otherwise due at once).
     const notBeforeMs = Math.max(a.dueAtMs, a.scheduledAtMs);
-    if (nowMs < notBeforeMs) {
+    const early = nowMs < notBeforeMs;
+    if (early && (a.unstaged === true || nowMs < notBeforeMs - this.d.stageLeadMs)) {
       this.arm(notBeforeMs === a.dueAtMs ? a : { ...a, dueAtMs: notBeforeMs });
+      return;
+    }
+    if (early && this.stagedCount >= limits.firingStagedMax) {
+      this.arm({ ...a, dueAtMs: notBeforeMs, unstaged: true });
       return;
     }
     if (!this.firing.has(a.shard)) return;
@@ -571,7 +609,16 @@ export class Firing {
     const job = held !== undefined ? held.job : store.getJob(a.jobId);
     const known = held?.execution;
     const exec = job === null ? null : known !== undefined ? known : store.getExecution(a.jobId, a.scheduledAtMs);
+    if (early && (job === null || !stagedEarlyHolds(a, job, exec))) {
+      this.arm({ ...a, dueAtMs: notBeforeMs, unstaged: true });
+      return;
+    }
     const d = decideDue(a, job, exec, nowMs, { recording: rec.recording, otherOpen: () => this.hasOtherOpen(a) });
+    if (early && d.kind !== 'send') {
+      // Only a send is staged: whatever else the store says now is looked at again at the due time.
+      this.arm({ ...a, dueAtMs: notBeforeMs, unstaged: true });
+      return;
+    }
     if (d.kind === 'drop') return;
     if (d.kind === 'buffer') {
       this.buffer(rec, a);
@@ -579,7 +626,7 @@ export class Firing {
       rec.recording = true;
       this.batcher.addSkipped(a.shard, { jobId: a.jobId, scheduledAtMs: a.scheduledAtMs, reason: d.reason }, nowMs);
     } else {
-      this.order(rec, a, d.job, nowMs, d.firstOfOnce);
+      this.order(rec, early ? { ...a, dueAtMs: notBeforeMs } : a, d.job, nowMs, d.firstOfOnce, early);
     }
   }
 
@@ -607,9 +654,15 @@ export class Firing {
     return store.openExecutions(a.jobId).some((e) => e.scheduledAtMs !== a.scheduledAtMs);
   }
 
-  private order(rec: Occurrence, a: Armed, job: JobRecord, nowMs: number, firstOfOnce: boolean): void {
+  private order(rec: Occurrence, a: Armed, job: JobRecord, nowMs: number, firstOfOnce: boolean, staged: boolean): void {
     const spec: CallbackSpec | null = job.callback ?? (job.task === null ? null : this.d.stores[a.shard]!.getTask(job.task));
-    const fired: FiredItem = { jobId: a.jobId, scheduledAtMs: a.scheduledAtMs, attempt: a.attempt, startedAtMs: nowMs };
+    if (spec === null && staged) {
+      // Its failure is recorded at the due time, not before.
+      this.arm({ ...a, unstaged: true });
+      return;
+    }
+    // A staged order's start is reported when it is sent; until then its record says its due time, never earlier.
+    const fired: FiredItem = { jobId: a.jobId, scheduledAtMs: a.scheduledAtMs, attempt: a.attempt, startedAtMs: Math.max(nowMs, a.dueAtMs) };
     rec.recording = true;
     if (spec === null) {
       this.batcher.addFired(a.shard, fired, false, nowMs);
@@ -617,8 +670,9 @@ export class Firing {
       return;
     }
     const term = this.firing.get(a.shard)!;
-    rec.out = { attempt: a.attempt, term, spec, started: false, fired, hold: firstOfOnce, firedLost: null };
+    rec.out = { attempt: a.attempt, term, spec, started: false, fired, hold: firstOfOnce, firedLost: null, staged: staged ? a : null, dueAtMs: a.dueAtMs };
     this.outCount++;
+    if (staged) this.stagedCount++;
     this.dispatched++;
     const fencingToken = `${a.shard}.${term}`;
     this.outbox.dispatch.push({
@@ -678,20 +732,37 @@ export class Firing {
     return null;
   }
 
-  /** Into the wheel, or `parked` when the wheel is at its ceiling (only arms the loader cannot find again get here). */
+  /**
+   * Into the wheel, or `parked` when the wheel is at its ceiling (only arms the loader cannot find again get here).
+   * The wheel holds each attempt at the moment it is looked at: the stage lead before its due time, or its due
+   * time itself when it is not staged.
+   */
   private arm(a: Attempt): void {
     const rec = this.recordOf(a);
+    if (rec.armed?.where === 'wheel' && rec.armed.unstaged === true) this.unstagedInWheel--;
     if (this.wheel.full && !this.wheel.has(rec.key)) {
       if (rec.armed?.where !== 'parked') this.parked.push(rec.key);
       rec.armed = { ...a, where: 'parked' };
       return;
     }
     rec.armed = { ...a, where: 'wheel' };
-    this.wheel.add(rec.key, a.dueAtMs);
+    this.intoWheel(rec.key, a);
+  }
+
+  private intoWheel(key: OccurrenceKey, a: Attempt): void {
+    if (a.unstaged === true) this.unstagedInWheel++;
+    this.wheel.add(key, this.lookAtMs(a));
+  }
+
+  private lookAtMs(a: Attempt): number {
+    return a.unstaged === true ? a.dueAtMs : a.dueAtMs - this.d.stageLeadMs;
   }
 
   private unarm(rec: Occurrence): void {
-    if (rec.armed?.where === 'wheel') this.wheel.cancel(rec.key);
+    if (rec.armed?.where === 'wheel') {
+      this.wheel.cancel(rec.key);
+      if (rec.armed.unstaged === true) this.unstagedInWheel--;
+    }
     rec.armed = null;
     rec.awaitedAttempt = null;
   }
@@ -728,7 +799,7 @@ export class Firing {
       const rec = this.occ.get(this.parked[i++]!);
       if (rec?.armed?.where !== 'parked') continue;
       rec.armed.where = 'wheel';
-      this.wheel.add(rec.key, rec.armed.dueAtMs);
+      this.intoWheel(rec.key, rec.armed);
     }
     this.parked.splice(0, i);
   }
@@ -864,7 +935,10 @@ export class Firing {
       if (ms != null && ms > nowMs && ms <= untilMs && (next === null || ms < next)) next = ms;
     };
     consider(this.wheel.nextDeadlineMs());
-    for (const key of this.parked) consider(this.occ.get(key)?.armed?.dueAtMs);
+    for (const key of this.parked) {
+      const a = this.occ.get(key)?.armed;
+      if (a != null) consider(this.lookAtMs(a));
+    }
     for (const shard of this.firing.keys()) {
       // The cursor skips the jobs due at or before now (ids are never empty): those are the loader's already.
       const [job] = this.d.stores[shard]!.dueJobs(untilMs, 1, { atMs: nowMs + 1, id: '' });

@@ -43,6 +43,11 @@ export interface NodeCoreDeps {
    * lease waits for its own time instead of being moved, and the core asks for no timer later than now.
    */
   manualClock?: boolean;
+  /**
+   * An attempt may be ordered up to this long before its due time (staged: decided now, sent by the host at
+   * `dueAtMs`, withdrawable until it starts). 0 or absent: ordered at its due time. Ignored with a manual clock.
+   */
+  stageLeadMs?: number;
   logger: Logger;
 }
 
@@ -55,7 +60,11 @@ export interface DispatchOrder {
   attempt: number;
   /** `${shard}.${term}`: grows with every leadership change of the shard. */
   fencingToken: string;
-  /** Never sent before this instant (the scheduler's clock). */
+  /**
+   * Never sent before this instant (the scheduler's clock). It may be up to the stage lead after the order is
+   * handed out: the host sends it then (asking the shard's lease at that moment), and until it starts the core
+   * may withdraw it.
+   */
   dueAtMs: number;
   delivery: Delivery;
 }
@@ -96,7 +105,8 @@ export type Reply = { opId: number; ok: true; applied: Applied } | { opId: numbe
  *  3. `replies`: answer the clients;
  *  4. arm one timer for `nextDeadlineMs` (null: nothing is waiting on time; a value at or before now: call
  *     `tick` on the next turn of the event loop). `nextFireAtMs` is the part of it that is a callback's due time:
- *     the host may wake a little before it and spin, the rest (loader pages and runs, polls) needs no precision.
+ *     the host may wake a little before it and spin, the rest (loader pages and runs, polls, the stage times of
+ *     attempts ordered ahead of their due time) needs no precision.
  *     It is never more than `nodeLimits.wallClockRecheckMs` after the last input's time (except with a manual
  *     clock): the host's timer waits on the monotonic clock, and a wall clock stepped forward must be seen soon.
  *  5. arm one timer for `flushAtMs` and call `flush` when it expires (at or before now: on the next turn). It

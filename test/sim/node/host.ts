@@ -48,6 +48,8 @@ export interface NodeWorld {
   readonly digestEvery: number;
   readonly makeCore: (deps: NodeCoreDeps) => FedCore;
   readonly logger: Logger;
+  /** The cores' stage lead (NodeCoreDeps.stageLeadMs). */
+  readonly stageLeadMs: number;
 }
 
 /** One shard on this node: its simulated disk and store (src/node/group.ts ShardGroup); Raft's side is the Replication's. */
@@ -87,6 +89,8 @@ interface OrderState {
   readonly order: DispatchOrder;
   started: boolean;
   queued: boolean;
+  /** Ordered ahead of its due time and not handed to the dispatcher yet (FiringCore's near-horizon wheel). */
+  staged: boolean;
 }
 
 export class SimNode {
@@ -160,6 +164,7 @@ export class SimNode {
         startMs: this.wallMs,
         rand01: () => this.rand.nextFloat(),
         mergeCreates: true,
+        stageLeadMs: this.w.stageLeadMs,
         logger: this.w.logger,
       },
       clocks: { nowMs: () => this.wallMs, monoMs: () => this.monoMs },
@@ -450,7 +455,10 @@ export class SimNode {
     // NodeShell: an order still waiting for its slot is refused when it gets it (admit); a started one reports as usual.
     for (const w of rd.withdraw) {
       worked = true;
-      this.withdrawn.add(w.key);
+      const st = this.orders.get(w.key);
+      // FiringPort.withdraw: a staged order is taken back at once (answered on a later turn, as a promise is).
+      if (st?.staged === true) this.takeBackStaged(st);
+      else this.withdrawn.add(w.key);
     }
     for (const o of rd.dispatch) {
       worked = true;
@@ -496,11 +504,49 @@ export class SimNode {
 
   // ------------------------------------------------------------------ the dispatcher (src/dispatch)
 
-  /** NodeShell.send: the order goes to the dispatcher at once, which starts it when its concurrency key has room. */
+  /**
+   * NodeShell.send: the order goes to the dispatcher at once, which starts it when its concurrency key has room; one
+   * ordered ahead of its due time (stageTo) waits in the firing core until its due ms on this node's clock.
+   */
   private order(o: DispatchOrder): void {
-    const st: OrderState = { order: o, started: false, queued: false };
+    const st: OrderState = { order: o, started: false, queued: false, staged: false };
     this.orders.set(o.key, st);
-    this.w.scheduler.ordered({ node: this.id, key: o.key, jobId: o.jobId, scheduledAtMs: o.scheduledAtMs, attempt: o.attempt, dueAtMs: o.dueAtMs, nodeWallMs: this.wallMs });
+    this.w.scheduler.ordered({ node: this.id, key: o.key, jobId: o.jobId, scheduledAtMs: o.scheduledAtMs, attempt: o.attempt, dueAtMs: o.dueAtMs, nodeWallMs: this.wallMs }, this.w.stageLeadMs);
+    if (o.dueAtMs > this.wallMs) return this.stage(st);
+    this.toDispatcher(st);
+  }
+
+  private stage(st: OrderState): void {
+    st.staged = true;
+    const inc = this.incarnation;
+    const wake = (): void => {
+      if (inc !== this.incarnation || this.orders.get(st.order.key) !== st || !st.staged) return;
+      // The node's clock may have stepped back since: FiringCore sends at its due ms on the clock as it reads now.
+      if (this.wallMs < st.order.dueAtMs) {
+        this.w.at(this, this.clock.trueTimeOfWall(st.order.dueAtMs, this.w.nowMs), 'staged', wake);
+        return;
+      }
+      st.staged = false;
+      this.toDispatcher(st);
+      this.settle();
+    };
+    this.w.at(this, this.clock.trueTimeOfWall(st.order.dueAtMs, this.w.nowMs), 'staged', wake);
+  }
+
+  private takeBackStaged(st: OrderState): void {
+    st.staged = false;
+    this.orders.delete(st.order.key);
+    const inc = this.incarnation;
+    this.w.at(this, this.w.nowMs, 'withdrawn', () => {
+      if (inc !== this.incarnation) return;
+      this.core.dispatchWithdrawn(st.order.key);
+      this.settle();
+    });
+  }
+
+  private toDispatcher(st: OrderState): void {
+    const o = st.order;
+    this.w.scheduler.sendable({ node: this.id, key: o.key, jobId: o.jobId, scheduledAtMs: o.scheduledAtMs, attempt: o.attempt, dueAtMs: o.dueAtMs, nodeWallMs: this.wallMs });
     const ck = o.delivery.concurrencyKey;
     if ((this.running.get(ck) ?? 0) < o.delivery.spec.maxConcurrency) return this.startAttempt(st);
     st.queued = true;
