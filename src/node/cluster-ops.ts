@@ -200,9 +200,8 @@ export class ClusterOps {
         await sleep(clusterLimits.transferDrainPollMs);
       }
       if (!leads()) {
-        this.handingOver.delete(shard);
-        if (!this.stopped) shell.undrainShard(shard);
-        return;
+        // Its leaderStop ended the drain already.
+        throw new PunctualError('unavailable', `${this.config.nodeId} no longer leads shard ${shard} in term ${term} (an election, or the node closes): nothing was transferred`);
       }
       const drained = shell.shardDrained(shard);
       const drainMs = Math.round(performance.now() - startMs);
