@@ -139,6 +139,8 @@ export class Firing {
   private drainWaiting: OccurrenceKey[] = [];
   /** Orders withdrawn by a drain and not answered yet: the attempt to wait again once the host took it back. */
   private readonly drainReturning = new Map<OccurrenceKey, Attempt>();
+  /** Per draining shard, its occurrences whose order was out when the drain began (no new order comes meanwhile). */
+  private readonly drainOut = new Map<number, Set<OccurrenceKey>>();
   private loads: Load[] = [];
   private periodicUntilMs: number | null = null;
   private periodicArmed = 0;
@@ -210,8 +212,11 @@ export class Firing {
     this.see(nowMs);
     if (!this.firing.has(shard) || this.draining.has(shard)) return;
     this.draining.add(shard);
+    const out = new Set<OccurrenceKey>();
+    this.drainOut.set(shard, out);
     for (const rec of [...this.occ.values()]) {
       if (rec.shard !== shard || rec.out === null) continue;
+      out.add(rec.key);
       rec.out.hold = false;
       if (rec.out.started || rec.out.fired === null) continue;
       // Decided to send already: when it goes after all, the misfire rule does not count the drain's wait.
@@ -226,6 +231,7 @@ export class Firing {
   /** The drain ended without a transfer: the attempts that waited go back to the wheel, due at once. */
   undrain(shard: number): void {
     if (!this.draining.delete(shard)) return;
+    this.drainOut.delete(shard);
     const stay: OccurrenceKey[] = [];
     for (const key of this.drainWaiting) {
       const rec = this.occ.get(key);
@@ -236,15 +242,23 @@ export class Firing {
     this.drainWaiting = stay;
   }
 
-  /** Leadership started or stopped: the shard's drain (if any) is over, and its waiting attempts with it. */
+  /** Leadership started or stopped: the shard's drain (if any) is over (a leaderStop then forgets what waited). */
   endDrain(shard: number): void {
     if (this.draining.has(shard)) this.undrain(shard);
     for (const [key, a] of this.drainReturning) if (a.shard === shard) this.drainReturning.delete(key);
   }
 
-  /** No order of the shard is out (its outcomes went to the batcher, which says whether they are applied). */
+  /**
+   * No order of the draining shard is out (their outcomes went to the batcher, which says whether they applied).
+   * Only the orders out when the drain began are looked at: fire() orders nothing for a draining shard.
+   */
   drained(shard: number): boolean {
-    for (const rec of this.occ.values()) if (rec.shard === shard && rec.out !== null) return false;
+    const out = this.drainOut.get(shard);
+    if (out === undefined) return false;
+    for (const key of out) {
+      if (this.occ.get(key)?.out != null) return false;
+      out.delete(key);
+    }
     return true;
   }
 
