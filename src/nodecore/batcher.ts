@@ -185,9 +185,11 @@ export class Batcher {
     }
   }
 
-  /** No firing record of the shard waits for a flush (held or not) or to be proposed again. */
-  recordsProposed(shard: number): boolean {
-    return !this.items.has(shard) && !this.retries.some((r) => r.shard === shard);
+  /** No firing record of the shard waits to be proposed (held, or to be retried) or for its proposal's answer. */
+  recordsSettled(shard: number): boolean {
+    if (this.items.has(shard) || this.retries.some((r) => r.shard === shard)) return false;
+    for (const s of this.staged.values()) if (s.shard === shard && s.opId === null && s.parts === null) return false;
+    return true;
   }
 
   queuedCount(): number {

@@ -273,14 +273,9 @@ export class NodeCore implements NodeCoreApi {
     return this.batcher.heldCount();
   }
 
-  /**
-   * Proposed is enough, applied is not needed: Raft sends the transfer's timeout_now only once the target holds
-   * the leader's whole log, and the target fires only after applying its term's first entry, which commits them.
-   */
   shardDrained(shard: number): boolean {
     checkShard(shard, this.d.stores.length);
-    if (!this.firing.isDraining(shard) || !this.firing.drained(shard) || !this.batcher.recordsProposed(shard)) return false;
-    return !this.propose_.some((p) => p.shard === shard);
+    return this.firing.isDraining(shard) && this.firing.drained(shard) && this.batcher.recordsSettled(shard);
   }
 }
 

@@ -76,7 +76,7 @@ describe('NodeCore: draining a shard before a leadership transfer', () => {
     expect(h.orders.map((o) => o.jobId)).toEqual(['a']);
   });
 
-  it('proposes the held fired records at once, and is drained once the outcomes are in the log', () => {
+  it('proposes the held fired records at once, and is drained only once the outcomes applied', () => {
     const h = new Harness();
     h.setup();
     create(h, 0, once('a', T0 + 100), once('b', T0 + 100));
@@ -93,16 +93,13 @@ describe('NodeCore: draining a shard before a leadership transfer', () => {
     expect(h.core.shardDrained(0)).toBe(false); // callbacks still out
     h.finish(a!, ok(T0 + 120));
     h.finish(b!, ok(T0 + 121));
-    expect(h.core.shardDrained(0)).toBe(false); // outcomes waiting for the flush
+    expect(h.core.shardDrained(0)).toBe(false); // outcomes not proposed yet
     h.holdLog = true;
-    h.core.flush(T0 + 121 + stallLimits.engineItemsDelayMs);
-    // Staged in the core, not handed out by ready() yet: not in the log.
-    expect(h.core.shardDrained(0)).toBe(false);
-    h.drain();
+    h.advance(T0 + 121 + stallLimits.engineItemsDelayMs);
     expect(h.held.map((p) => p.command.type)).toEqual(['outcomes']);
-    // In the log, not applied: the transfer's target gets the whole log before it may lead, so this is enough.
-    expect(h.core.shardDrained(0)).toBe(true);
+    expect(h.core.shardDrained(0)).toBe(false); // proposed, not applied
     h.releaseLog();
+    expect(h.core.shardDrained(0)).toBe(true);
     expect(h.stores[0]!.getExecution('a', T0 + 100)).toMatchObject({ state: 'SUCCEEDED' });
     expect(h.stores[0]!.getExecution('b', T0 + 100)).toMatchObject({ state: 'SUCCEEDED' });
   });

@@ -198,10 +198,8 @@ export interface NodeCoreQueries {
   /** Fired records held for their outcomes (tests). */
   heldCount(): number;
   /**
-   * The shard drains (drainShard) and nothing of it is left to record: no order out, and every firing record of it
-   * is in the shard's log (handed out by ready()). A transfer's target receives the whole log before it may
-   * campaign, and fires only once it applied its term's first entry: it finds every callback this node sent
-   * recorded, without waiting for those records to apply here.
+   * The shard drains (drainShard) and nothing of it is left to record: no order out, no firing record waiting to
+   * be proposed or for its proposal to apply. Its next leader then finds every callback this node sent recorded.
    */
   shardDrained(shard: number): boolean;
 }
