@@ -428,8 +428,21 @@ export const clusterLimits = {
   rebalanceTransfersMax: 2,
   /** Peers' API addresses are asked again after this long (GET /v1/cluster). */
   peerInfoTtlMs: 5_000,
+  /**
+   * A planned leadership transfer first drains the shard (its callbacks in flight end and are recorded) for at most
+   * this long, then hands over anyway: a receiver that holds a callback must not hold the transfer.
+   */
+  transferDrainMaxMs: 1_000,
+  /** How often the transfer looks whether the shard is drained. */
+  transferDrainPollMs: 2,
+  /** A shard this node still leads this long after it asked for the transfer was not handed over: it fires again. */
+  transferUndrainAfterMs: 1_000,
 } as const;
 assert(clusterLimits.leaseTicks < clusterLimits.electionTicks, 'the lease must end before a follower may campaign');
+assert(
+  clusterLimits.transferUndrainAfterMs >= clusterLimits.tickMs * clusterLimits.electionTicks,
+  'a transfer Raft may still carry out (within an election timeout) must not find its shard firing again',
+);
 assert(limits.firingLeaseGraceMs > limits.firingLeaseRefreshMs, 'the firing thread gets a new lease deadline before the last one ends');
 assert(
   limits.firingLeaseGraceMs < clusterLimits.tickMs * (clusterLimits.electionTicks - clusterLimits.leaseTicks - 1),

@@ -238,6 +238,22 @@ export class NodeShell {
     return Promise.all(waits).then(() => undefined);
   }
 
+  /** A leadership transfer of `shard` is planned (src/node/cluster-ops.ts): the core drains it first. */
+  drainShard(shard: number): void {
+    this.core.drainShard(shard, this.o.clock.nowMs());
+    this.pump();
+  }
+
+  /** The transfer did not happen: the shard fires again. */
+  undrainShard(shard: number): void {
+    this.core.undrainShard(shard);
+    this.pump();
+  }
+
+  shardDrained(shard: number): boolean {
+    return this.core.shardDrained(shard);
+  }
+
   /** A shard this node stopped firing in a term (lost, or fired again in a newer one): the port drops its orders. */
   private revokeLost(): void {
     const now = this.core.firingShards();

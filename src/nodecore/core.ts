@@ -87,11 +87,13 @@ export class NodeCore implements NodeCoreApi {
     checkShard(shard, this.d.stores.length);
     assert(Number.isInteger(term) && term >= 1, 'term must be a positive integer');
     this.see(nowMs);
+    this.firing.endDrain(shard);
     this.firing.leaderStart(shard, term, nowMs);
   }
 
   leaderStop(shard: number): void {
     checkShard(shard, this.d.stores.length);
+    this.firing.endDrain(shard);
     for (const command of this.batcher.dropRetries(shard)) this.firing.lost(command);
     this.firing.leaderStop(shard);
   }
@@ -161,6 +163,17 @@ export class NodeCore implements NodeCoreApi {
   flushAll(nowMs: number): void {
     this.see(nowMs);
     while (this.batcher.hasWork()) this.batcher.flush(nowMs, true, this.propose_);
+  }
+
+  drainShard(shard: number, nowMs: number): void {
+    checkShard(shard, this.d.stores.length);
+    this.see(nowMs);
+    this.firing.drain(shard, nowMs);
+  }
+
+  undrainShard(shard: number): void {
+    checkShard(shard, this.d.stores.length);
+    this.firing.undrain(shard);
   }
 
   // --- outputs --------------------------------------------------------------------------------------------
@@ -276,6 +289,11 @@ export class NodeCore implements NodeCoreApi {
 
   heldCount(): number {
     return this.batcher.heldCount();
+  }
+
+  shardDrained(shard: number): boolean {
+    checkShard(shard, this.d.stores.length);
+    return this.firing.isDraining(shard) && this.firing.drained(shard) && this.batcher.recordsSettled(shard);
   }
 }
 

@@ -45,9 +45,10 @@ const leaseRetryMs = nodeLimits.leaseRetryMs;
  * Where an armed attempt waits: the wheel, the due backlog, `parked` (wheel full), buffered (overlap), due
  * but waiting for the shard's lease (looked at again on the next tick, which the host runs leaseRetryMs later),
  * `behind` an earlier attempt of the same occurrence this node still has out (armed again when it ends), or
- * waiting for the `outcome` record of that attempt to apply (then decided against the store).
+ * waiting for the `outcome` record of that attempt to apply (then decided against the store), or due while its
+ * shard drains before a leadership transfer (`drain`: looked at again when the drain ends without one).
  */
-type Where = 'wheel' | 'due' | 'parked' | 'buffered' | 'lease' | 'behind' | 'outcome';
+type Where = 'wheel' | 'due' | 'parked' | 'buffered' | 'lease' | 'behind' | 'outcome' | 'drain';
 
 interface Armed extends Attempt {
   where: Where;
@@ -142,6 +143,14 @@ export class Firing {
   private stagedCount = 0;
   /** Attempts in the wheel at their due time itself (`unstaged`): the core's next deadline then needs precision. */
   private unstagedInWheel = 0;
+  /** Shards drained before a leadership transfer (drain): nothing new is ordered for them. */
+  private readonly draining = new Set<number>();
+  /** Due attempts of draining shards, in the order they came due. */
+  private drainWaiting: OccurrenceKey[] = [];
+  /** Orders withdrawn by a drain and not answered yet: the attempt to wait again once the host took it back. */
+  private readonly drainReturning = new Map<OccurrenceKey, Attempt>();
+  /** Per draining shard, its occurrences whose order was out when the drain began (no new order comes meanwhile). */
+  private readonly drainOut = new Map<number, Set<OccurrenceKey>>();
   private loads: Load[] = [];
   private periodicUntilMs: number | null = null;
   private periodicArmed = 0;
@@ -199,6 +208,85 @@ export class Firing {
 
   firingShards(): ReadonlyMap<number, number> {
     return this.firing;
+  }
+
+  // --- draining before a leadership transfer --------------------------------------------------------------
+
+  /**
+   * A planned leadership transfer drains the shard first, so that its next leader finds every callback this node
+   * sent recorded and sends none of them again: nothing new is ordered for it (a due attempt waits, `drain`), its
+   * orders not started yet are withdrawn (their attempts wait the same way once the host took them back), and the
+   * fired records of its orders out are not held for their outcomes any more (the batcher's hold).
+   */
+  drain(shard: number, nowMs: number): void {
+    this.see(nowMs);
+    if (!this.firing.has(shard) || this.draining.has(shard)) return;
+    this.draining.add(shard);
+    const out = new Set<OccurrenceKey>();
+    this.drainOut.set(shard, out);
+    for (const rec of [...this.occ.values()]) {
+      if (rec.shard !== shard || rec.out === null) continue;
+      out.add(rec.key);
+      rec.out.hold = false;
+      if (rec.out.started || rec.out.fired === null) continue;
+      // Decided to send already: when it goes after all, the misfire rule does not count the drain's wait.
+      const back: Attempt = { shard, jobId: rec.jobId, scheduledAtMs: rec.scheduledAtMs, attempt: rec.out.attempt, dueAtMs: rec.out.fired.startedAtMs, fromEffect: false, released: true };
+      this.withdraw(rec, 'draining');
+      if (rec.out === null) this.drainReturned(rec, back); // it was still in the outbox
+      else this.drainReturning.set(rec.key, back);
+    }
+    this.batcher.releaseShard(shard, nowMs);
+  }
+
+  /** The drain ended without a transfer: the attempts that waited go back to the wheel, due at once. */
+  undrain(shard: number): void {
+    if (!this.draining.delete(shard)) return;
+    this.drainOut.delete(shard);
+    const stay: OccurrenceKey[] = [];
+    for (const key of this.drainWaiting) {
+      const rec = this.occ.get(key);
+      if (rec?.armed?.where !== 'drain') continue;
+      if (rec.shard === shard) this.arm(rec.armed);
+      else stay.push(key);
+    }
+    this.drainWaiting = stay;
+  }
+
+  /** Leadership started or stopped: the shard's drain (if any) is over (a leaderStop then forgets what waited). */
+  endDrain(shard: number): void {
+    if (this.draining.has(shard)) this.undrain(shard);
+    for (const [key, a] of this.drainReturning) if (a.shard === shard) this.drainReturning.delete(key);
+  }
+
+  /**
+   * No order of the draining shard is out (their outcomes went to the batcher, which says whether they applied).
+   * Only the orders out when the drain began are looked at: fire() orders nothing for a draining shard.
+   */
+  drained(shard: number): boolean {
+    const out = this.drainOut.get(shard);
+    if (out === undefined) return false;
+    for (const key of out) {
+      if (this.occ.get(key)?.out != null) return false;
+      out.delete(key);
+    }
+    return true;
+  }
+
+  isDraining(shard: number): boolean {
+    return this.draining.has(shard);
+  }
+
+  private drainWait(rec: Occurrence, a: Armed): void {
+    rec.armed = { ...a, where: 'drain' };
+    this.drainWaiting.push(rec.key);
+  }
+
+  /** A drained order came back unsent: its attempt waits for the drain's end (unless another one is armed). */
+  private drainReturned(rec: Occurrence, back: Attempt): void {
+    this.drainReturning.delete(rec.key);
+    if (rec.armed !== null || !this.firing.has(rec.shard)) return;
+    if (this.draining.has(rec.shard)) this.drainWait(rec, { ...back, where: 'drain' });
+    else this.arm(back);
   }
 
   stop(): void {
@@ -378,6 +466,7 @@ export class Firing {
     assert(rec.out !== null, 'an outcome for an occurrence whose order is not out');
     this.handFired(rec, null, o.finishedAtMs);
     const out = rec.out;
+    this.drainReturning.delete(key);
     this.endOrder(rec, true);
     const a = { jobId: rec.jobId, scheduledAtMs: rec.scheduledAtMs, attempt: out.attempt };
     const item = outcomeOf(a, out.spec, o, this.d.rand01);
@@ -395,8 +484,10 @@ export class Firing {
     const rec = this.occ.get(key);
     if (rec === undefined || rec.out === null) return;
     assert(!rec.out.started, 'a started order cannot be withdrawn');
+    const back = this.drainReturning.get(key);
     this.endOrder(rec, false);
     rec.recording = false;
+    if (back !== undefined) this.drainReturned(rec, back);
     this.forgetIfDone(rec);
   }
 
@@ -590,6 +681,7 @@ export class Firing {
       return;
     }
     if (!this.firing.has(a.shard)) return;
+    if (this.draining.has(a.shard)) return this.drainWait(rec, a);
     if (!this.d.leaseValid(a.shard)) {
       rec.armed = { ...a, where: 'lease' };
       this.leaseWaiting.push(rec.key);
@@ -950,6 +1042,7 @@ export class Firing {
   /** Nothing due at nowMs, nothing out, no record waiting to apply, nothing buffered, no load running. */
   settled(nowMs: number): boolean {
     if (this.dueHead < this.dueBacklog.length || this.outCount > 0 || this.loads.length > 0 || this.leaseWaiting.length > 0) return false;
+    if (this.drainWaiting.length > 0) return false;
     for (const rec of this.occ.values()) if (rec.recording || rec.armed?.where === 'buffered' || rec.armed?.where === 'outcome') return false;
     const next = this.wheel.nextDeadlineMs();
     return next === null || next > nowMs;

@@ -77,7 +77,7 @@ export interface DispatchOrder {
 export interface Withdrawal {
   key: OccurrenceKey;
   shard: number;
-  reason: 'disarmed' | 'leadership_lost';
+  reason: 'disarmed' | 'leadership_lost' | 'draining';
 }
 
 /** A command for the shard's log. `ticket` comes back in `proposalDone`. */
@@ -172,6 +172,13 @@ export interface NodeCoreInputs {
   closeProposals(): void;
   /** Proposes everything waiting now, held fired records too (close, the manual clock's advance). */
   flushAll(nowMs: number): void;
+  /**
+   * A leadership transfer of `shard` is planned: order nothing new for it (due attempts wait), withdraw its orders
+   * not started yet, propose its held fired records at once. Ends with `undrainShard`, leaderStop or leaderStart.
+   */
+  drainShard(shard: number, nowMs: number): void;
+  /** The transfer did not happen: the shard fires again, the attempts that waited first. */
+  undrainShard(shard: number): void;
 }
 
 /** Read-only questions the host (API views, metrics, the manual clock) asks between inputs. */
@@ -200,6 +207,11 @@ export interface NodeCoreQueries {
   readonly counters: { dispatched: number; folded: number };
   /** Fired records held for their outcomes (tests). */
   heldCount(): number;
+  /**
+   * The shard drains (drainShard) and nothing of it is left to record: no order out, no firing record waiting to
+   * be proposed or for its proposal to apply. Its next leader then finds every callback this node sent recorded.
+   */
+  shardDrained(shard: number): boolean;
 }
 
 /** NodeCore = inputs + `ready()` + queries. */

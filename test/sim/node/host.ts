@@ -113,6 +113,8 @@ export class SimNode {
   private readonly running = new Map<string, number>();
   private readonly waiting = new Map<string, string[]>();
   private settling = false;
+  /** Shards this process drains or hands over (transferLeader). */
+  private readonly handingOver = new Set<number>();
   roundsRun = 0;
 
   constructor(
@@ -145,6 +147,7 @@ export class SimNode {
     this.orders.clear();
     this.running.clear();
     this.waiting.clear();
+    this.handingOver.clear();
     this.timerAtMs = null;
     this.flushAtMs = null;
     for (const g of this.groups) this.openGroup(g);
@@ -285,12 +288,52 @@ export class SimNode {
     this.settle();
   }
 
-  /** An operator's transfer-leader (or the rebalancer's) on this node's group. */
+  /**
+   * An operator's transfer-leader (or the rebalancer's) on this node's group, as src/node/cluster-ops.ts does it: a
+   * shard it fires is drained first (looked at every transferDrainPollMs, at most transferDrainMaxMs), then Raft is
+   * asked; a shard still led in the same term transferUndrainAfterMs later fires again. One transfer per shard.
+   */
   transferLeader(shard: number, to: NodeId): boolean {
     const g = this.groups[shard]!;
-    if (g.role !== 'leader') return false;
-    this.rep.transferLeader(shard, to);
+    if (g.role !== 'leader' || this.handingOver.has(shard)) return false;
+    const lead = this.rep.shards[shard]!.lead;
+    if (!lead.firing) {
+      this.rep.transferLeader(shard, to);
+      this.settle();
+      return true;
+    }
+    const inc = this.incarnation;
+    const term = lead.term;
+    const leads = (): boolean => inc === this.incarnation && !this.down && lead.role === 'leader' && lead.term === term;
+    const startMs = this.w.nowMs;
+    this.handingOver.add(shard);
+    this.core.drainShard(shard, this.wallMs);
     this.settle();
+    const look = (): void => {
+      if (inc !== this.incarnation) return;
+      if (!leads()) {
+        this.handingOver.delete(shard);
+        this.core.undrainShard(shard);
+        this.settle();
+        return;
+      }
+      const drained = this.core.shardDrained(shard);
+      if (!drained && this.w.nowMs - startMs < clusterLimits.transferDrainMaxMs) {
+        this.w.at(this, this.w.nowMs + clusterLimits.transferDrainPollMs, 'drain-look', look);
+        return;
+      }
+      this.w.event(`${this.id} s${shard} transfer to ${to} after a drain of ${this.w.nowMs - startMs} ms${drained ? '' : ' (not drained)'}`);
+      this.rep.transferLeader(shard, to);
+      this.settle();
+      this.w.at(this, this.w.nowMs + clusterLimits.transferUndrainAfterMs, 'undrain', () => {
+        if (inc !== this.incarnation) return;
+        this.handingOver.delete(shard);
+        if (!leads()) return;
+        this.core.undrainShard(shard);
+        this.settle();
+      });
+    };
+    look();
     return true;
   }
 
