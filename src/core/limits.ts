@@ -232,6 +232,9 @@ export const nodeLimits = {
   /** Callbacks due now handed to the network per turn of the firing loop: the first of a hot instant are written
    * (their connections opened, their bytes out) before the rest are prepared, instead of after all of a batch. */
   firingSendChunkMax: 20,
+  /** Staged requests built (head, signature) per turn of the firing loop: a hot instant staged at once is built
+   * between other work, and its first due ones are not held behind the building of the rest. */
+  firingPrepareChunkMax: 64,
   /** The longest the node sleeps on a wall-clock deadline: its timer runs on the monotonic clock, so a step of
    * the wall clock forward (NTP) is seen at the latest this much later rather than once the old wait ran out. */
   wallClockRecheckMs: 1_000,
