@@ -121,6 +121,18 @@ describe('serve: flags and env', () => {
     expect(r.stderr).toMatch(/--firing-thread/);
   });
 
+  it('--stage-lead-ms 0..1000 (absent: not in the config, the default applies); out of range is a usage error', async () => {
+    expect((await config([])).stageLeadMs).toBeUndefined();
+    expect((await config(['--stage-lead-ms', '0'])).stageLeadMs).toBe(0);
+    expect((await config(['--stage-lead-ms', '250'])).stageLeadMs).toBe(250);
+    expect((await config([], { PUNCTUAL_STAGE_LEAD_MS: '20' })).stageLeadMs).toBe(20);
+    for (const bad of ['-1', '1001', '5ms']) {
+      const r = await cli(['serve', '--check-config', '--stage-lead-ms', bad]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/--stage-lead-ms/);
+    }
+  });
+
   it('reads PUNCTUAL_<FLAG_IN_CAPS> env vars, and a flag wins over its env var', async () => {
     const env = {
       PUNCTUAL_LISTEN: '127.0.0.1:7000',

@@ -12,7 +12,7 @@ import { startNode } from '../src/node/node.js';
 import { manualClockRefusal, peerSecurityRefusal } from '../src/node/host.js';
 import { parseRfc3339, timeMsMax } from '../src/http/time.js';
 import { lockDataDir, type DataLock } from './data-lock.js';
-import { cliLimits, payloadRefLimits, retentionLimits } from '../src/core/limits.js';
+import { cliLimits, limits, payloadRefLimits, retentionLimits } from '../src/core/limits.js';
 import { taskRetentionMsMax } from '../src/scheduler/check.js';
 import { parseCidrList } from '../src/dispatch/target-policy.js';
 import { createLogger, type LogLevel, type Logger } from '../src/core/log.js';
@@ -64,6 +64,7 @@ export interface ServeOptions {
   retention?: string;
   retentionExecutions?: string;
   firingThread?: string;
+  stageLeadMs?: string;
 }
 
 type Env = Record<string, string | undefined>;
@@ -194,7 +195,15 @@ export function resolveServeConfig(opts: ServeOptions, env: Env): NodeConfig {
     ...resolvePayloadRefBytes(opts, env),
     ...resolveRetention(opts, env),
     ...resolveFiringThread(opts, env),
+    ...resolveStageLead(opts, env),
   };
+}
+
+/** `--stage-lead-ms`: kept in the config only when given (absent = limits.firingStageLeadMs). */
+function resolveStageLead(opts: ServeOptions, env: Env): Pick<NodeConfig, 'stageLeadMs'> {
+  const picked = pick('--stage-lead-ms', opts.stageLeadMs, env);
+  if (picked === null) return {};
+  return { stageLeadMs: parseIntIn(picked.source, picked.value, 0, limits.firingStageLeadMsMax) };
 }
 
 /** `--firing-thread on|off`: kept in the config only when given (absent = off). */
@@ -402,6 +411,7 @@ export function registerServeCommand(program: Command, io: CliIo): void {
     .option('--retention <duration>', 'finished jobs and their executions are deleted this long after they finish, e.g. 12h, 7d; off: kept (default 7d)')
     .option('--retention-executions <n>', 'each job keeps its newest N executions (default 100)')
     .option('--firing-thread <on|off>', 'on: callbacks leave from a thread of their own; off: from the main event loop (default off)')
+    .option('--stage-lead-ms <ms>', 'callbacks are decided and prepared up to this long before their due time, sent at it; 0: at the due time (default 100)')
     .addOption(new Option('--http-request-timeout-ms <ms>', 'test only: client API request deadline').hideHelp());
   cmd.action(async (opts: ServeOptions) => {
     const config = resolveServeConfig(opts, io.env);

@@ -10,9 +10,10 @@
 #   bench/tools/ab.sh bench BASE_DIST ROUNDS BENCH_ARGS...
 #       the same with any scenario: `bench/tools/ab.sh bench B 1 --scenario submit --count 10000`; burst prints
 #       both bursts (cold: delivered within / first arrival; warm burst: first / last)
-# A build named DIR@off runs with its firing thread off (`serve --firing-thread off`, PUNCTUAL_FIRING_THREAD=off
-# for hot-core): `bench/tools/ab.sh steady dist@off 3` compares the main loop with the thread of the same build;
-# NEW=dist@off runs this build off too (`NEW=dist@off bench/tools/ab.sh bench BASE/dist@off 3 --scenario burst`).
+# A build is named DIR with options after @: @on / @off runs its firing thread on / off (`serve --firing-thread`,
+# PUNCTUAL_FIRING_THREAD for hot-core), @leadN its stage lead (`serve --stage-lead-ms N`, PUNCTUAL_STAGE_LEAD_MS):
+# `bench/tools/ab.sh steady dist@lead0 3` compares this build without staging with itself; NEW=dist@on runs this
+# build with the thread (`NEW=dist@on bench/tools/ab.sh bench dist@lead0 3 --scenario burst`).
 # AB_PORT (default 18931) moves the served node's API port (and the peer port, one above), so that two A/Bs on
 # one machine do not meet.
 set -u
@@ -21,17 +22,19 @@ port=${AB_PORT:-18931}
 cd "$(dirname "$0")/../.."
 for r in $(seq "$rounds"); do
   for spec in "$base" "${NEW:-dist}"; do
-    d=${spec%@off} firing=on
-    [ "$d" != "$spec" ] && firing=off
+    d=${spec%%@*} flags=() envs=()
+    IFS=@ read -r -a opts <<<"${spec#"$d"}"
+    for o in "${opts[@]}"; do
+      case $o in
+        on | off) flags+=(--firing-thread "$o") envs+=("PUNCTUAL_FIRING_THREAD=$o") ;;
+        lead*) flags+=(--stage-lead-ms "${o#lead}") envs+=("PUNCTUAL_STAGE_LEAD_MS=${o#lead}") ;;
+      esac
+    done
     load=$(cut -d' ' -f1 /proc/loadavg)
     if [ "$mode" = hot-core ]; then
-      if [ "$firing" = off ]; then export PUNCTUAL_FIRING_THREAD=off; else unset PUNCTUAL_FIRING_THREAD; fi
-      out=$(timeout 300 node bench/tools/hot-core.mjs "$d" "${4:-10000}" 2>&1 | tail -1)
-      unset PUNCTUAL_FIRING_THREAD
+      out=$(env "${envs[@]}" timeout 300 node bench/tools/hot-core.mjs "$d" "${4:-10000}" 2>&1 | tail -1)
     else
       data=$(mktemp -d /tmp/punctual-ab-XXXX)
-      flags=()
-      [ "$firing" = off ] && flags=(--firing-thread off)
       node "$d/cmd/punctual.js" serve --listen 127.0.0.1:$port --peer-listen 127.0.0.1:$((port + 1)) --data "$data" --log-level warn "${flags[@]}" >"$data/serve.log" 2>&1 &
       pid=$!
       # Ready, not just listening: a node refuses writes until it fires its shards (and its send path is warm).

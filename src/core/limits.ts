@@ -105,9 +105,14 @@ export const limits = {
   /** The signer's kept scratch buffer (one MAC's input); a larger body is signed from a buffer of its own. */
   signScratchBytesMax: 65_536,
   // --- the firing thread (src/dispatch/firing-port.ts, firing-core.ts)
-  /** Occurrences due within this much are staged in the firing thread ahead of time (request built, signed). */
+  /**
+   * Attempts due within this much are decided and handed to the sender ahead of time (staged: request built and
+   * signed, connection warm, sent at the due ms, withdrawable until then); `serve --stage-lead-ms` overrides it.
+   */
   firingStageLeadMs: 100,
-  /** Staged deliveries the firing thread holds at most; past this the engine sends at the due time instead. */
+  /** The largest `--stage-lead-ms`: a longer lead decides further ahead and holds more staged callbacks. */
+  firingStageLeadMsMax: 1_000,
+  /** Staged orders the node holds at most; past this the core decides and sends the rest at their due time. */
   firingStagedMax: 50_000,
   /** While deliveries wait in the thread, the main side sends the shards' lease deadlines this often. */
   firingLeaseRefreshMs: 10,
@@ -227,6 +232,9 @@ export const nodeLimits = {
   /** Callbacks due now handed to the network per turn of the firing loop: the first of a hot instant are written
    * (their connections opened, their bytes out) before the rest are prepared, instead of after all of a batch. */
   firingSendChunkMax: 20,
+  /** Staged requests built (head, signature) per turn of the firing loop: a hot instant staged at once is built
+   * between other work, and its first due ones are not held behind the building of the rest. */
+  firingPrepareChunkMax: 64,
   /** The longest the node sleeps on a wall-clock deadline: its timer runs on the monotonic clock, so a step of
    * the wall clock forward (NTP) is seen at the latest this much later rather than once the old wait ran out. */
   wallClockRecheckMs: 1_000,
@@ -423,8 +431,21 @@ export const clusterLimits = {
   rebalanceTransfersMax: 2,
   /** Peers' API addresses are asked again after this long (GET /v1/cluster). */
   peerInfoTtlMs: 5_000,
+  /**
+   * A planned leadership transfer first drains the shard (its callbacks in flight end and are recorded) for at most
+   * this long, then hands over anyway: a receiver that holds a callback must not hold the transfer.
+   */
+  transferDrainMaxMs: 1_000,
+  /** How often the transfer looks whether the shard is drained. */
+  transferDrainPollMs: 2,
+  /** A shard this node still leads this long after it asked for the transfer was not handed over: it fires again. */
+  transferUndrainAfterMs: 1_000,
 } as const;
 assert(clusterLimits.leaseTicks < clusterLimits.electionTicks, 'the lease must end before a follower may campaign');
+assert(
+  clusterLimits.transferUndrainAfterMs >= clusterLimits.tickMs * clusterLimits.electionTicks,
+  'a transfer Raft may still carry out (within an election timeout) must not find its shard firing again',
+);
 assert(limits.firingLeaseGraceMs > limits.firingLeaseRefreshMs, 'the firing thread gets a new lease deadline before the last one ends');
 assert(
   limits.firingLeaseGraceMs < clusterLimits.tickMs * (clusterLimits.electionTicks - clusterLimits.leaseTicks - 1),

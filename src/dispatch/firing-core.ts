@@ -5,7 +5,8 @@
  * a timer wakes it nodeLimits.firingSpinMs before, the last millisecond is spun on setImmediate, and nothing
  * leaves before `nowMs() >= dueAtMs`. What is due (staged, or sent now) goes to the network
  * nodeLimits.firingSendChunkMax per turn of the loop, so the first callbacks of a hot instant are written before
- * the rest are prepared; the starts of a chunk are reported after its requests were written.
+ * the rest are prepared; the starts of a chunk are reported after its requests were written. A staged
+ * delivery's request (head, signature) is built on a later turn, nodeLimits.firingPrepareChunkMax per turn.
  *
  * It decides nothing the replicated state has not decided: the main side stages or sends what the engine
  * decided, withdraws what a cancel, a pause or a lost leadership took back, and tells it each shard's lease
@@ -161,6 +162,10 @@ export class FiringCore {
   private spin: NodeJS.Immediate | null = null;
   private flushing: NodeJS.Immediate | null = null;
   private warming: NodeJS.Immediate | null = null;
+  /** Staged deliveries whose request is not built yet, in the order handed over (built a chunk per turn). */
+  private unprepared: Staged[] = [];
+  private unpreparedHead = 0;
+  private preparing: NodeJS.Immediate | null = null;
   private warmUrls = new Set<string>();
   private started: number[] = [];
   private outcomes: number[] = [];
@@ -270,8 +275,11 @@ export class FiringCore {
     this.waiting.set(op.id, s);
     // Due: sent with the next chunk (sendDue, at the end of this batch), in the order handed over.
     if (op.dueAtMs === 0 || op.dueAtMs <= this.o.clock.nowMs()) return void this.dueNow.push(s);
-    // Staged: the head and signature now (signed with the due time: docs/security.md), the connection warmed.
-    s.prepared = this.dispatcher.prepare(delivery, op.dueAtMs);
+    // Staged: the head and signature built on later turns, a chunk at a time (signed with the due time:
+    // docs/security.md), so a batch of thousands does not hold this loop past the due ms of its first ones; one
+    // still unbuilt at its due ms is built as it is sent. The connection warmed.
+    this.unprepared.push(s);
+    this.preparing ??= setImmediate(this.prepareSomeBound);
     let bucket = this.buckets.get(op.dueAtMs);
     if (bucket === undefined) {
       bucket = [];
@@ -281,6 +289,25 @@ export class FiringCore {
     bucket.push(s);
     this.warmUrls.add(spec.url);
     this.warming ??= setImmediate(() => this.warm());
+  }
+
+  private readonly prepareSomeBound = (): void => this.prepareSome();
+
+  /** Builds the requests of the next nodeLimits.firingPrepareChunkMax staged deliveries still waiting for their ms. */
+  private prepareSome(): void {
+    this.preparing = null;
+    for (let n = 0; this.unpreparedHead < this.unprepared.length && n < nodeLimits.firingPrepareChunkMax; ) {
+      const s = this.unprepared[this.unpreparedHead++]!;
+      if (s.state !== 'staged' || s.prepared !== null) continue;
+      s.prepared = this.dispatcher.prepare(s.delivery, s.dueAtMs);
+      n++;
+    }
+    if (this.unpreparedHead < this.unprepared.length) {
+      this.preparing = setImmediate(this.prepareSomeBound);
+      return;
+    }
+    this.unprepared = [];
+    this.unpreparedHead = 0;
   }
 
   /** Opens connections ahead: per URL, as many as the most deliveries staged for one due ms. */
@@ -404,6 +431,12 @@ export class FiringCore {
 
   // --- the near-horizon wheel ------------------------------------------------------------------------------
 
+  /** The earliest staged due ms (now, while due deliveries wait for their turn); null when nothing is staged. */
+  nextDueAtMs(): number | null {
+    if (this.dueHead < this.dueNow.length) return this.o.clock.nowMs();
+    return this.dueHeap.length === 0 ? null : this.dueHeap[0]!;
+  }
+
   /** One timer for the earliest due ms, then a setImmediate spin for its last millisecond. */
   private arm(): void {
     if (this.dueHeap.length === 0 || this.spin !== null) return;
@@ -491,6 +524,9 @@ export class FiringCore {
     if (this.timer !== null) clearTimeout(this.timer);
     if (this.spin !== null) clearImmediate(this.spin);
     if (this.heldRetry !== null) clearTimeout(this.heldRetry);
+    if (this.preparing !== null) clearImmediate(this.preparing);
+    this.unprepared = [];
+    this.unpreparedHead = 0;
     for (const s of [...this.waiting.values()]) this.drop(s);
     this.held.clear();
     this.buckets.clear();

@@ -184,6 +184,11 @@ export class FiringPort implements CallbackSender {
     return this.unstartedByKey.has(key);
   }
 
+  /** The earliest due ms staged in the core on this loop (null on the thread, whose loop nothing here delays). */
+  nextStagedDueMs(): number | null {
+    return this.core === null ? null : this.core.nextDueAtMs();
+  }
+
   /** Resolves once the thread runs (at once for the core on the main loop); sends made before simply wait. */
   ready(): Promise<void> {
     return this.readyPromise;

@@ -69,4 +69,10 @@ export interface NodeConfig {
    * always runs them on the main loop.
    */
   firingThread?: boolean;
+  /**
+   * `--stage-lead-ms`: a callback may be decided and handed to the sender up to this long before its due time
+   * (staged: prepared, sent at its due ms, taken back by a cancel, pause or new schedule until it starts). 0: at its
+   * due time. Absent = limits.firingStageLeadMs; a manual clock never stages.
+   */
+  stageLeadMs?: number;
 }

@@ -5,7 +5,15 @@
  * preferred leader (the voters sorted by id, `voters[shard % voters.length]`) when that node is reachable and
  * has every committed entry. So leaders spread evenly over the nodes (all nodes fire), come back to a node
  * that restarts, and stay where they are while the preferred node is down.
+ *
+ * A transfer this node starts as the shard's leader (the rebalancer's, or an operator's) drains the shard first
+ * (src/nodecore: nothing new is ordered, unstarted orders are withdrawn, the records of the callbacks in flight
+ * are proposed as they end): Raft refuses new proposals once a transfer is pending, so records proposed after
+ * it would never commit and the next leader would send those callbacks again. The drain waits at most
+ * clusterLimits.transferDrainMaxMs (past it a callback still in flight may be sent again, at-least-once); a shard
+ * still led here transferUndrainAfterMs after the request was not handed over and fires again.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { PunctualError } from '../core/errors.js';
 import { clusterAuditLimits, clusterLimits } from '../core/limits.js';
 import type { Logger } from '../core/log.js';
@@ -39,6 +47,10 @@ export class ClusterOps {
   /** Peer id -> its API address, as it last told us, and when. */
   private readonly infos = new Map<string, { apiAddr: string; atMs: number }>();
   private rebalancer: NodeJS.Timeout | null = null;
+  /** Shards this node drains or hands over (one transfer at a time per shard), until it is over or undrained. */
+  private readonly handingOver = new Set<number>();
+  private readonly undrainTimers = new Set<NodeJS.Timeout>();
+  private stopped = false;
   /** Shard -> the commit index when readiness first saw it not applied, and when (monotonic ms). */
   private readonly lagSince = new Map<number, { commit: number; atMs: number }>();
   /** The other members and their peer addresses (the member book; --peers until it is wired). */
@@ -161,21 +173,73 @@ export class ClusterOps {
     if (g.role === 'leader' && !(this.peers?.reachable(to) ?? false)) {
       throw new PunctualError('unavailable', `${to} is not reachable from ${this.config.nodeId}, the leader of shard ${shard}: leadership stays here`);
     }
+    if (this.handingOver.has(shard)) {
+      throw new PunctualError('unavailable', `a leadership transfer of shard ${shard} is under way; ask again once it is over`);
+    }
+    if (g.role === 'leader' && g.firing) return this.handOver(g, to);
     g.raw.transferLeader(to as NodeId);
     this.host.schedule();
     this.logger.info('leadership transfer requested', { shard, from: g.leader, to });
   }
 
+  /**
+   * Drains the shard (bounded by transferDrainMaxMs), then asks Raft for the transfer; resolves once asked. A
+   * shard still led in the same term transferUndrainAfterMs later was not handed over (Raft abandoned the transfer
+   * or ignored it) and fires again; a leadership lost or changed meanwhile ended the drain in the core already.
+   */
+  private async handOver(g: ShardGroup, to: string): Promise<void> {
+    const shard = g.shard;
+    const term = g.leaderTerm;
+    const shell = this.host.shell;
+    const leads = (): boolean => !this.stopped && g.role === 'leader' && g.leaderTerm === term;
+    this.handingOver.add(shard);
+    try {
+      const startMs = performance.now();
+      shell.drainShard(shard);
+      while (leads() && !shell.shardDrained(shard) && performance.now() - startMs < clusterLimits.transferDrainMaxMs) {
+        await sleep(clusterLimits.transferDrainPollMs);
+      }
+      if (!leads()) {
+        // Its leaderStop ended the drain already.
+        throw new PunctualError('unavailable', `${this.config.nodeId} no longer leads shard ${shard} in term ${term} (an election, or the node closes): nothing was transferred`);
+      }
+      const drained = shell.shardDrained(shard);
+      const drainMs = Math.round(performance.now() - startMs);
+      g.raw.transferLeader(to as NodeId);
+      this.host.schedule();
+      if (drained) this.logger.info('leadership transfer requested', { shard, from: this.config.nodeId, to, drainMs });
+      else this.logger.warn('leadership transfer requested before the shard drained: callbacks still in flight may be sent again by the next leader', { shard, to, drainMs });
+    } catch (err) {
+      this.handingOver.delete(shard);
+      if (leads()) shell.undrainShard(shard);
+      throw err;
+    }
+    const timer = setTimeout(() => {
+      this.undrainTimers.delete(timer);
+      this.handingOver.delete(shard);
+      if (!leads()) return;
+      shell.undrainShard(shard);
+      this.logger.warn('leadership transfer did not happen: the shard fires here again', { shard, to });
+    }, clusterLimits.transferUndrainAfterMs);
+    timer.unref();
+    this.undrainTimers.add(timer);
+  }
+
   /** Starts the rebalancer (not without peers, not when intervalMs <= 0, not twice). */
   startRebalancer(intervalMs: number): void {
+    this.stopped = false;
     if (this.peers === null || intervalMs <= 0 || this.rebalancer !== null) return;
     this.rebalancer = setInterval(() => this.rebalance(), intervalMs);
     this.rebalancer.unref();
   }
 
+  /** Stops the rebalancer, and the drains and transfers under way (the node closes). */
   stopRebalancer(): void {
     if (this.rebalancer !== null) clearInterval(this.rebalancer);
     this.rebalancer = null;
+    this.stopped = true;
+    for (const timer of this.undrainTimers) clearTimeout(timer);
+    this.undrainTimers.clear();
   }
 
   /** One round: hand at most rebalanceTransfersMax led shards to their reachable, caught-up preferred leaders. */
@@ -183,13 +247,13 @@ export class ClusterOps {
     let moved = 0;
     for (const g of this.host.groups) {
       if (moved >= clusterLimits.rebalanceTransfersMax) break;
+      if (this.handingOver.has(g.shard)) continue;
       const to = this.preferredTarget(g);
       if (to === null) continue;
-      g.raw.transferLeader(to as NodeId);
       moved++;
       this.logger.info('rebalancing: leadership transfer', { shard: g.shard, to });
+      this.handOver(g, to).catch((err: unknown) => this.logger.warn('rebalancing: leadership transfer failed', { shard: g.shard, to, err }));
     }
-    if (moved > 0) this.host.schedule();
     return moved;
   }
 

@@ -166,6 +166,28 @@ describe.each(modes)('job commands (%s)', (m) => {
     expect(core.engine.wheelSize).toBe(0);
   });
 
+  it('a callback staged ahead of its due time is taken back by a cancel, a pause (not refused) and a new schedule', async () => {
+    const core = await start({ stageLeadMs: 1_000 });
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
+    const atMs = core.service.nowMs() + 700;
+    await create(core, [jobSpec('sc', { kind: 'once', atMs }), jobSpec('sp', { kind: 'once', atMs }), jobSpec('sn', { kind: 'once', atMs })]);
+    // Inside the lead: all three are decided and staged in the sender.
+    await waitFor('staged', () => core.engine.dispatcher.stagedCount() === 3);
+    expect((await core.service.cancelJob('sc')).state).toBe('CANCELLED');
+    expect((await core.service.pauseJob('sp')).state).toBe('PAUSED');
+    const laterMs = atMs + 2_000;
+    await core.service.patchJob('sn', { schedule: { kind: 'once', atMs: laterMs } });
+    expect(core.service.nowMs()).toBeLessThan(atMs); // all three acknowledged before the due time
+    await sleep(atMs - core.service.nowMs() + 200);
+    expect(bed.rx.received).toHaveLength(0);
+    await core.service.resumeJob('sp');
+    await waitFor('the paused one, after its resume', () => bed.rx.of('sp').length === 1);
+    await waitFor('the rescheduled one, at its new time', () => bed.rx.of('sn').length === 1);
+    expect(bed.rx.of('sn')[0].atMs).toBeGreaterThanOrEqual(laterMs);
+    expect(bed.rx.of('sn')[0].headers['x-punctual-scheduled-at']).toBe(String(laterMs));
+    expect(bed.rx.of('sc')).toHaveLength(0);
+  });
+
   it('pause holds a due job back; resume fires it', async () => {
     const core = await start();
     await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));

@@ -7,7 +7,7 @@
 import { randomInt } from 'node:crypto';
 import { ManualClock, systemClock, type Clock } from '../core/clock.js';
 import { createLogger, type Logger } from '../core/log.js';
-import { clusterLimits, nodeLimits, queueLimits } from '../core/limits.js';
+import { clusterLimits, limits, nodeLimits, queueLimits } from '../core/limits.js';
 import { Prng } from '../core/prng.js';
 import { targetPolicyFromLists, type TargetPolicy } from '../dispatch/target-policy.js';
 import type { ThreadEntry } from '../dispatch/firing-port.js';
@@ -243,6 +243,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
       rand01: Math.random,
       mergeCreates: config.fsync !== 'always',
       manualClock: p.manualClock !== null,
+      stageLeadMs: config.stageLeadMs ?? limits.firingStageLeadMs,
       logger: logger.child({ component: 'engine' }),
     },
     clocks: { nowMs: () => clock.nowMs(), monoMs: () => performance.now() },

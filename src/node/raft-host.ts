@@ -585,7 +585,7 @@ export class RaftHost implements RoundLoop {
       this.applyEntry(g, e, out);
       touched.add(g);
       const ms = performance.now() - start;
-      if (ms >= stallLimits.applySliceMs || (ms >= stallLimits.applySliceFireDueMs && this.o.node.fireDue())) break;
+      if (ms >= stallLimits.applySliceMs || (ms >= stallLimits.applySliceFireDueMs && (this.o.node.fireDue() || this.shell.sendDue()))) break;
     }
     for (const g of touched) this.appliedIndexes.write(g.shard, g.applied);
   }

@@ -13,8 +13,9 @@
  * replies decided with the withdrawal wait for the answer, so nothing starts after an acknowledged cancel), a
  * shard this node stopped firing in the order's term is revoked, and each shard's term and lease come from
  * `lease()`: asked at that moment on this loop; on the thread, a deadline of now plus limits.firingLeaseGraceMs
- * pushed with every batch and refreshed while something waits there. Orders are handed over as they come (the
- * core orders at the due time); what the port answers (a start, an outcome, or null: not sent) reaches the core
+ * pushed with every batch and refreshed while something waits there. Orders are handed over as they come: sent
+ * at once when due, staged in the port until their due ms when the core ordered them ahead (up to
+ * limits.firingStageLeadMs; the port prepares them meanwhile and a withdrawal takes them back); what the port answers (a start, an outcome, or null: not sent) reaches the core
  * at once, and one pump follows each batch of answers (the port reports them in batches).
  *
  * Timers: ONE timer for the core's next deadline (never a 1 ms interval). Node timers may fire early or late by
@@ -99,6 +100,12 @@ export class NodeShell {
     const p = new Promise<Applied>((resolve, reject) => this.callers.set(opId, { resolve, reject }));
     this.pump();
     return p;
+  }
+
+  /** A callback staged in the port on this loop is due now or within the spin window: long work should yield. */
+  sendDue(): boolean {
+    const at = this.dispatcher.nextStagedDueMs();
+    return at !== null && at - nodeLimits.firingSpinMs <= this.o.clock.nowMs();
   }
 
   /** Callbacks per second while a backlog waits (the admission report's divisor); null until one was seen. */
@@ -193,9 +200,13 @@ export class NodeShell {
       this.withdrawalsOpen++;
       void this.dispatcher.withdraw(back).then(() => this.withdrawalAnswered());
     }
+    const nowMs = rd.dispatch.length === 0 ? 0 : this.o.clock.nowMs();
     for (const order of rd.dispatch) {
       this.ordersOut++;
-      this.dispatcher.sendTo(order.delivery, this.settledBound, order);
+      // Ordered ahead of its due time: the port holds it (request built, signed, connection warm) and sends it at
+      // its due ms, asking the shard's lease then.
+      if (order.dueAtMs > nowMs) this.dispatcher.stageTo(order.delivery, order.dueAtMs, this.settledBound, order);
+      else this.dispatcher.sendTo(order.delivery, this.settledBound, order);
     }
     if (this.withdrawalsOpen > 0) for (const r of rd.replies) this.heldReplies.push(r);
     else this.reply(rd.replies);
@@ -225,6 +236,22 @@ export class NodeShell {
     const waits: Array<Promise<void>> = [];
     for (const shard of shards) waits.push(this.dispatcher.fence(shard, this.lease(shard)));
     return Promise.all(waits).then(() => undefined);
+  }
+
+  /** A leadership transfer of `shard` is planned (src/node/cluster-ops.ts): the core drains it first. */
+  drainShard(shard: number): void {
+    this.core.drainShard(shard, this.o.clock.nowMs());
+    this.pump();
+  }
+
+  /** The transfer did not happen: the shard fires again. */
+  undrainShard(shard: number): void {
+    this.core.undrainShard(shard);
+    this.pump();
+  }
+
+  shardDrained(shard: number): boolean {
+    return this.core.shardDrained(shard);
   }
 
   /** A shard this node stopped firing in a term (lost, or fired again in a newer one): the port drops its orders. */

@@ -173,6 +173,25 @@ export class Batcher {
     }
   }
 
+  /** Every held fired item of the shard goes into the next flush (the shard drains before a leadership transfer). */
+  releaseShard(shard: number, nowMs: number): void {
+    const it = this.items.get(shard);
+    if (it === undefined) return;
+    for (const [key, h] of it.held) {
+      it.held.delete(key);
+      it.foldable.set(key, it.fired.length);
+      it.fired.push(h.item);
+      this.itemsSinceMs ??= nowMs;
+    }
+  }
+
+  /** No firing record of the shard waits to be proposed (held, or to be retried) or for its proposal's answer. */
+  recordsSettled(shard: number): boolean {
+    if (this.items.has(shard) || this.retries.some((r) => r.shard === shard)) return false;
+    for (const s of this.staged.values()) if (s.shard === shard && s.opId === null && s.parts === null) return false;
+    return true;
+  }
+
   queuedCount(): number {
     return this.queue.length;
   }

@@ -45,14 +45,27 @@ export class NodeCore implements NodeCoreApi {
   /** The term in which each firing record out to Raft was proposed (by ticket): a refused one is retried only then. */
   private readonly recordTerms = new Map<number, number>();
   private nowMs: number;
+  /** How long before its due time an order may be handed out (staged); 0 with a manual clock. */
+  private readonly stageLeadMs: number;
 
   constructor(private readonly d: NodeCoreDeps) {
     assert(d.stores.length >= 1, 'NodeCore needs at least one shard');
     checkTime(d.startMs, 'startMs');
+    const lead = d.stageLeadMs ?? 0;
+    assert(Number.isInteger(lead) && lead >= 0, 'stageLeadMs must be a non-negative integer');
+    this.stageLeadMs = d.manualClock === true ? 0 : lead;
     this.nowMs = d.startMs;
     this.batcher = new Batcher(d.nodeId, d.mergeCreates);
     this.firing = new Firing(
-      { stores: d.stores, startMs: d.startMs, rand01: d.rand01, leaseValid: (s) => d.leaseValid(s), manualClock: d.manualClock === true, logger: d.logger },
+      {
+        stores: d.stores,
+        startMs: d.startMs,
+        rand01: d.rand01,
+        leaseValid: (s) => d.leaseValid(s),
+        manualClock: d.manualClock === true,
+        stageLeadMs: this.stageLeadMs,
+        logger: d.logger,
+      },
       this.batcher,
       this.outbox,
     );
@@ -74,11 +87,13 @@ export class NodeCore implements NodeCoreApi {
     checkShard(shard, this.d.stores.length);
     assert(Number.isInteger(term) && term >= 1, 'term must be a positive integer');
     this.see(nowMs);
+    this.firing.endDrain(shard);
     this.firing.leaderStart(shard, term, nowMs);
   }
 
   leaderStop(shard: number): void {
     checkShard(shard, this.d.stores.length);
+    this.firing.endDrain(shard);
     for (const command of this.batcher.dropRetries(shard)) this.firing.lost(command);
     this.firing.leaderStop(shard);
   }
@@ -150,6 +165,17 @@ export class NodeCore implements NodeCoreApi {
     while (this.batcher.hasWork()) this.batcher.flush(nowMs, true, this.propose_);
   }
 
+  drainShard(shard: number, nowMs: number): void {
+    checkShard(shard, this.d.stores.length);
+    this.see(nowMs);
+    this.firing.drain(shard, nowMs);
+  }
+
+  undrainShard(shard: number): void {
+    checkShard(shard, this.d.stores.length);
+    this.firing.undrain(shard);
+  }
+
   // --- outputs --------------------------------------------------------------------------------------------
 
   /** Takes the outputs gathered since the last call (see CoreReady for the order of their effects). */
@@ -160,7 +186,7 @@ export class NodeCore implements NodeCoreApi {
       dispatch: this.outbox.dispatch.splice(0),
       replies: this.replies_,
       nextDeadlineMs: this.capDeadline(minOf(this.firing.nextFireAtMs(), this.firing.nextLoadAtMs())),
-      nextFireAtMs: this.firing.nextFireAtMs(),
+      nextFireAtMs: this.preciseFireAtMs(),
       flushAtMs: this.batcher.flushAtMs(this.nowMs),
     };
     for (const p of rd.propose) {
@@ -178,7 +204,7 @@ export class NodeCore implements NodeCoreApi {
     for (const w of rd.withdraw) assert(this.outKeys.has(w.key), 'a withdrawal of an order that is not out');
     for (const o of rd.dispatch) {
       assert(!this.outKeys.has(o.key), 'a second order for an occurrence already out');
-      assert(o.dueAtMs <= this.nowMs, 'an order before its due time');
+      assert(o.dueAtMs <= this.nowMs + this.stageLeadMs, 'an order before its stage lead');
       assert(o.attempt >= 1, 'an order with attempt below 1');
       this.outKeys.add(o.key);
     }
@@ -224,8 +250,13 @@ export class NodeCore implements NodeCoreApi {
   }
 
   fireDue(nowMs: number): boolean {
-    const at = this.firing.nextFireAtMs();
+    const at = this.preciseFireAtMs();
     return at !== null && at - nodeLimits.firingSpinMs <= nowMs;
+  }
+
+  /** The next deadline when it may be a callback's due time (a stage time needs no precision). */
+  private preciseFireAtMs(): number | null {
+    return this.firing.precise() ? this.firing.nextFireAtMs() : null;
   }
 
   nextDeadlineAfter(nowMs: number, untilMs: number): number | null {
@@ -258,6 +289,11 @@ export class NodeCore implements NodeCoreApi {
 
   heldCount(): number {
     return this.batcher.heldCount();
+  }
+
+  shardDrained(shard: number): boolean {
+    checkShard(shard, this.d.stores.length);
+    return this.firing.isDraining(shard) && this.firing.drained(shard) && this.batcher.recordsSettled(shard);
   }
 }
 

@@ -35,7 +35,7 @@ import type { DueJob, SchedulerStore } from '../scheduler/store.js';
 import type { CallbackSpec, ExecutionRecord, JobRecord, JobState } from '../scheduler/types.js';
 import { TimerWheel } from '../timerwheel/wheel.js';
 import type { Batcher } from './batcher.js';
-import { decideDue, isFinal, missingTaskOutcome, occurrenceKey, outcomeOf, type Attempt, type Held } from './rules.js';
+import { decideDue, isFinal, missingTaskOutcome, occurrenceKey, outcomeOf, stagedEarlyHolds, type Attempt, type Held } from './rules.js';
 import type { DispatchOrder, OccurrenceKey, Withdrawal } from './types.js';
 
 /** Without a valid lease a due occurrence is looked at again this much later (a heartbeat round renews it). */
@@ -45,9 +45,10 @@ const leaseRetryMs = nodeLimits.leaseRetryMs;
  * Where an armed attempt waits: the wheel, the due backlog, `parked` (wheel full), buffered (overlap), due
  * but waiting for the shard's lease (looked at again on the next tick, which the host runs leaseRetryMs later),
  * `behind` an earlier attempt of the same occurrence this node still has out (armed again when it ends), or
- * waiting for the `outcome` record of that attempt to apply (then decided against the store).
+ * waiting for the `outcome` record of that attempt to apply (then decided against the store), or due while its
+ * shard drains before a leadership transfer (`drain`: looked at again when the drain ends without one).
  */
-type Where = 'wheel' | 'due' | 'parked' | 'buffered' | 'lease' | 'behind' | 'outcome';
+type Where = 'wheel' | 'due' | 'parked' | 'buffered' | 'lease' | 'behind' | 'outcome' | 'drain';
 
 interface Armed extends Attempt {
   where: Where;
@@ -70,6 +71,10 @@ interface Out {
    * again (folded, `startedAtMs`), or the outcome would apply to an execution that was never recorded.
    */
   firedLost: FiredItem | null;
+  /** The attempt, when it was ordered before its due time (staged): a pause takes the order back and re-arms it. */
+  staged: Attempt | null;
+  /** Never sent before this instant. */
+  dueAtMs: number;
 }
 
 /** Everything this node knows about one occurrence in flight. Gone once nothing of it is pending. */
@@ -105,6 +110,8 @@ export interface FiringDeps {
   rand01: () => number;
   leaseValid(shard: number): boolean;
   manualClock: boolean;
+  /** How long before its due time an attempt may be ordered (staged); 0: at its due time. */
+  stageLeadMs: number;
   logger: Logger;
 }
 
@@ -132,6 +139,18 @@ export class Firing {
   private leaseRetried = 0;
   private outCount = 0;
   private startedCount = 0;
+  /** Orders out that were ordered before their due time and have not started (bounded by limits.firingStagedMax). */
+  private stagedCount = 0;
+  /** Attempts in the wheel at their due time itself (`unstaged`): the core's next deadline then needs precision. */
+  private unstagedInWheel = 0;
+  /** Shards drained before a leadership transfer (drain): nothing new is ordered for them. */
+  private readonly draining = new Set<number>();
+  /** Due attempts of draining shards, in the order they came due. */
+  private drainWaiting: OccurrenceKey[] = [];
+  /** Orders withdrawn by a drain and not answered yet: the attempt to wait again once the host took it back. */
+  private readonly drainReturning = new Map<OccurrenceKey, Attempt>();
+  /** Per draining shard, its occurrences whose order was out when the drain began (no new order comes meanwhile). */
+  private readonly drainOut = new Map<number, Set<OccurrenceKey>>();
   private loads: Load[] = [];
   private periodicUntilMs: number | null = null;
   private periodicArmed = 0;
@@ -189,6 +208,85 @@ export class Firing {
 
   firingShards(): ReadonlyMap<number, number> {
     return this.firing;
+  }
+
+  // --- draining before a leadership transfer --------------------------------------------------------------
+
+  /**
+   * A planned leadership transfer drains the shard first, so that its next leader finds every callback this node
+   * sent recorded and sends none of them again: nothing new is ordered for it (a due attempt waits, `drain`), its
+   * orders not started yet are withdrawn (their attempts wait the same way once the host took them back), and the
+   * fired records of its orders out are not held for their outcomes any more (the batcher's hold).
+   */
+  drain(shard: number, nowMs: number): void {
+    this.see(nowMs);
+    if (!this.firing.has(shard) || this.draining.has(shard)) return;
+    this.draining.add(shard);
+    const out = new Set<OccurrenceKey>();
+    this.drainOut.set(shard, out);
+    for (const rec of [...this.occ.values()]) {
+      if (rec.shard !== shard || rec.out === null) continue;
+      out.add(rec.key);
+      rec.out.hold = false;
+      if (rec.out.started || rec.out.fired === null) continue;
+      // Decided to send already: when it goes after all, the misfire rule does not count the drain's wait.
+      const back: Attempt = { shard, jobId: rec.jobId, scheduledAtMs: rec.scheduledAtMs, attempt: rec.out.attempt, dueAtMs: rec.out.fired.startedAtMs, fromEffect: false, released: true };
+      this.withdraw(rec, 'draining');
+      if (rec.out === null) this.drainReturned(rec, back); // it was still in the outbox
+      else this.drainReturning.set(rec.key, back);
+    }
+    this.batcher.releaseShard(shard, nowMs);
+  }
+
+  /** The drain ended without a transfer: the attempts that waited go back to the wheel, due at once. */
+  undrain(shard: number): void {
+    if (!this.draining.delete(shard)) return;
+    this.drainOut.delete(shard);
+    const stay: OccurrenceKey[] = [];
+    for (const key of this.drainWaiting) {
+      const rec = this.occ.get(key);
+      if (rec?.armed?.where !== 'drain') continue;
+      if (rec.shard === shard) this.arm(rec.armed);
+      else stay.push(key);
+    }
+    this.drainWaiting = stay;
+  }
+
+  /** Leadership started or stopped: the shard's drain (if any) is over (a leaderStop then forgets what waited). */
+  endDrain(shard: number): void {
+    if (this.draining.has(shard)) this.undrain(shard);
+    for (const [key, a] of this.drainReturning) if (a.shard === shard) this.drainReturning.delete(key);
+  }
+
+  /**
+   * No order of the draining shard is out (their outcomes went to the batcher, which says whether they applied).
+   * Only the orders out when the drain began are looked at: fire() orders nothing for a draining shard.
+   */
+  drained(shard: number): boolean {
+    const out = this.drainOut.get(shard);
+    if (out === undefined) return false;
+    for (const key of out) {
+      if (this.occ.get(key)?.out != null) return false;
+      out.delete(key);
+    }
+    return true;
+  }
+
+  isDraining(shard: number): boolean {
+    return this.draining.has(shard);
+  }
+
+  private drainWait(rec: Occurrence, a: Armed): void {
+    rec.armed = { ...a, where: 'drain' };
+    this.drainWaiting.push(rec.key);
+  }
+
+  /** A drained order came back unsent: its attempt waits for the drain's end (unless another one is armed). */
+  private drainReturned(rec: Occurrence, back: Attempt): void {
+    this.drainReturning.delete(rec.key);
+    if (rec.armed !== null || !this.firing.has(rec.shard)) return;
+    if (this.draining.has(rec.shard)) this.drainWait(rec, { ...back, where: 'drain' });
+    else this.arm(back);
   }
 
   stop(): void {
@@ -359,6 +457,7 @@ export class Firing {
     if (rec.out.started) return;
     rec.out.started = true;
     this.startedCount++;
+    if (rec.out.staged !== null) this.stagedCount--;
   }
 
   outcome(key: OccurrenceKey, o: AttemptOutcome): void {
@@ -367,6 +466,7 @@ export class Firing {
     assert(rec.out !== null, 'an outcome for an occurrence whose order is not out');
     this.handFired(rec, null, o.finishedAtMs);
     const out = rec.out;
+    this.drainReturning.delete(key);
     this.endOrder(rec, true);
     const a = { jobId: rec.jobId, scheduledAtMs: rec.scheduledAtMs, attempt: out.attempt };
     const item = outcomeOf(a, out.spec, o, this.d.rand01);
@@ -384,8 +484,10 @@ export class Firing {
     const rec = this.occ.get(key);
     if (rec === undefined || rec.out === null) return;
     assert(!rec.out.started, 'a started order cannot be withdrawn');
+    const back = this.drainReturning.get(key);
     this.endOrder(rec, false);
     rec.recording = false;
+    if (back !== undefined) this.drainReturned(rec, back);
     this.forgetIfDone(rec);
   }
 
@@ -397,6 +499,13 @@ export class Firing {
     for (const key of this.byJob.get(jobId) ?? []) {
       const rec = this.occ.get(key)!;
       if (rec.out === null) continue;
+      if (!rec.out.started && rec.out.staged !== null && rec.out.fired !== null) {
+        // Staged ahead of its due time: taken back and decided at the due time, after the pause if it applied by
+        // then (a pause is not refused because its job was staged a moment before it).
+        if (rec.armed === null) rec.armed = { ...rec.out.staged, unstaged: true, where: 'behind' };
+        this.withdraw(rec, 'disarmed');
+        continue;
+      }
       rec.out.hold = false;
       this.handFired(rec, null, nowMs);
     }
@@ -407,6 +516,7 @@ export class Firing {
   private endOrder(rec: Occurrence, outcomeComing: boolean): void {
     const attempt = rec.out!.attempt;
     if (rec.out!.started) this.startedCount--;
+    else if (rec.out!.staged !== null) this.stagedCount--;
     rec.out = null;
     this.outCount--;
     if (rec.armed?.where !== 'behind') return;
@@ -458,6 +568,7 @@ export class Firing {
       for (const key of this.wheel.advanceTo(nowMs, room)) {
         const rec = this.occ.get(key);
         if (rec?.armed?.where !== 'wheel') continue;
+        if (rec.armed.unstaged === true) this.unstagedInWheel--;
         rec.armed.where = 'due';
         this.dueBacklog.push(key);
       }
@@ -509,7 +620,10 @@ export class Firing {
     }
   }
 
-  /** When the next attempt comes due (or the held-back poll); null when nothing waits on time. */
+  /**
+   * When the next attempt is looked at (or the held-back poll); null when nothing waits on time. With a stage lead
+   * the wheel's deadlines are stage times, which need no precision: `precise()` says whether one may be a due time.
+   */
   nextFireAtMs(): number | null {
     if (this.stopped) return null;
     if (this.heldBackAtMs !== null) return this.heldBackAtMs + queueLimits.holdBackRetryMs;
@@ -519,6 +633,11 @@ export class Firing {
     if (next !== null && this.d.manualClock && next > this.nowMs) next = null;
     if (this.leaseWaitAtMs !== null) next = Math.min(next ?? Infinity, this.leaseWaitAtMs + leaseRetryMs);
     return next;
+  }
+
+  /** The next deadline may be a callback's due time (nothing is staged, or an attempt waits in the wheel unstaged). */
+  precise(): boolean {
+    return this.d.stageLeadMs === 0 || this.unstagedInWheel > 0 || this.dueHead < this.dueBacklog.length || this.leaseWaitAtMs !== null;
   }
 
   /** When the loader wants a tick: now while pages are left, else its next periodic run. */
@@ -541,17 +660,28 @@ export class Firing {
 
   // --- firing -------------------------------------------------------------------------------------------
 
-  /** Decides what to do with a due attempt (rules.ts), then orders it. */
+  /**
+   * Decides what to do with an attempt due now, or due within the stage lead (rules.ts), then orders it: an order
+   * before its due time is staged (the host sends it at dueAtMs, still asking the lease then) and stays
+   * withdrawable until it starts, so a cancel, pause, new schedule or lost leadership takes it back as it would an
+   * order waiting for its concurrency slot.
+   */
   private fire(rec: Occurrence, a: Armed, nowMs: number): void {
     // Never early, on this node's clock: not before the attempt's due time (a clock that stepped back), nor before
     // the occurrence's own time, which another node's clock may have set ahead of this one (a re-fire of an
     // attempt it recorded as started is otherwise due at once).
     const notBeforeMs = Math.max(a.dueAtMs, a.scheduledAtMs);
-    if (nowMs < notBeforeMs) {
+    const early = nowMs < notBeforeMs;
+    if (early && (a.unstaged === true || nowMs < notBeforeMs - this.d.stageLeadMs)) {
       this.arm(notBeforeMs === a.dueAtMs ? a : { ...a, dueAtMs: notBeforeMs });
       return;
     }
+    if (early && this.stagedCount >= limits.firingStagedMax) {
+      this.arm({ ...a, dueAtMs: notBeforeMs, unstaged: true });
+      return;
+    }
     if (!this.firing.has(a.shard)) return;
+    if (this.draining.has(a.shard)) return this.drainWait(rec, a);
     if (!this.d.leaseValid(a.shard)) {
       rec.armed = { ...a, where: 'lease' };
       this.leaseWaiting.push(rec.key);
@@ -571,7 +701,16 @@ export class Firing {
     const job = held !== undefined ? held.job : store.getJob(a.jobId);
     const known = held?.execution;
     const exec = job === null ? null : known !== undefined ? known : store.getExecution(a.jobId, a.scheduledAtMs);
+    if (early && (job === null || !stagedEarlyHolds(a, job, exec))) {
+      this.arm({ ...a, dueAtMs: notBeforeMs, unstaged: true });
+      return;
+    }
     const d = decideDue(a, job, exec, nowMs, { recording: rec.recording, otherOpen: () => this.hasOtherOpen(a) });
+    if (early && d.kind !== 'send') {
+      // Only a send is staged: whatever else the store says now is looked at again at the due time.
+      this.arm({ ...a, dueAtMs: notBeforeMs, unstaged: true });
+      return;
+    }
     if (d.kind === 'drop') return;
     if (d.kind === 'buffer') {
       this.buffer(rec, a);
@@ -579,7 +718,7 @@ export class Firing {
       rec.recording = true;
       this.batcher.addSkipped(a.shard, { jobId: a.jobId, scheduledAtMs: a.scheduledAtMs, reason: d.reason }, nowMs);
     } else {
-      this.order(rec, a, d.job, nowMs, d.firstOfOnce);
+      this.order(rec, early ? { ...a, dueAtMs: notBeforeMs } : a, d.job, nowMs, d.firstOfOnce, early);
     }
   }
 
@@ -607,9 +746,15 @@ export class Firing {
     return store.openExecutions(a.jobId).some((e) => e.scheduledAtMs !== a.scheduledAtMs);
   }
 
-  private order(rec: Occurrence, a: Armed, job: JobRecord, nowMs: number, firstOfOnce: boolean): void {
+  private order(rec: Occurrence, a: Armed, job: JobRecord, nowMs: number, firstOfOnce: boolean, staged: boolean): void {
     const spec: CallbackSpec | null = job.callback ?? (job.task === null ? null : this.d.stores[a.shard]!.getTask(job.task));
-    const fired: FiredItem = { jobId: a.jobId, scheduledAtMs: a.scheduledAtMs, attempt: a.attempt, startedAtMs: nowMs };
+    if (spec === null && staged) {
+      // Its failure is recorded at the due time, not before.
+      this.arm({ ...a, unstaged: true });
+      return;
+    }
+    // A staged order's start is reported when it is sent; until then its record says its due time, never earlier.
+    const fired: FiredItem = { jobId: a.jobId, scheduledAtMs: a.scheduledAtMs, attempt: a.attempt, startedAtMs: Math.max(nowMs, a.dueAtMs) };
     rec.recording = true;
     if (spec === null) {
       this.batcher.addFired(a.shard, fired, false, nowMs);
@@ -617,8 +762,9 @@ export class Firing {
       return;
     }
     const term = this.firing.get(a.shard)!;
-    rec.out = { attempt: a.attempt, term, spec, started: false, fired, hold: firstOfOnce, firedLost: null };
+    rec.out = { attempt: a.attempt, term, spec, started: false, fired, hold: firstOfOnce, firedLost: null, staged: staged ? a : null, dueAtMs: a.dueAtMs };
     this.outCount++;
+    if (staged) this.stagedCount++;
     this.dispatched++;
     const fencingToken = `${a.shard}.${term}`;
     this.outbox.dispatch.push({
@@ -678,20 +824,37 @@ export class Firing {
     return null;
   }
 
-  /** Into the wheel, or `parked` when the wheel is at its ceiling (only arms the loader cannot find again get here). */
+  /**
+   * Into the wheel, or `parked` when the wheel is at its ceiling (only arms the loader cannot find again get here).
+   * The wheel holds each attempt at the moment it is looked at: the stage lead before its due time, or its due
+   * time itself when it is not staged.
+   */
   private arm(a: Attempt): void {
     const rec = this.recordOf(a);
+    if (rec.armed?.where === 'wheel' && rec.armed.unstaged === true) this.unstagedInWheel--;
     if (this.wheel.full && !this.wheel.has(rec.key)) {
       if (rec.armed?.where !== 'parked') this.parked.push(rec.key);
       rec.armed = { ...a, where: 'parked' };
       return;
     }
     rec.armed = { ...a, where: 'wheel' };
-    this.wheel.add(rec.key, a.dueAtMs);
+    this.intoWheel(rec.key, a);
+  }
+
+  private intoWheel(key: OccurrenceKey, a: Attempt): void {
+    if (a.unstaged === true) this.unstagedInWheel++;
+    this.wheel.add(key, this.lookAtMs(a));
+  }
+
+  private lookAtMs(a: Attempt): number {
+    return a.unstaged === true ? a.dueAtMs : a.dueAtMs - this.d.stageLeadMs;
   }
 
   private unarm(rec: Occurrence): void {
-    if (rec.armed?.where === 'wheel') this.wheel.cancel(rec.key);
+    if (rec.armed?.where === 'wheel') {
+      this.wheel.cancel(rec.key);
+      if (rec.armed.unstaged === true) this.unstagedInWheel--;
+    }
     rec.armed = null;
     rec.awaitedAttempt = null;
   }
@@ -728,7 +891,7 @@ export class Firing {
       const rec = this.occ.get(this.parked[i++]!);
       if (rec?.armed?.where !== 'parked') continue;
       rec.armed.where = 'wheel';
-      this.wheel.add(rec.key, rec.armed.dueAtMs);
+      this.intoWheel(rec.key, rec.armed);
     }
     this.parked.splice(0, i);
   }
@@ -864,7 +1027,10 @@ export class Firing {
       if (ms != null && ms > nowMs && ms <= untilMs && (next === null || ms < next)) next = ms;
     };
     consider(this.wheel.nextDeadlineMs());
-    for (const key of this.parked) consider(this.occ.get(key)?.armed?.dueAtMs);
+    for (const key of this.parked) {
+      const a = this.occ.get(key)?.armed;
+      if (a != null) consider(this.lookAtMs(a));
+    }
     for (const shard of this.firing.keys()) {
       // The cursor skips the jobs due at or before now (ids are never empty): those are the loader's already.
       const [job] = this.d.stores[shard]!.dueJobs(untilMs, 1, { atMs: nowMs + 1, id: '' });
@@ -876,6 +1042,7 @@ export class Firing {
   /** Nothing due at nowMs, nothing out, no record waiting to apply, nothing buffered, no load running. */
   settled(nowMs: number): boolean {
     if (this.dueHead < this.dueBacklog.length || this.outCount > 0 || this.loads.length > 0 || this.leaseWaiting.length > 0) return false;
+    if (this.drainWaiting.length > 0) return false;
     for (const rec of this.occ.values()) if (rec.recording || rec.armed?.where === 'buffered' || rec.armed?.where === 'outcome') return false;
     const next = this.wheel.nextDeadlineMs();
     return next === null || next > nowMs;

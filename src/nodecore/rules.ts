@@ -22,6 +22,8 @@ export interface Attempt {
   released: boolean;
   /** The committed records the core holds for it (firing.ts), or none: the fire reads them from the store. */
   held?: Held;
+  /** Decided at its due time, not staged ahead of it (stagedEarlyHolds said no, or the staged orders were at their limit). */
+  unstaged?: boolean;
 }
 
 /**
@@ -84,6 +86,16 @@ export function decideDue(a: Attempt, job: JobRecord | null, exec: ExecutionReco
   if (action === 'fire') return { kind: 'send', job, firstOfOnce: false };
   if (action === 'buffer') return { kind: 'buffer' };
   return { kind: 'skip', reason: action === 'skip_misfire' ? 'misfire' : 'overlap' };
+}
+
+/**
+ * A `send` decided before the due time (the attempt staged) is still the decision at the due time, unless the
+ * scheduler's overlap policy looks at the run before it (a recurring job's regular first attempt without
+ * overlap=allow): that run may finish in between, so the attempt is decided at its due time.
+ */
+export function stagedEarlyHolds(a: Attempt, job: JobRecord, exec: ExecutionRecord | null): boolean {
+  const first = exec === null && job.nextFireAtMs === a.scheduledAtMs && a.attempt === 1;
+  return !first || job.schedule.kind === 'once' || job.overlap === 'allow';
 }
 
 /** The record of a finished attempt: succeeded; a retry at finishedAt + backoff while attempts remain; else failed. */

@@ -43,6 +43,11 @@ export interface NodeCoreDeps {
    * lease waits for its own time instead of being moved, and the core asks for no timer later than now.
    */
   manualClock?: boolean;
+  /**
+   * An attempt may be ordered up to this long before its due time (staged: decided now, sent by the host at
+   * `dueAtMs`, withdrawable until it starts). 0 or absent: ordered at its due time. Ignored with a manual clock.
+   */
+  stageLeadMs?: number;
   logger: Logger;
 }
 
@@ -55,7 +60,11 @@ export interface DispatchOrder {
   attempt: number;
   /** `${shard}.${term}`: grows with every leadership change of the shard. */
   fencingToken: string;
-  /** Never sent before this instant (the scheduler's clock). */
+  /**
+   * Never sent before this instant (the scheduler's clock). It may be up to the stage lead after the order is
+   * handed out: the host sends it then (asking the shard's lease at that moment), and until it starts the core
+   * may withdraw it.
+   */
   dueAtMs: number;
   delivery: Delivery;
 }
@@ -68,7 +77,7 @@ export interface DispatchOrder {
 export interface Withdrawal {
   key: OccurrenceKey;
   shard: number;
-  reason: 'disarmed' | 'leadership_lost';
+  reason: 'disarmed' | 'leadership_lost' | 'draining';
 }
 
 /** A command for the shard's log. `ticket` comes back in `proposalDone`. */
@@ -96,7 +105,8 @@ export type Reply = { opId: number; ok: true; applied: Applied } | { opId: numbe
  *  3. `replies`: answer the clients;
  *  4. arm one timer for `nextDeadlineMs` (null: nothing is waiting on time; a value at or before now: call
  *     `tick` on the next turn of the event loop). `nextFireAtMs` is the part of it that is a callback's due time:
- *     the host may wake a little before it and spin, the rest (loader pages and runs, polls) needs no precision.
+ *     the host may wake a little before it and spin, the rest (loader pages and runs, polls, the stage times of
+ *     attempts ordered ahead of their due time) needs no precision.
  *     It is never more than `nodeLimits.wallClockRecheckMs` after the last input's time (except with a manual
  *     clock): the host's timer waits on the monotonic clock, and a wall clock stepped forward must be seen soon.
  *  5. arm one timer for `flushAtMs` and call `flush` when it expires (at or before now: on the next turn). It
@@ -162,6 +172,13 @@ export interface NodeCoreInputs {
   closeProposals(): void;
   /** Proposes everything waiting now, held fired records too (close, the manual clock's advance). */
   flushAll(nowMs: number): void;
+  /**
+   * A leadership transfer of `shard` is planned: order nothing new for it (due attempts wait), withdraw its orders
+   * not started yet, propose its held fired records at once. Ends with `undrainShard`, leaderStop or leaderStart.
+   */
+  drainShard(shard: number, nowMs: number): void;
+  /** The transfer did not happen: the shard fires again, the attempts that waited first. */
+  undrainShard(shard: number): void;
 }
 
 /** Read-only questions the host (API views, metrics, the manual clock) asks between inputs. */
@@ -190,6 +207,11 @@ export interface NodeCoreQueries {
   readonly counters: { dispatched: number; folded: number };
   /** Fired records held for their outcomes (tests). */
   heldCount(): number;
+  /**
+   * The shard drains (drainShard) and nothing of it is left to record: no order out, no firing record waiting to
+   * be proposed or for its proposal to apply. Its next leader then finds every callback this node sent recorded.
+   */
+  shardDrained(shard: number): boolean;
 }
 
 /** NodeCore = inputs + `ready()` + queries. */

@@ -70,7 +70,8 @@ export class Harness {
   private opNext = 1;
   private flushAtMs: number | null = null;
 
-  constructor(shards = 1, seed = 1) {
+  /** `stageLeadMs`: the core may order an attempt this long before its due time (NodeCoreDeps.stageLeadMs). */
+  constructor(shards = 1, seed = 1, stageLeadMs = 0) {
     this.stores = Array.from({ length: shards }, () => new MemoryStore());
     const rand = new Prng(seed);
     this.core = new NodeCore({
@@ -81,6 +82,7 @@ export class Harness {
       mergeCreates: true,
       leaseValid: () => this.lease,
       applyBacklog: () => 0,
+      stageLeadMs,
       logger: silentLogger,
     });
     for (let shard = 0; shard < shards; shard++) this.core.leaderStart(shard, 1, this.nowMs);

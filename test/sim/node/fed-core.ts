@@ -96,4 +96,14 @@ export class FedCore extends NodeCore {
     this.idle_ = null;
     super.flushAll(nowMs);
   }
+
+  override drainShard(shard: number, nowMs: number): void {
+    this.idle_ = null;
+    super.drainShard(shard, nowMs);
+  }
+
+  override undrainShard(shard: number): void {
+    this.idle_ = null;
+    super.undrainShard(shard);
+  }
 }

@@ -48,6 +48,8 @@ export interface NodeWorld {
   readonly digestEvery: number;
   readonly makeCore: (deps: NodeCoreDeps) => FedCore;
   readonly logger: Logger;
+  /** The cores' stage lead (NodeCoreDeps.stageLeadMs). */
+  readonly stageLeadMs: number;
 }
 
 /** One shard on this node: its simulated disk and store (src/node/group.ts ShardGroup); Raft's side is the Replication's. */
@@ -87,6 +89,8 @@ interface OrderState {
   readonly order: DispatchOrder;
   started: boolean;
   queued: boolean;
+  /** Ordered ahead of its due time and not handed to the dispatcher yet (FiringCore's near-horizon wheel). */
+  staged: boolean;
 }
 
 export class SimNode {
@@ -109,6 +113,8 @@ export class SimNode {
   private readonly running = new Map<string, number>();
   private readonly waiting = new Map<string, string[]>();
   private settling = false;
+  /** Shards this process drains or hands over (transferLeader). */
+  private readonly handingOver = new Set<number>();
   roundsRun = 0;
 
   constructor(
@@ -141,6 +147,7 @@ export class SimNode {
     this.orders.clear();
     this.running.clear();
     this.waiting.clear();
+    this.handingOver.clear();
     this.timerAtMs = null;
     this.flushAtMs = null;
     for (const g of this.groups) this.openGroup(g);
@@ -160,6 +167,7 @@ export class SimNode {
         startMs: this.wallMs,
         rand01: () => this.rand.nextFloat(),
         mergeCreates: true,
+        stageLeadMs: this.w.stageLeadMs,
         logger: this.w.logger,
       },
       clocks: { nowMs: () => this.wallMs, monoMs: () => this.monoMs },
@@ -280,12 +288,52 @@ export class SimNode {
     this.settle();
   }
 
-  /** An operator's transfer-leader (or the rebalancer's) on this node's group. */
+  /**
+   * An operator's transfer-leader (or the rebalancer's) on this node's group, as src/node/cluster-ops.ts does it: a
+   * shard it fires is drained first (looked at every transferDrainPollMs, at most transferDrainMaxMs), then Raft is
+   * asked; a shard still led in the same term transferUndrainAfterMs later fires again. One transfer per shard.
+   */
   transferLeader(shard: number, to: NodeId): boolean {
     const g = this.groups[shard]!;
-    if (g.role !== 'leader') return false;
-    this.rep.transferLeader(shard, to);
+    if (g.role !== 'leader' || this.handingOver.has(shard)) return false;
+    const lead = this.rep.shards[shard]!.lead;
+    if (!lead.firing) {
+      this.rep.transferLeader(shard, to);
+      this.settle();
+      return true;
+    }
+    const inc = this.incarnation;
+    const term = lead.term;
+    const leads = (): boolean => inc === this.incarnation && !this.down && lead.role === 'leader' && lead.term === term;
+    const startMs = this.w.nowMs;
+    this.handingOver.add(shard);
+    this.core.drainShard(shard, this.wallMs);
     this.settle();
+    const look = (): void => {
+      if (inc !== this.incarnation) return;
+      if (!leads()) {
+        this.handingOver.delete(shard);
+        this.core.undrainShard(shard);
+        this.settle();
+        return;
+      }
+      const drained = this.core.shardDrained(shard);
+      if (!drained && this.w.nowMs - startMs < clusterLimits.transferDrainMaxMs) {
+        this.w.at(this, this.w.nowMs + clusterLimits.transferDrainPollMs, 'drain-look', look);
+        return;
+      }
+      this.w.event(`${this.id} s${shard} transfer to ${to} after a drain of ${this.w.nowMs - startMs} ms${drained ? '' : ' (not drained)'}`);
+      this.rep.transferLeader(shard, to);
+      this.settle();
+      this.w.at(this, this.w.nowMs + clusterLimits.transferUndrainAfterMs, 'undrain', () => {
+        if (inc !== this.incarnation) return;
+        this.handingOver.delete(shard);
+        if (!leads()) return;
+        this.core.undrainShard(shard);
+        this.settle();
+      });
+    };
+    look();
     return true;
   }
 
@@ -450,7 +498,10 @@ export class SimNode {
     // NodeShell: an order still waiting for its slot is refused when it gets it (admit); a started one reports as usual.
     for (const w of rd.withdraw) {
       worked = true;
-      this.withdrawn.add(w.key);
+      const st = this.orders.get(w.key);
+      // FiringPort.withdraw: a staged order is taken back at once (answered on a later turn, as a promise is).
+      if (st?.staged === true) this.takeBackStaged(st);
+      else this.withdrawn.add(w.key);
     }
     for (const o of rd.dispatch) {
       worked = true;
@@ -496,11 +547,49 @@ export class SimNode {
 
   // ------------------------------------------------------------------ the dispatcher (src/dispatch)
 
-  /** NodeShell.send: the order goes to the dispatcher at once, which starts it when its concurrency key has room. */
+  /**
+   * NodeShell.send: the order goes to the dispatcher at once, which starts it when its concurrency key has room; one
+   * ordered ahead of its due time (stageTo) waits in the firing core until its due ms on this node's clock.
+   */
   private order(o: DispatchOrder): void {
-    const st: OrderState = { order: o, started: false, queued: false };
+    const st: OrderState = { order: o, started: false, queued: false, staged: false };
     this.orders.set(o.key, st);
-    this.w.scheduler.ordered({ node: this.id, key: o.key, jobId: o.jobId, scheduledAtMs: o.scheduledAtMs, attempt: o.attempt, dueAtMs: o.dueAtMs, nodeWallMs: this.wallMs });
+    this.w.scheduler.ordered({ node: this.id, key: o.key, jobId: o.jobId, scheduledAtMs: o.scheduledAtMs, attempt: o.attempt, dueAtMs: o.dueAtMs, nodeWallMs: this.wallMs }, this.w.stageLeadMs);
+    if (o.dueAtMs > this.wallMs) return this.stage(st);
+    this.toDispatcher(st);
+  }
+
+  private stage(st: OrderState): void {
+    st.staged = true;
+    const inc = this.incarnation;
+    const wake = (): void => {
+      if (inc !== this.incarnation || this.orders.get(st.order.key) !== st || !st.staged) return;
+      // The node's clock may have stepped back since: FiringCore sends at its due ms on the clock as it reads now.
+      if (this.wallMs < st.order.dueAtMs) {
+        this.w.at(this, this.clock.trueTimeOfWall(st.order.dueAtMs, this.w.nowMs), 'staged', wake);
+        return;
+      }
+      st.staged = false;
+      this.toDispatcher(st);
+      this.settle();
+    };
+    this.w.at(this, this.clock.trueTimeOfWall(st.order.dueAtMs, this.w.nowMs), 'staged', wake);
+  }
+
+  private takeBackStaged(st: OrderState): void {
+    st.staged = false;
+    this.orders.delete(st.order.key);
+    const inc = this.incarnation;
+    this.w.at(this, this.w.nowMs, 'withdrawn', () => {
+      if (inc !== this.incarnation) return;
+      this.core.dispatchWithdrawn(st.order.key);
+      this.settle();
+    });
+  }
+
+  private toDispatcher(st: OrderState): void {
+    const o = st.order;
+    this.w.scheduler.sendable({ node: this.id, key: o.key, jobId: o.jobId, scheduledAtMs: o.scheduledAtMs, attempt: o.attempt, dueAtMs: o.dueAtMs, nodeWallMs: this.wallMs });
     const ck = o.delivery.concurrencyKey;
     if ((this.running.get(ck) ?? 0) < o.delivery.spec.maxConcurrency) return this.startAttempt(st);
     st.queued = true;

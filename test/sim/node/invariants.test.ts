@@ -57,16 +57,33 @@ describe('SchedulerChecker', () => {
     expect(kindOf(() => c.dispatchStarted(start()))).toBeNull();
   });
 
-  it('ordered before its time: the first attempt by the scheduled time, every attempt by its due time', () => {
+  it('ordered before its time: beyond the stage lead of its due time, or a first attempt before its scheduled time', () => {
     const c = new SchedulerChecker(1);
     c.submittedJob('j1');
     const o = { node: 'n1', key: `j1\n${t0}`, jobId: 'j1', scheduledAtMs: t0, attempt: 1, dueAtMs: t0 };
-    expect(kindOf(() => c.ordered({ ...o, nodeWallMs: t0 - 1 }))).toBe('fired_early');
-    expect(kindOf(() => c.ordered({ ...o, nodeWallMs: t0 }))).toBeNull();
+    expect(kindOf(() => c.ordered({ ...o, nodeWallMs: t0 - 1 }, 0))).toBe('fired_early');
+    expect(kindOf(() => c.ordered({ ...o, nodeWallMs: t0 }, 0))).toBeNull();
+    // Staged: handed out up to the lead before its due time, never further.
+    expect(kindOf(() => c.ordered({ ...o, nodeWallMs: t0 - 100 }, 100))).toBeNull();
+    expect(kindOf(() => c.ordered({ ...o, nodeWallMs: t0 - 101 }, 100))).toBe('fired_early');
+    expect(kindOf(() => c.ordered({ ...o, dueAtMs: t0 - 50, nodeWallMs: t0 - 150 }, 100))).toBe('fired_early');
     c.dispatchStarted(start());
     // A later attempt on a node whose clock is behind: held to its own due time only.
-    expect(kindOf(() => c.ordered({ ...o, attempt: 2, dueAtMs: t0 - 500, nodeWallMs: t0 - 400 }))).toBeNull();
-    expect(kindOf(() => c.ordered({ ...o, attempt: 2, dueAtMs: t0 + 500, nodeWallMs: t0 + 400 }))).toBe('fired_early');
+    expect(kindOf(() => c.ordered({ ...o, attempt: 2, dueAtMs: t0 - 500, nodeWallMs: t0 - 400 }, 0))).toBeNull();
+    expect(kindOf(() => c.ordered({ ...o, attempt: 2, dueAtMs: t0 + 500, nodeWallMs: t0 + 400 }, 0))).toBe('fired_early');
+  });
+
+  it('handed to the dispatcher before its time: before its due time, or a first attempt before its scheduled time', () => {
+    const c = new SchedulerChecker(1);
+    c.submittedJob('j1');
+    const o = { node: 'n1', key: `j1\n${t0}`, jobId: 'j1', scheduledAtMs: t0, attempt: 1, dueAtMs: t0 };
+    expect(kindOf(() => c.sendable({ ...o, nodeWallMs: t0 - 1 }))).toBe('fired_early');
+    expect(kindOf(() => c.sendable({ ...o, dueAtMs: t0 - 10, nodeWallMs: t0 - 5 }))).toBe('fired_early');
+    expect(kindOf(() => c.sendable({ ...o, nodeWallMs: t0 }))).toBeNull();
+    c.dispatchStarted(start());
+    // A later attempt follows the first one's start: held to its own due time, even on a clock behind.
+    expect(kindOf(() => c.sendable({ ...o, attempt: 2, dueAtMs: t0 - 500, nodeWallMs: t0 - 400 }))).toBeNull();
+    expect(kindOf(() => c.sendable({ ...o, attempt: 3, dueAtMs: t0 + 500, nodeWallMs: t0 + 400 }))).toBe('fired_early');
   });
 
   it('an attempt started after an acknowledged cancel (one started before it is fine)', () => {

@@ -110,15 +110,29 @@ export class SchedulerChecker {
   }
 
   /**
-   * The core handed out an order at `nodeWallMs` (its node's clock); the shell sends it at once, as the node's
-   * does. Before the order's due time is early; before the scheduled time is early unless an attempt of the
-   * occurrence already started (a later attempt follows that start, perhaps on another node's clock).
+   * The core handed out an order at `nodeWallMs` (its node's clock), at most `stageLeadMs` before its due time (a
+   * staged order is sent at its due time). Ordered further ahead is early, as is a first attempt's due time before
+   * its scheduled time.
    */
-  ordered(d: Omit<DispatchStart, 'dedupKey' | 'trueMs' | 'fencingToken' | 'shard'>): void {
+  ordered(d: Omit<DispatchStart, 'dedupKey' | 'trueMs' | 'fencingToken' | 'shard'>, stageLeadMs: number): void {
     const where = (): string => `${d.node} ${d.key.replace('\n', '@')} attempt ${d.attempt}`;
-    if (d.nodeWallMs < d.dueAtMs) fail('fired_early', `${where()}: ordered at ${d.nodeWallMs} (node clock), due ${d.dueAtMs}`);
+    if (d.nodeWallMs < d.dueAtMs - stageLeadMs) fail('fired_early', `${where()}: ordered at ${d.nodeWallMs} (node clock), due ${d.dueAtMs}, stage lead ${stageLeadMs}`);
+    if (!this.occurrences.has(d.key) && d.nodeWallMs < d.scheduledAtMs - stageLeadMs) {
+      fail('fired_early', `${where()}: ordered at ${d.nodeWallMs} (node clock), scheduled ${d.scheduledAtMs}, stage lead ${stageLeadMs}`);
+    }
+  }
+
+  /**
+   * The shell hands an order to the dispatcher at `nodeWallMs` (its node's clock): at once when it was due, at its
+   * due ms when it was staged; from there it starts when its concurrency key has room (a clock stepped back in that
+   * wait is no early start). Before the order's due time is early; before the scheduled time is early unless an
+   * attempt of the occurrence already started (a later attempt follows that start, perhaps on another node's clock).
+   */
+  sendable(d: Omit<DispatchStart, 'dedupKey' | 'trueMs' | 'fencingToken' | 'shard'>): void {
+    const where = (): string => `${d.node} ${d.key.replace('\n', '@')} attempt ${d.attempt}`;
+    if (d.nodeWallMs < d.dueAtMs) fail('fired_early', `${where()}: sendable at ${d.nodeWallMs} (node clock), due ${d.dueAtMs}`);
     if (!this.occurrences.has(d.key) && d.nodeWallMs < d.scheduledAtMs) {
-      fail('fired_early', `${where()}: ordered at ${d.nodeWallMs} (node clock), scheduled ${d.scheduledAtMs}`);
+      fail('fired_early', `${where()}: sendable at ${d.nodeWallMs} (node clock), scheduled ${d.scheduledAtMs}`);
     }
   }
 

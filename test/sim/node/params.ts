@@ -27,6 +27,11 @@ export interface NodeSimOptions {
    */
   readonly leaseInvariant: boolean;
   readonly trace: boolean;
+  /**
+   * How far ahead of their due time the nodes order attempts (staged); null: the seed picks 0, 20 or 100 ms by its
+   * remainder, drawing nothing, so a seed with 0 runs exactly as before staging existed.
+   */
+  readonly stageLeadMs: number | null;
 }
 
 export const defaultNodeSimOptions: NodeSimOptions = {
@@ -40,6 +45,7 @@ export const defaultNodeSimOptions: NodeSimOptions = {
   transfers: true,
   leaseInvariant: true,
   trace: false,
+  stageLeadMs: null,
 };
 
 /** The CI runs (vitest): the default faults, leadership transfers included, over shorter phases. */
@@ -71,6 +77,8 @@ export interface NodeSimParams {
   readonly driftMax: number;
   readonly opEveryMs: number;
   readonly receivers: number;
+  /** How far ahead of their due time the nodes order attempts (staged); 0: at the due time. */
+  readonly stageLeadMs: number;
 }
 
 export function deriveNodeParams(rand: Prng, options: NodeSimOptions): NodeSimParams {
@@ -96,5 +104,6 @@ export function deriveNodeParams(rand: Prng, options: NodeSimOptions): NodeSimPa
     driftMax: pick([0, 0.02, 0.05]),
     opEveryMs: pick([60, 200, 600]),
     receivers: 4,
+    stageLeadMs: options.stageLeadMs ?? [0, 20, 100][options.seed % 3]!,
   };
 }

@@ -42,6 +42,7 @@ type Ev = { readonly node: SimNode | null; readonly what: string; readonly fn: (
 export class NodeSimulator implements NodeWorld {
   readonly rand: Prng;
   readonly params: NodeSimParams;
+  readonly stageLeadMs: number;
   readonly raft: Checker;
   readonly scheduler: SchedulerChecker;
   readonly receivers: SimReceivers;
@@ -65,6 +66,7 @@ export class NodeSimulator implements NodeWorld {
   constructor(readonly options: NodeSimOptions) {
     this.rand = new Prng(options.seed);
     this.params = deriveNodeParams(this.rand, options);
+    this.stageLeadMs = this.params.stageLeadMs;
     this.netRand = this.rand.fork();
     this.raft = new Checker(options.shards, 1);
     this.scheduler = new SchedulerChecker(options.shards);
