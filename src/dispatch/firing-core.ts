@@ -144,6 +144,8 @@ export class FiringCore {
   private readonly ids = new WeakMap<Delivery, number>();
   /** Due ms -> deliveries staged for it; `dueHeap` is a min-heap of the keys. */
   private readonly buckets = new Map<number, Staged[]>();
+  /** Due ms -> per URL, how many were staged for it (withdrawals not counted off: it only sizes the warm-up). */
+  private readonly bucketUrls = new Map<number, Map<string, number>>();
   private readonly dueHeap: number[] = [];
   private readonly held = new Map<number, Staged[]>();
   /** Due and not sent yet (a hot instant goes out in chunks); dueHead is the next one. */
@@ -166,7 +168,8 @@ export class FiringCore {
   private unprepared: Staged[] = [];
   private unpreparedHead = 0;
   private preparing: NodeJS.Immediate | null = null;
-  private warmUrls = new Set<string>();
+  /** URL -> the most deliveries staged for one due ms among those staged since the last warm(). */
+  private warmWant = new Map<string, number>();
   private started: number[] = [];
   private outcomes: number[] = [];
   private errors: Array<string | null> = [];
@@ -287,7 +290,14 @@ export class FiringCore {
       heapPush(this.dueHeap, op.dueAtMs);
     }
     bucket.push(s);
-    this.warmUrls.add(spec.url);
+    let urls = this.bucketUrls.get(op.dueAtMs);
+    if (urls === undefined) {
+      urls = new Map();
+      this.bucketUrls.set(op.dueAtMs, urls);
+    }
+    const n = (urls.get(spec.url) ?? 0) + 1;
+    urls.set(spec.url, n);
+    if (n > (this.warmWant.get(spec.url) ?? 0)) this.warmWant.set(spec.url, n);
     this.warming ??= setImmediate(() => this.warm());
   }
 
@@ -313,20 +323,9 @@ export class FiringCore {
   /** Opens connections ahead: per URL, as many as the most deliveries staged for one due ms. */
   private warm(): void {
     this.warming = null;
-    const urls = this.warmUrls;
-    this.warmUrls = new Set();
-    const most = new Map<string, number>();
-    for (const bucket of this.buckets.values()) {
-      const counts = new Map<string, number>();
-      for (const s of bucket) {
-        if (s.state !== 'staged') continue;
-        const url = s.delivery.spec.url;
-        if (!urls.has(url)) continue;
-        counts.set(url, (counts.get(url) ?? 0) + 1);
-      }
-      for (const [url, n] of counts) most.set(url, Math.max(most.get(url) ?? 0, n));
-    }
-    for (const [url, n] of most) this.dispatcher.warm(url, n);
+    const want = this.warmWant;
+    this.warmWant = new Map();
+    for (const [url, n] of want) this.dispatcher.warm(url, n);
   }
 
   /**
@@ -465,6 +464,7 @@ export class FiringCore {
       const due = heapPop(this.dueHeap);
       const bucket = this.buckets.get(due);
       this.buckets.delete(due);
+      this.bucketUrls.delete(due);
       if (bucket !== undefined) for (const s of bucket) this.dueNow.push(s);
     }
     this.sendDue();
@@ -530,6 +530,7 @@ export class FiringCore {
     for (const s of [...this.waiting.values()]) this.drop(s);
     this.held.clear();
     this.buckets.clear();
+    this.bucketUrls.clear();
     this.dueHeap.length = 0;
     this.dueNow = [];
     this.dueHead = 0;
