@@ -15,8 +15,9 @@
  * `lease()`: asked at that moment on this loop; on the thread, a deadline of now plus limits.firingLeaseGraceMs
  * pushed with every batch and refreshed while something waits there. Orders are handed over as they come: sent
  * at once when due, staged in the port until their due ms when the core ordered them ahead (up to
- * limits.firingStageLeadMs; the port prepares them meanwhile and a withdrawal takes them back); what the port answers (a start, an outcome, or null: not sent) reaches the core
- * at once, and one pump follows each batch of answers (the port reports them in batches).
+ * limits.firingStageLeadMs; the port prepares them meanwhile and a withdrawal takes them back); what the port
+ * answers (a start, an outcome, or null: not sent) reaches the core at once, and one pump follows each batch of
+ * answers (the port reports them in batches).
  *
  * Timers: ONE timer for the core's next deadline (never a 1 ms interval). Node timers may fire early or late by
  * about a millisecond, so for a callback's due time the shell wakes nodeLimits.firingSpinMs early and spins on

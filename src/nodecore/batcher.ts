@@ -160,24 +160,15 @@ export class Batcher {
     return null;
   }
 
-  /** A held fired item of this job goes into the next flush as it is (a pause must find the job RUNNING). */
-  releaseHeld(shard: number, jobId: string, nowMs: number): void {
+  /**
+   * The shard's held fired items of `jobId` (a pause must find the job RUNNING), or all of them (null: the shard
+   * drains before a leadership transfer), go into the next flush as they are.
+   */
+  releaseHeld(shard: number, jobId: string | null, nowMs: number): void {
     const it = this.items.get(shard);
     if (it === undefined) return;
     for (const [key, h] of it.held) {
-      if (h.item.jobId !== jobId) continue;
-      it.held.delete(key);
-      it.foldable.set(key, it.fired.length);
-      it.fired.push(h.item);
-      this.itemsSinceMs ??= nowMs;
-    }
-  }
-
-  /** Every held fired item of the shard goes into the next flush (the shard drains before a leadership transfer). */
-  releaseShard(shard: number, nowMs: number): void {
-    const it = this.items.get(shard);
-    if (it === undefined) return;
-    for (const [key, h] of it.held) {
+      if (jobId !== null && h.item.jobId !== jobId) continue;
       it.held.delete(key);
       it.foldable.set(key, it.fired.length);
       it.fired.push(h.item);

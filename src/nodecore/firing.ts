@@ -235,7 +235,7 @@ export class Firing {
       if (rec.out === null) this.drainReturned(rec, back); // it was still in the outbox
       else this.drainReturning.set(rec.key, back);
     }
-    this.batcher.releaseShard(shard, nowMs);
+    this.batcher.releaseHeld(shard, null, nowMs);
   }
 
   /** The drain ended without a transfer: the attempts that waited go back to the wheel, due at once. */
