@@ -147,8 +147,6 @@ export class Firing {
   private readonly draining = new Set<number>();
   /** Due attempts of draining shards, in the order they came due. */
   private drainWaiting: OccurrenceKey[] = [];
-  /** Orders withdrawn by a drain and not answered yet: the attempt to wait again once the host took it back. */
-  private readonly drainReturning = new Map<OccurrenceKey, Attempt>();
   /** Per draining shard, its occurrences whose order was out when the drain began (no new order comes meanwhile). */
   private readonly drainOut = new Map<number, Set<OccurrenceKey>>();
   private loads: Load[] = [];
@@ -231,9 +229,7 @@ export class Firing {
       if (rec.out.started || rec.out.fired === null) continue;
       // Decided to send already: when it goes after all, the misfire rule does not count the drain's wait.
       const back: Attempt = { shard, jobId: rec.jobId, scheduledAtMs: rec.scheduledAtMs, attempt: rec.out.attempt, dueAtMs: rec.out.fired.startedAtMs, fromEffect: false, released: true };
-      this.withdraw(rec, 'draining');
-      if (rec.out === null) this.drainReturned(rec, back); // it was still in the outbox
-      else this.drainReturning.set(rec.key, back);
+      this.takeBack(rec, back, 'draining');
     }
     this.batcher.releaseHeld(shard, null, nowMs);
   }
@@ -255,7 +251,6 @@ export class Firing {
   /** Leadership started or stopped: the shard's drain (if any) is over (a leaderStop then forgets what waited). */
   endDrain(shard: number): void {
     if (this.draining.has(shard)) this.undrain(shard);
-    for (const [key, a] of this.drainReturning) if (a.shard === shard) this.drainReturning.delete(key);
   }
 
   /**
@@ -279,14 +274,6 @@ export class Firing {
   private drainWait(rec: Occurrence, a: Armed): void {
     rec.armed = { ...a, where: 'drain' };
     this.drainWaiting.push(rec.key);
-  }
-
-  /** A drained order came back unsent: its attempt waits for the drain's end (unless another one is armed). */
-  private drainReturned(rec: Occurrence, back: Attempt): void {
-    this.drainReturning.delete(rec.key);
-    if (rec.armed !== null || !this.firing.has(rec.shard)) return;
-    if (this.draining.has(rec.shard)) this.drainWait(rec, { ...back, where: 'drain' });
-    else this.arm(back);
   }
 
   stop(): void {
@@ -466,7 +453,6 @@ export class Firing {
     assert(rec.out !== null, 'an outcome for an occurrence whose order is not out');
     this.handFired(rec, null, o.finishedAtMs);
     const out = rec.out;
-    this.drainReturning.delete(key);
     this.endOrder(rec, true);
     const a = { jobId: rec.jobId, scheduledAtMs: rec.scheduledAtMs, attempt: out.attempt };
     const item = outcomeOf(a, out.spec, o, this.d.rand01);
@@ -484,10 +470,8 @@ export class Firing {
     const rec = this.occ.get(key);
     if (rec === undefined || rec.out === null) return;
     assert(!rec.out.started, 'a started order cannot be withdrawn');
-    const back = this.drainReturning.get(key);
     this.endOrder(rec, false);
     rec.recording = false;
-    if (back !== undefined) this.drainReturned(rec, back);
     this.forgetIfDone(rec);
   }
 
@@ -502,14 +486,23 @@ export class Firing {
       if (!rec.out.started && rec.out.staged !== null && rec.out.fired !== null) {
         // Staged ahead of its due time: taken back and decided at the due time, after the pause if it applied by
         // then (a pause is not refused because its job was staged a moment before it).
-        if (rec.armed === null) rec.armed = { ...rec.out.staged, unstaged: true, where: 'behind' };
-        this.withdraw(rec, 'disarmed');
+        this.takeBack(rec, { ...rec.out.staged, unstaged: true }, 'disarmed');
         continue;
       }
       rec.out.hold = false;
       this.handFired(rec, null, nowMs);
     }
     this.batcher.releaseHeld(shard, jobId, nowMs);
+  }
+
+  /**
+   * Withdraws an order not started and arms its attempt `a` again once the host took it back (it waits `behind`
+   * the order: endOrder arms it; an outcome instead, the order having started meanwhile, makes it wait for that
+   * record and be decided against the store). Unless another attempt of the occurrence is armed already.
+   */
+  private takeBack(rec: Occurrence, a: Attempt, reason: Withdrawal['reason']): void {
+    if (rec.armed === null) rec.armed = { ...a, where: 'behind' };
+    this.withdraw(rec, reason);
   }
 
   /** The order is no longer out; `outcomeComing` when its outcome record goes to the batcher. */
@@ -527,8 +520,10 @@ export class Firing {
       rec.awaitedAttempt = attempt;
       return;
     }
-    // A later attempt another leader recorded (or one whose order was taken back unsent): its turn now.
-    this.arm(rec.armed);
+    // A later attempt another leader recorded (or one whose order was taken back unsent): its turn now, or the
+    // end of its shard's drain.
+    if (this.draining.has(rec.shard)) this.drainWait(rec, rec.armed);
+    else this.arm(rec.armed);
   }
 
   /** Hands the order's fired record to the batcher (once: at its start, or with its outcome). */
