@@ -116,12 +116,6 @@ export const limits = {
   firingStagedMax: 50_000,
   /** While deliveries wait in the thread, the main side sends the shards' lease deadlines this often. */
   firingLeaseRefreshMs: 10,
-  /**
-   * How long the firing thread trusts a lease the main loop found valid (it cannot ask at the moment it sends):
-   * longer than the refresh, so a steady stream is not held between two; far shorter than the lease's margin
-   * before a follower may campaign (asserted with clusterLimits below).
-   */
-  firingLeaseGraceMs: 25,
   /** Unexpected exits of the firing thread after which the node sends from its main loop instead. */
   firingThreadRestartsMax: 5,
   /**
@@ -446,10 +440,9 @@ assert(
   clusterLimits.transferUndrainAfterMs >= clusterLimits.tickMs * clusterLimits.electionTicks,
   'a transfer Raft may still carry out (within an election timeout) must not find its shard firing again',
 );
-assert(limits.firingLeaseGraceMs > limits.firingLeaseRefreshMs, 'the firing thread gets a new lease deadline before the last one ends');
 assert(
-  limits.firingLeaseGraceMs < clusterLimits.tickMs * (clusterLimits.electionTicks - clusterLimits.leaseTicks - 1),
-  'a lease trusted by the firing thread ends before a follower may campaign',
+  limits.firingLeaseRefreshMs < clusterLimits.tickMs * (clusterLimits.leaseTicks - clusterLimits.heartbeatTicks),
+  'the firing thread gets a renewed lease deadline before the one it holds ends',
 );
 assert(clusterLimits.heartbeatTicks < clusterLimits.leaseTicks, 'heartbeats must renew the lease before it ends');
 assert(clusterLimits.catchUpTicksMax > clusterLimits.electionTicks, 'a catch-up must be able to expire a lease');

@@ -277,7 +277,7 @@ export class FiringPort implements CallbackSender {
   /**
    * Resolves once the thread holds `lease` for `shard` and nothing it starts after can use an older deadline. A
    * leadership transfer waits for it before the target is told to campaign: the target may lead within a few ms,
-   * sooner than the limits.firingLeaseGraceMs the thread trusts a deadline for. On the main loop the lease is asked
+   * long before the lease deadline the thread holds would end. On the main loop the lease is asked
    * at each send, so there is nothing to wait for.
    */
   fence(shard: number, lease: ShardLease): Promise<void> {

@@ -253,6 +253,27 @@ describe.each(modes)('job commands (%s)', (m) => {
   });
 
   if (m === 'thread') {
+    it('a staged callback leaves the firing thread at its due time while the main loop is stalled (the lease it holds is Raft\'s)', async () => {
+      const core = await start({ stageLeadMs: 200 });
+      await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
+      const at = core.service.nowMs() + 400;
+      await create(core, [jobSpec('stalled', { kind: 'once', atMs: at })]);
+      await waitFor('staged in the thread', () => core.engine.dispatcher.stagedCount() === 1);
+      while (core.service.nowMs() < at - 60) await sleep(5);
+      // The main loop blocks from 60 ms before the due time to 150 ms after it: longer than any refresh of the
+      // thread's lease deadline, shorter than the lease a single node renews every tick.
+      const stallEndMs = at + 150;
+      while (Date.now() < stallEndMs) {
+        /* a synchronous stall, as a long SQLite transaction or GC would be */
+      }
+      await waitFor('done', async () => (await core.service.getJob('stalled')).state === 'SUCCEEDED');
+      const e = (await core.service.getJob('stalled')).lastExecution!;
+      expect(e.startedAtMs!).toBeGreaterThanOrEqual(at);
+      // Started by the thread during the stall: it did not wait for the main loop to renew its lease.
+      expect(e.startedAtMs!).toBeLessThan(stallEndMs);
+      expect(bed.rx.of('stalled')).toHaveLength(1);
+    });
+
     it('a firing thread that dies with a callback out: the attempt is retried with the same deduplication key, nothing is lost', async () => {
       const core = await start();
       bed.rx.respond = (_r, n) => (n === 1 ? { status: 200, delayMs: 1_000 } : { status: 200 });

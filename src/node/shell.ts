@@ -12,8 +12,9 @@
  * FiringCore's, when it gets its concurrency slot: an order the core withdrew is taken back (`withdraw`; the
  * replies decided with the withdrawal wait for the answer, so nothing starts after an acknowledged cancel), a
  * shard this node stopped firing in the order's term is revoked, and each shard's term and lease come from
- * `lease()`: asked at that moment on this loop; on the thread, a deadline of now plus limits.firingLeaseGraceMs
- * pushed with every batch and refreshed while something waits there. Orders are handed over as they come: sent
+ * `lease()`: asked at that moment on this loop; on the thread, the deadline at which Raft's lease ends unless a
+ * heartbeat round renews it, pushed with every batch and refreshed while something waits there, so a stall of
+ * this loop shorter than the lease does not hold a callback the thread has. Orders are handed over as they come: sent
  * at once when due, staged in the port until their due ms when the core ordered them ahead (up to
  * limits.firingStageLeadMs; the port prepares them meanwhile and a withdrawal takes them back); what the port
  * answers (a start, an outcome, or null: not sent) reaches the core at once, and one pump follows each batch of
@@ -117,16 +118,18 @@ export class NodeShell {
   /**
    * The term this node fires `shard` in and how long its lease may be trusted, for the FiringCore's last word
    * before a callback leaves (a newer leader fires an order of an older term, with a higher fencing token). On
-   * this loop it is asked at that very moment; the thread gets it with each batch, and trusts it for
-   * limits.firingLeaseGraceMs (refreshed more often than that while something waits there). A stall the lease
-   * question reveals gives the Raft host a catch-up to carry out.
+   * this loop it is asked at that very moment; the thread gets it with each batch as the time Raft's lease ends
+   * unless renewed (src/nodecore/replication.ts `leaseUntilMono`: never later than this loop would trust it), and
+   * a fresh one every limits.firingLeaseRefreshMs while something waits there. What ends the lease sooner is told
+   * to the thread by the node: a transfer fences it (`fence`), a lost term revokes it. A stall the lease question
+   * reveals gives the Raft host a catch-up to carry out.
    */
   private lease(shard: number): ShardLease {
     const term = this.core.firingShards().get(shard);
     if (term === undefined) return { term: -1, untilMs: Number.NEGATIVE_INFINITY };
-    const valid = this.o.node.leaseValid(shard);
+    const leftMs = this.o.node.leaseLeftMs(shard);
     if (this.o.node.hostWork()) this.o.rounds.schedule();
-    return { term, untilMs: valid ? monoEpochMs() + limits.firingLeaseGraceMs : Number.NEGATIVE_INFINITY };
+    return { term, untilMs: leftMs > 0 ? monoEpochMs() + leftMs : Number.NEGATIVE_INFINITY };
   }
 
   private started(d: Delivery, startedAtMs: number): void {

@@ -92,6 +92,12 @@ export class Node {
     return this.replication.leaseValid(shard, this.d.clocks.monoMs());
   }
 
+  /** How many ms from now the shard's lease holds unless renewed (-Infinity: not valid now; see Replication.leaseUntilMono). */
+  leaseLeftMs(shard: number): number {
+    const monoMs = this.d.clocks.monoMs();
+    return this.replication.leaseUntilMono(shard, monoMs) - monoMs;
+  }
+
   /** A callback is due now or within the spin window: long work on the host's loop should yield. */
   fireDue(): boolean {
     return this.core.fireDue(this.d.clocks.nowMs());

@@ -146,6 +146,24 @@ describe('Replication: time', () => {
     expect(leader.tickTo(woke + tick)).toBe(true); // counting again
   });
 
+  it('leaseUntilMono is the time from which leaseValid says no, unless a heartbeat round renews the lease', () => {
+    const nodes = cluster();
+    const leader = nodes[0]!;
+    const until = leader.rep.leaseUntilMono(0, leader.monoMs);
+    expect(until).toBeGreaterThan(leader.monoMs);
+    expect(until - leader.monoMs).toBeLessThanOrEqual(clusterLimits.leaseTicks * tick);
+    // Its followers' answers never arrive: every tick up to the deadline keeps the lease, the one at it ends it.
+    for (let t = leader.monoMs + 1; t < until; t += 7) {
+      leader.tickTo(t);
+      expect(leader.rep.leaseValid(0, t)).toBe(true);
+      expect(leader.rep.leaseUntilMono(0, t)).toBe(until);
+    }
+    leader.tickTo(until);
+    expect(leader.rep.leaseValid(0, until)).toBe(false);
+    expect(leader.rep.leaseUntilMono(0, until)).toBe(Number.NEGATIVE_INFINITY);
+    expect(nodes[1]!.rep.leaseUntilMono(0, nodes[1]!.monoMs)).toBe(Number.NEGATIVE_INFINITY); // a follower holds none
+  });
+
   it('a follower that stalled gets at most followerCatchUpTicksMax ticks and does not campaign on frozen time', () => {
     const nodes = cluster();
     const f = nodes[1]!;

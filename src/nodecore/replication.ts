@@ -264,6 +264,17 @@ export class Replication {
     return this.tick(monoMs) && s.lead.firing && s.raw.leaseValid();
   }
 
+  /**
+   * The monotonic time at which the lease `leaseValid` finds at `monoMs` ends unless a heartbeat round renews it
+   * (-Infinity: not valid now): the tick that ends it is counted at that time. For a sender that cannot ask at the
+   * moment it sends (the firing thread); what the node learns before then (a transfer, a lost term) it tells that
+   * sender itself.
+   */
+  leaseUntilMono(shard: number, monoMs: number): number {
+    if (!this.leaseValid(shard, monoMs)) return Number.NEGATIVE_INFINITY;
+    return this.tickedToMono + this.shard(shard).raw.leaseTicksLeft() * clusterLimits.tickMs;
+  }
+
   // --- inputs -----------------------------------------------------------------------------------------------
 
   /** Messages from a peer (any groups). A message Raft refuses is returned with its error; the rest are stepped. */

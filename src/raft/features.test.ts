@@ -81,6 +81,22 @@ describe('lease', () => {
     expect(role(c, leader)).toBe('leader'); // still leader (CheckQuorum not due), but without a lease
   });
 
+  it('leaseTicksLeft says how many more ticks the lease holds without a renewal, and is 0 once it does not', () => {
+    const { c, leader } = three({ leaseTicks: 6, electionTicks: 10 });
+    expect(c.node(leader).raw.leaseTicksLeft()).toBe(0);
+    c.tickAll(1);
+    c.isolate(leader);
+    const left = c.node(leader).raw.leaseTicksLeft();
+    expect(left).toBeGreaterThan(0);
+    for (let t = 0; t < left; t++) {
+      expect(c.node(leader).raw.leaseValid()).toBe(true);
+      expect(c.node(leader).raw.leaseTicksLeft()).toBe(left - t);
+      c.tickAll(1);
+    }
+    expect(c.node(leader).raw.leaseValid()).toBe(false);
+    expect(c.node(leader).raw.leaseTicksLeft()).toBe(0);
+  });
+
   it('an isolated leader loses its lease before the majority elects a new leader', () => {
     const { c, leader } = three();
     c.tickAll(3);

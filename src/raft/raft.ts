@@ -667,12 +667,20 @@ export class Raft {
 
   /** Valid while a quorum answered a heartbeat round sent less than leaseTicks ago (see README, "Lease"). */
   leaseValid(): boolean {
-    if (this.role !== 'leader' || this.leaseVoid || this.leadTransferee !== noNode) return false;
-    if (!this.config.checkQuorum) return false; // the lease relies on followers' stickiness (CheckQuorum)
+    return this.leaseTicksLeft() > 0;
+  }
+
+  /**
+   * Ticks the lease holds for from now if no tick renews it: valid until the tick counter has advanced this many
+   * more times (0: not valid now). Lets a holder outside this loop trust it until a deadline it cannot ask again.
+   */
+  leaseTicksLeft(): number {
+    if (this.role !== 'leader' || this.leaseVoid || this.leadTransferee !== noNode) return 0;
+    if (!this.config.checkQuorum) return 0; // the lease relies on followers' stickiness (CheckQuorum)
     const acks: number[] = [];
     for (const id of this.voters) acks.push(id === this.id ? this.tickCount : this.progress.get(id)!.leaseAckTick);
-    if (acks.length === 0) return false;
-    return this.tickCount < quorumMin(acks) + this.config.leaseTicks;
+    if (acks.length === 0) return 0;
+    return Math.max(0, quorumMin(acks) + this.config.leaseTicks - this.tickCount);
   }
 
   // ---------------------------------------------------------------- proposals

@@ -132,6 +132,11 @@ export class RawNode {
     return this.raft.leaseValid();
   }
 
+  /** Ticks the lease holds for if none renews it (0: not valid now); see Raft.leaseTicksLeft. */
+  leaseTicksLeft(): number {
+    return this.raft.leaseTicksLeft();
+  }
+
   /** A snapshot step() accepted that is not yet persisted (a stale snapshot is ignored and leaves none). */
   hasPendingSnapshot(): boolean {
     return this.raft.log.hasPendingSnapshot();
