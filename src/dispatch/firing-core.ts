@@ -103,12 +103,31 @@ export interface FiringCoreOptions {
   leaseNow?: (shard: number) => ShardLease;
   /** `serve --payload-ref-max-bytes` for the thread's Dispatcher. */
   payloadRefBytesMax?: number;
+  /**
+   * On the firing thread only: blocks until the clock reads `dueAtMs` (at most nodeLimits.firingSpinMs and a
+   * fraction), in place of spinning on setImmediate for a due time's last millisecond. A spin keeps a core busy
+   * for as long as something is due every millisecond (a steady rate), taken from the main loop and the receivers
+   * on the same machine; a sleep is as precise and costs none. The main loop spins: work that arrives during a
+   * sleep would wait for it and then delay the send's own write (measured: a fifth less CPU, a later median).
+   */
+  sleepUntil?: (dueAtMs: number) => void;
   emit(events: FiringEvents, transfer: ArrayBuffer[]): void;
 }
 
 /** performance.timeOrigin + performance.now(): a monotonic epoch-ms clock comparable across threads. */
 export function monoEpochMs(): number {
   return performance.timeOrigin + performance.now();
+}
+
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
+
+/**
+ * Blocks this thread until monoEpochMs() reaches `monoMs`, for at most nodeLimits.firingSpinMs and a fraction: the
+ * kernel's timer wakes it (Atomics.wait on a word nothing notifies), well within a millisecond.
+ */
+export function sleepUntil(monoMs: number): void {
+  const leftMs = monoMs - monoEpochMs();
+  if (leftMs > 0) Atomics.wait(sleeper, 0, 0, Math.min(leftMs, nodeLimits.firingSpinMs + 1));
 }
 
 /** The node clock on the firing thread: the monotonic clock plus the offset the main side measured. */
@@ -444,7 +463,9 @@ export class FiringCore {
     if (delayMs <= nodeLimits.firingSpinMs) {
       if (this.timer !== null) clearTimeout(this.timer);
       this.timer = null;
-      this.spin = setImmediate(() => this.wake());
+      const sleep = this.o.sleepUntil;
+      // After the poll phase: what arrived meanwhile (answers, withdrawals) is handled before the thread sleeps.
+      this.spin = setImmediate(sleep === undefined ? () => this.wake() : () => (sleep(this.dueHeap[0] ?? next), this.wake()));
       return;
     }
     if (this.timer !== null && this.timerAtMs === next) return;

@@ -11,6 +11,7 @@ import { nodeLimits } from '../core/limits.js';
 import { silentLogger } from '../core/log.js';
 import type { CallbackSpec } from '../scheduler/types.js';
 import type { AttemptOutcome, Delivery } from './dispatcher.js';
+import { monoEpochMs, sleepUntil } from './firing-core.js';
 import { FiringPort, type FiringPortOptions } from './firing-port.js';
 import { verifySignatureV2, verifyStandardWebhook } from './signature.js';
 import { TargetPolicy, parseCidr, type Cidr } from './target-policy.js';
@@ -156,6 +157,21 @@ describe.each(modes)('FiringPort (%s)', (mode) => {
       expect(verifySignatureV2(s.signingSecret!, String(a.headers['x-punctual-signature']), { method: 'POST', url: r.url, dedupKey: a.key, body: new TextEncoder().encode(a.body) }, 300_000, Date.now())).toBe(true);
     }
     for (const o of outcomes) expect(o!.startedAtMs).toBeGreaterThanOrEqual(dueAtMs);
+  });
+
+  it('a stream staged one due ms after another (a steady rate): each leaves at its ms, none before it', async () => {
+    const r = await receiver();
+    const p = port(mode);
+    const s = spec(r.url);
+    const firstMs = Date.now() + 300;
+    const ds = Array.from({ length: 100 }, () => delivery(s));
+    const outcomes = await Promise.all(ds.map((d, i) => p.stage(d, firstMs + i)));
+    expect(r.arrivals).toHaveLength(100);
+    outcomes.forEach((o, i) => {
+      expect(o?.kind).toBe('succeeded');
+      expect(o!.startedAtMs).toBeGreaterThanOrEqual(firstMs + i);
+    });
+    for (const a of r.arrivals) expect(a.arrivedAtMs).toBeGreaterThanOrEqual(firstMs);
   });
 
   it('opens connections ahead for deliveries staged for one instant', async () => {
@@ -304,6 +320,19 @@ describe.each(modes)('FiringPort (%s)', (mode) => {
     const refused = await p.send(delivery(spec(r.url)));
     expect(refused.kind).toBe('permanent');
     expect(refused.error).toMatch(/this node's API listener/);
+  });
+});
+
+describe('sleepUntil (the firing thread\'s last millisecond)', () => {
+  it('returns once the monotonic clock reached the time, and never blocks longer than its bound', () => {
+    const t = monoEpochMs() + 0.7;
+    sleepUntil(t);
+    expect(monoEpochMs()).toBeGreaterThanOrEqual(t);
+    const far = monoEpochMs();
+    sleepUntil(far + 60_000);
+    // Bounded by firingSpinMs and a fraction: a far time is looked at again by the caller, not slept through.
+    expect(monoEpochMs() - far).toBeLessThan(1_000);
+    expect(monoEpochMs() - far).toBeGreaterThanOrEqual(nodeLimits.firingSpinMs);
   });
 });
 

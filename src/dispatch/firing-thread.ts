@@ -5,7 +5,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { createLogger, type LogLevel } from '../core/log.js';
-import { FiringCore, OffsetClock, type FiringBatch, type FiringEvents } from './firing-core.js';
+import { FiringCore, OffsetClock, sleepUntil, type FiringBatch, type FiringEvents } from './firing-core.js';
 import { TargetPolicy, type TargetPolicyData } from './target-policy.js';
 import { warmUpSendPath, type WarmUpReport } from './warm-up.js';
 
@@ -37,6 +37,8 @@ if (port !== null) {
     inFlightMax: data.inFlightMax,
     leases: data.leases,
     payloadRefBytesMax: data.payloadRefBytesMax,
+    // The clock reads dueAtMs once monoEpochMs() + offsetMs reaches it.
+    sleepUntil: (dueAtMs) => sleepUntil(dueAtMs - clock.offsetMs),
     emit: (events, transfer) => port.postMessage(events, transfer),
   });
   port.postMessage({ started: null, outcomes: null, errors: [], withdrawn: [], dropped: [], closed: false, ready: true } satisfies FiringEvents);
