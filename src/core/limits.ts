@@ -226,6 +226,12 @@ export const nodeLimits = {
   /** Callbacks due now handed to the network per turn of the firing loop: the first of a hot instant are written
    * (their connections opened, their bytes out) before the rest are prepared, instead of after all of a batch. */
   firingSendChunkMax: 20,
+  /**
+   * Ops the firing thread takes from the main side's batches per turn of its loop: a hot instant's hand-over
+   * (thousands of orders, some arriving after their due ms) is taken in turns between which the thread's sends
+   * are written, instead of all of it first.
+   */
+  firingThreadOpsPerTurnMax: 64,
   /** Staged requests built (head, signature) per turn of the firing loop: a hot instant staged at once is built
    * between other work, and its first due ones are not held behind the building of the rest. */
   firingPrepareChunkMax: 64,

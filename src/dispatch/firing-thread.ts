@@ -5,6 +5,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { createLogger, type LogLevel } from '../core/log.js';
+import { nodeLimits } from '../core/limits.js';
 import { FiringCore, OffsetClock, sleepUntil, type FiringBatch, type FiringEvents } from './firing-core.js';
 import { TargetPolicy, type TargetPolicyData } from './target-policy.js';
 import { warmUpSendPath, type WarmUpReport } from './warm-up.js';
@@ -44,10 +45,29 @@ if (port !== null) {
   port.postMessage({ started: null, outcomes: null, errors: [], withdrawn: [], dropped: [], closed: false, ready: true } satisfies FiringEvents);
   const warmedUp = (warmUp: WarmUpReport | null): void =>
     port.postMessage({ started: null, outcomes: null, errors: [], withdrawn: [], dropped: [], closed: false, warmUp } satisfies FiringEvents);
+  // Batches wait here in arrival order and are handled firingThreadOpsPerTurnMax ops per turn (one setImmediate
+  // each): Node hands a worker every queued message in one go, and the writes of what is due wait for the next turn.
+  const batches: FiringBatch[] = [];
+  let opsTaken = 0;
+  let turn: NodeJS.Immediate | null = null;
+  const handleSome = (): void => {
+    turn = null;
+    const batch = batches[0]!;
+    const end = Math.min(batch.ops.length, opsTaken + nodeLimits.firingThreadOpsPerTurnMax);
+    const whole = opsTaken === 0 && end === batch.ops.length;
+    core.handle(whole ? batch : { offsetMs: batch.offsetMs, ops: batch.ops.slice(opsTaken, end) });
+    if (end < batch.ops.length) opsTaken = end;
+    else {
+      batches.shift();
+      opsTaken = 0;
+    }
+    if (batches.length > 0) turn = setImmediate(handleSome);
+  };
   port.on('message', (batch: FiringBatch | string) => {
     if (batch === crashMessage) process.exit(70);
     // Ops that arrive meanwhile are handled at once: the warm-up is a throwaway core beside this one.
     if (batch === warmUpMessage) return void warmUpSendPath().then(warmedUp, () => warmedUp(null));
-    core.handle(batch as FiringBatch);
+    batches.push(batch as FiringBatch);
+    turn ??= setImmediate(handleSome);
   });
 }
