@@ -110,7 +110,7 @@ describe('serve: flags and env', () => {
     expect(r.stderr).toMatch(/--retention-executions/);
   });
 
-  it('--firing-thread on|off (absent: off, not in the config); anything else is a usage error', async () => {
+  it('--firing-thread on|off (absent: not in the config, the node runs the thread); anything else is a usage error', async () => {
     expect((await config([])).firingThread).toBeUndefined();
     expect((await config(['--firing-thread', 'off'])).firingThread).toBe(false);
     expect((await config(['--firing-thread', 'on'])).firingThread).toBe(true);

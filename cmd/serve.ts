@@ -206,7 +206,7 @@ function resolveStageLead(opts: ServeOptions, env: Env): Pick<NodeConfig, 'stage
   return { stageLeadMs: parseIntIn(picked.source, picked.value, 0, limits.firingStageLeadMsMax) };
 }
 
-/** `--firing-thread on|off`: kept in the config only when given (absent = off). */
+/** `--firing-thread on|off`: kept in the config only when given (absent = on). */
 function resolveFiringThread(opts: ServeOptions, env: Env): Pick<NodeConfig, 'firingThread'> {
   const picked = pick('--firing-thread', opts.firingThread, env);
   if (picked === null) return {};
@@ -410,7 +410,7 @@ export function registerServeCommand(program: Command, io: CliIo): void {
     .option('--auth-tokens-file <file>', 'named tokens with scopes, one "NAME SCOPE TOKEN" per line (scope read|write|admin); re-read on SIGHUP')
     .option('--retention <duration>', 'finished jobs and their executions are deleted this long after they finish, e.g. 12h, 7d; off: kept (default 7d)')
     .option('--retention-executions <n>', 'each job keeps its newest N executions (default 100)')
-    .option('--firing-thread <on|off>', 'on: callbacks leave from a thread of their own; off: from the main event loop (default off)')
+    .option('--firing-thread <on|off>', 'on: callbacks leave from a thread of their own (the default); off: from the main event loop')
     .option('--stage-lead-ms <ms>', 'callbacks are decided and prepared up to this long before their due time, sent at it; 0: at the due time (default 100)')
     .addOption(new Option('--http-request-timeout-ms <ms>', 'test only: client API request deadline').hideHelp());
   cmd.action(async (opts: ServeOptions) => {

@@ -65,8 +65,7 @@ export interface NodeConfig {
   retentionExecutions?: number;
   /**
    * `--firing-thread on|off`: callbacks leave from the firing thread (on) or from the main event loop (off). Absent =
-   * off (until orders are handed over ahead of their time the thread only adds work: docs/cli.md); a manual clock
-   * always runs them on the main loop.
+   * on (docs/cli.md says what each costs); a manual clock always runs them on the main loop.
    */
   firingThread?: boolean;
   /**

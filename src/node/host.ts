@@ -279,7 +279,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
           clock,
           logger: logger.child({ component: 'dispatch' }),
           // The thread keeps its own clock (the real one plus an offset): a manual clock stays on this loop.
-          mode: config.firingThread === true && p.manualClock === null ? 'thread' : 'in-process',
+          mode: config.firingThread !== false && p.manualClock === null ? 'thread' : 'in-process',
           threadEntry: options.firingThreadEntry,
           logLevel: config.logLevel,
           logFormat: config.logFormat,

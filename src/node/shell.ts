@@ -7,8 +7,8 @@
  * reaches the core inside the Node; the Raft host only asks the shell to `pump()` afterwards. It decides nothing;
  * every rule is in the core.
  *
- * Callbacks leave through a FiringPort (src/dispatch/firing-port.ts): its FiringCore runs on this loop (the
- * default) or on the firing thread (`serve --firing-thread on`). The last word before a callback leaves is the
+ * Callbacks leave through a FiringPort (src/dispatch/firing-port.ts): its FiringCore runs on the firing thread
+ * (the default) or on this loop (`serve --firing-thread off`, a manual clock). The last word before a callback leaves is the
  * FiringCore's, when it gets its concurrency slot: an order the core withdrew is taken back (`withdraw`; the
  * replies decided with the withdrawal wait for the answer, so nothing starts after an acknowledged cancel), a
  * shard this node stopped firing in the order's term is revoked, and each shard's term and lease come from
