@@ -3,8 +3,8 @@
 // the node's CPU us per callback (fire + dispatch + record) and the longest event-loop stall, and writes them to
 // bench/results/hot-core-<time>.json.
 //   npm run build && node bench/tools/hot-core.mjs [dist=dist] [jobs=20000] [profile-dir]
-// PUNCTUAL_FIRING_THREAD=on sends the callbacks from the firing thread (serve --firing-thread on; default: the main
-// loop, as serve), PUNCTUAL_STAGE_LEAD_MS sets serve --stage-lead-ms; the CPU figure is the whole process's, the
+// PUNCTUAL_FIRING_THREAD=off sends the callbacks from the main loop (serve --firing-thread off; default: the firing
+// thread, as serve), PUNCTUAL_STAGE_LEAD_MS sets serve --stage-lead-ms; the CPU figure is the whole process's, the
 // firing thread's included.
 // With a profile dir, the main thread is profiled (node:inspector) from the instant to the end only, so the
 // profile holds the callbacks' work and not the submission's: <dir>/hot-core-<time>.cpuprofile.
@@ -49,7 +49,7 @@ if (process.argv[2] === '--receiver') {
   const dir = mkdtempSync(join(tmpdir(), 'punctual-hot-'));
   const config = { listenHost: '127.0.0.1', listenPort: 0, dataDir: dir, nodeId: 'n1', peerListenHost: '127.0.0.1', peerListenPort: 0,
     peers: [], shards: 8, authToken: null, clusterSecret: null, fsync: 'batch', logLevel: 'error', logFormat: 'json', metricsAuth: false, clockOffsetMs: 0,
-    firingThread: process.env.PUNCTUAL_FIRING_THREAD === 'on',
+    firingThread: process.env.PUNCTUAL_FIRING_THREAD !== 'off',
     ...(process.env.PUNCTUAL_STAGE_LEAD_MS ? { stageLeadMs: Number(process.env.PUNCTUAL_STAGE_LEAD_MS) } : {}) };
   const core = await openNode(config, { logger: silentLogger });
   await core.start();
@@ -96,7 +96,7 @@ if (process.argv[2] === '--receiver') {
     nodeCpuUsPerCallback: (c.user + c.system) / N, maxLoopStallMs: h.max / 1e6, firedFolded: folded };
   const startedAt = new Date().toISOString();
   const out = join(fileURLToPath(new URL('../results/', import.meta.url)), `hot-core-${startedAt.replace(/[:.]/g, '-')}.json`);
-  const firing = `${process.env.PUNCTUAL_FIRING_THREAD === 'on' ? 'thread' : 'main loop'}, stage lead ${process.env.PUNCTUAL_STAGE_LEAD_MS ?? 'default'}`;
+  const firing = `${process.env.PUNCTUAL_FIRING_THREAD !== 'off' ? 'thread' : 'main loop'}, stage lead ${process.env.PUNCTUAL_STAGE_LEAD_MS ?? 'default'}`;
   writeFileSync(out, JSON.stringify({ scenario: 'hot-core', startedAt, dist, firing, loadAverage: loadavg(), figures }, null, 2) + '\n');
   console.log(`${firing} N=${N}: first ${lat[0].toFixed(0)} ms, last ${lat[lat.length - 1].toFixed(0)} ms, p50 ${lat[lat.length >> 1].toFixed(0)} ms, dups ${dups}, node CPU ${((c.user + c.system) / N).toFixed(1)} us/callback, max loop stall ${(h.max / 1e6).toFixed(0)} ms, fired items folded ${folded}; written ${out}`);
 }
