@@ -119,7 +119,7 @@ export class NodeShell {
    * The term this node fires `shard` in and how long its lease may be trusted, for the FiringCore's last word
    * before a callback leaves (a newer leader fires an order of an older term, with a higher fencing token). On
    * this loop it is asked at that very moment; the thread gets it with each batch as the time Raft's lease ends
-   * unless renewed (src/nodecore/replication.ts `leaseUntilMono`: never later than this loop would trust it), and
+   * unless renewed (src/nodecore/replication.ts `leaseUntilMono`: the time the tick that ends it is due), and
    * a fresh one every limits.firingLeaseRefreshMs while something waits there. What ends the lease sooner is told
    * to the thread by the node: a transfer fences it (`fence`), a lost term revokes it. A stall the lease question
    * reveals gives the Raft host a catch-up to carry out.

@@ -161,6 +161,25 @@ describe('Replication: time', () => {
     leader.tickTo(until);
     expect(leader.rep.leaseValid(0, until)).toBe(false);
     expect(leader.rep.leaseUntilMono(0, until)).toBe(Number.NEGATIVE_INFINITY);
+  });
+
+  it('leaseUntilMono after a stall, before the catch-up: the same deadline while it is ahead, none once it passed', () => {
+    const nodes = cluster();
+    const leader = nodes[0]!;
+    const until = leader.rep.leaseUntilMono(0, leader.monoMs);
+    // Frozen for 2 ticks: leaseValid does not trust the lease until the missed ticks ran; the deadline is still
+    // the time its last tick is due.
+    const woke = leader.monoMs + 2 * tick + 1;
+    expect(woke).toBeLessThan(until);
+    expect(leader.rep.leaseValid(0, woke)).toBe(false);
+    expect(leader.rep.leaseUntilMono(0, woke)).toBe(until);
+    leader.rep.catchUp(woke);
+    expect(leader.rep.leaseValid(0, woke)).toBe(true);
+    expect(leader.rep.leaseUntilMono(0, woke)).toBe(until);
+    // Frozen past it: no deadline, before or after the catch-up.
+    expect(leader.rep.leaseUntilMono(0, until + 3 * tick)).toBe(Number.NEGATIVE_INFINITY);
+    leader.rep.catchUp(until + 3 * tick);
+    expect(leader.rep.leaseUntilMono(0, until + 3 * tick)).toBe(Number.NEGATIVE_INFINITY);
     expect(nodes[1]!.rep.leaseUntilMono(0, nodes[1]!.monoMs)).toBe(Number.NEGATIVE_INFINITY); // a follower holds none
   });
 

@@ -265,14 +265,18 @@ export class Replication {
   }
 
   /**
-   * The monotonic time at which the lease `leaseValid` finds at `monoMs` ends unless a heartbeat round renews it
-   * (-Infinity: not valid now): the tick that ends it is counted at that time. For a sender that cannot ask at the
-   * moment it sends (the firing thread); what the node learns before then (a transfer, a lost term) it tells that
-   * sender itself.
+   * The monotonic time at which this node's lease of the shard ends unless a heartbeat round renews it (-Infinity:
+   * not valid at `monoMs`): the time the tick that ends it is due, tickedToMono plus the ticks left. For a sender
+   * that cannot ask at the moment it sends (the firing thread); what the node learns before then (a transfer, a lost
+   * term) it tells that sender itself. Unlike `leaseValid` it needs no catch-up after a stall: the ticks not yet
+   * counted are as far behind tickedToMono as the tick count is behind, so the time is the same once they are.
    */
   leaseUntilMono(shard: number, monoMs: number): number {
-    if (!this.leaseValid(shard, monoMs)) return Number.NEGATIVE_INFINITY;
-    return this.tickedToMono + this.shard(shard).raw.leaseTicksLeft() * clusterLimits.tickMs;
+    const s = this.shard(shard);
+    this.tick(monoMs);
+    if (!s.lead.firing) return Number.NEGATIVE_INFINITY;
+    const untilMono = this.tickedToMono + s.raw.leaseTicksLeft() * clusterLimits.tickMs;
+    return untilMono > monoMs ? untilMono : Number.NEGATIVE_INFINITY;
   }
 
   // --- inputs -----------------------------------------------------------------------------------------------
