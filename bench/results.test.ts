@@ -57,6 +57,23 @@ describe('targets', () => {
     expect(batch.map((t) => t.pass)).toEqual([true, true, false]);
     expect(targetsFor('hot-instant')[0]).toMatchObject({ figure: 'deliveredWithinMs', op: '<=', value: 4000 });
   });
+
+  it('a steady rate is held to its tier of the issue: 1,000/s, 5,000/s, or delivered at the rate above', () => {
+    const at1000 = evaluateTargets(figures(), targetsFor('steady', 1_000));
+    expect(at1000.map((t) => [t.label, t.value, t.actual, t.pass])).toEqual([
+      ['steady 1,000/s lateness p99', 2, 4.5, false],
+      ['steady 1,000/s lateness p999', 5, 4.5, true],
+      ['no callback before its time', 0, 0, true],
+      ['every accepted job delivered', 0, 0, true],
+    ]);
+    expect(targetsFor('steady', 2_500).map((t) => t.label).slice(0, 2)).toEqual(['steady 2,500/s lateness p50', 'steady 2,500/s lateness p99']);
+    const at10k = evaluateTargets(figures({ deliveredPerS: 9_950 }), targetsFor('steady', 10_000));
+    expect(at10k.slice(0, 2).map((t) => [t.figure, t.value, t.pass])).toEqual([
+      ['deliveredPerS', 9_900, true],
+      ['latenessP99Ms', 20, true],
+    ]);
+    expect(evaluateTargets(figures({ deliveredPerS: 6_221 }), targetsFor('steady', 10_000))[0]!.pass).toBe(false);
+  });
 });
 
 describe('results file', () => {

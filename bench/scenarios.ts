@@ -375,7 +375,7 @@ export async function runScenario(options: RunOptions): Promise<BenchResult> {
     figures.limitPerS = limit.perS;
     figures.shareOfLimit = figures.deliveredPerS !== null && limit.perS > 0 ? figures.deliveredPerS / limit.perS : null;
     // The warm burst's target applies when it ran.
-    const targets = evaluateTargets(figures, targetsFor(scenario).filter((t) => t.figure !== 'warmDeliveredWithinMs' || figures.warm != null));
+    const targets = evaluateTargets(figures, targetsFor(scenario, params.ratePerS).filter((t) => t.figure !== 'warmDeliveredWithinMs' || figures.warm != null));
     return {
       scenario,
       startedAt,
