@@ -73,8 +73,6 @@ interface Out {
   firedLost: FiredItem | null;
   /** The attempt, when it was ordered before its due time (staged): a pause takes the order back and re-arms it. */
   staged: Attempt | null;
-  /** Never sent before this instant. */
-  dueAtMs: number;
 }
 
 /** Everything this node knows about one occurrence in flight. Gone once nothing of it is pending. */
@@ -757,7 +755,7 @@ export class Firing {
       return;
     }
     const term = this.firing.get(a.shard)!;
-    rec.out = { attempt: a.attempt, term, spec, started: false, fired, hold: firstOfOnce, firedLost: null, staged: staged ? a : null, dueAtMs: a.dueAtMs };
+    rec.out = { attempt: a.attempt, term, spec, started: false, fired, hold: firstOfOnce, firedLost: null, staged: staged ? a : null };
     this.outCount++;
     if (staged) this.stagedCount++;
     this.dispatched++;
