@@ -145,8 +145,15 @@ export const limits = {
    * every hotInstantRecountMs, like an instant): an instant whose bucket cannot be hot is not counted on its own.
    */
   hotInstantBucketMs: 10,
-  /** Deliveries that started this much after they could have are counted as a saturated node's drain. */
-  drainBacklogLateMs: 5,
+  /**
+   * The drain rate is measured over backlogs: runs of starts each due at least drainWaitedMs before the start
+   * before it went out, and following it within drainGapMaxMs (the sender busy, not idle).
+   */
+  drainWaitedMs: 1,
+  drainGapMaxMs: 100,
+  /** A backlog gives a drain-rate sample once it holds this many starts over at least drainSampleSpanMinMs. */
+  drainSampleStartsMin: 100,
+  drainSampleSpanMinMs: 20,
 } as const;
 
 assert(limits.requestBodyBytesMax <= limits.batchBodyBytesMax, 'single body limit exceeds batch body limit');

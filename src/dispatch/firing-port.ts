@@ -16,7 +16,6 @@
  * and the engine retries them with the same deduplication key (at-least-once). After
  * limits.firingThreadRestartsMax crashes the core runs on the main loop.
  */
-import { DrainRate } from './drain-rate.js';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
@@ -133,8 +132,6 @@ export class FiringPort implements CallbackSender {
   private closedResolve: (() => void) | null = null;
   /** The best (largest) node clock minus monotonic clock seen: Date.now() is whole ms, so each sample is a floor. */
   private offsetMs = Number.NEGATIVE_INFINITY;
-  /** Starts in the current one-second window, whether one of them waited (the node was saturated), and the rate. */
-  private readonly drain = new DrainRate();
   private readyResolve: (() => void) | null = null;
   private readonly readyPromise = new Promise<void>((resolve) => (this.readyResolve = resolve));
   /** Callers of warmUp() waiting for the thread's answer. */
@@ -434,7 +431,6 @@ export class FiringPort implements CallbackSender {
         // is never put before the moment the node handed the delivery over.
         const startedAtMs = Math.max(started[i + 1]!, e.submittedAtMs);
         e.startedAtMs = startedAtMs;
-        this.noteStart(e, startedAtMs);
         if (e.dueAtMs === 0) this.waitingNow--;
         else this.staged--;
         if (this.unstartedByKey.get(e.key) === e) this.unstartedByKey.delete(e.key);
@@ -473,18 +469,6 @@ export class FiringPort implements CallbackSender {
     }
     for (const id of ev.dropped) this.dropEntry(id);
     if (ev.closed) this.closedResolve?.();
-  }
-
-  /**
-   * The drain rate: callbacks started per second in the windows where some start waited (a backlog): what the
-   * node delivers when it has more than it can send at once. An average over such windows; null until one.
-   */
-  drainRatePerS(): number | null {
-    return this.drain.perS();
-  }
-
-  private noteStart(e: Entry, startedAtMs: number): void {
-    this.drain.noteStart(e.dueAtMs === 0 ? e.submittedAtMs : e.dueAtMs, startedAtMs);
   }
 
   /** An entry that will never be sent: its done gets null. */

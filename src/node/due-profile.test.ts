@@ -10,7 +10,7 @@ import { limits } from '../core/limits.js';
 import { silentLogger } from '../core/log.js';
 import { startNode, type NodeHandle } from './node.js';
 import { nodeConfig, apiCall } from './testing/fixtures.js';
-import { startReceiver, type Receiver } from './testing/receiver.js';
+import { startReceiver, waitFor, type Receiver } from './testing/receiver.js';
 
 let dir: string;
 let rx: Receiver;
@@ -125,4 +125,34 @@ describe('the admission report (Punctual-Hot-Instant)', () => {
     const last = await call('/v1/jobs', { method: 'POST', body: { id: 'i-last', task: 'hook', schedule: { at: atMs } } });
     expect(last.headers.get('punctual-hot-instant')).toMatch(new RegExp(`^at="${new Date(atMs).toISOString()}", due=${crowd},`));
   });
+
+  it('overdue callbacks seconds apart measure no drain rate: nothing is reported afterwards', async () => {
+    // Due a minute ago: each starts late, but behind no other start (the node was idle).
+    for (const id of ['o-1', 'o-2', 'o-3']) {
+      expect((await call('/v1/jobs', { method: 'POST', body: { id, task: 'hook', schedule: { at: Date.now() - 60_000 } } })).status).toBe(201);
+      await waitFor(`${id} delivered`, () => rx.of(id).length === 1);
+      await new Promise((r) => setTimeout(r, 1100));
+    }
+    expect((await call('/v1/due-profile')).json.drain_rate_per_s).toBeNull();
+    const one = await call('/v1/jobs', { method: 'POST', body: { id: 'o-next', task: 'hook', schedule: { at: Date.now() + 60_000 } } });
+    expect(one.status).toBe(201);
+    expect(one.headers.get('punctual-hot-instant')).toBeNull();
+  });
+
+  it('a hot instant delivered measures the drain rate, which later reports use', async () => {
+    const n = 1000;
+    const atMs = Date.now() + 1500;
+    const jobs = Array.from({ length: n }, (_, i) => ({ id: `d-${i}`, task: 'hook', schedule: { at: atMs } }));
+    expect((await call('/v1/jobs:batch', { method: 'POST', body: { jobs } })).status).toBe(200);
+    await waitFor('the instant delivered', () => rx.received.length >= n, 30_000);
+    const rate = (await call('/v1/due-profile')).json.drain_rate_per_s;
+    expect(rate).toBeGreaterThan(0);
+    const metrics = await call('/metrics');
+    expect(metrics.text).toMatch(new RegExp(`punctual_drain_rate_per_second ${rate}\\b`));
+    // A crowd the measured rate cannot deliver within the report threshold is reported with that rate.
+    const later = Date.now() + 120_000;
+    const crowd = Math.ceil((limits.hotInstantSpreadReportMs * rate) / 1000) + 1;
+    const batch = await call('/v1/jobs:batch', { method: 'POST', body: { jobs: Array.from({ length: crowd }, (_, i) => ({ id: `l-${i}`, task: 'hook', schedule: { at: later } })) } });
+    expect(batch.headers.get('punctual-hot-instant')).toMatch(new RegExp(`due=${crowd}, spread_ms=\\d+, drain_rate_per_s=\\d+, measured=true$`));
+  }, 60_000);
 });

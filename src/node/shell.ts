@@ -135,7 +135,7 @@ export class NodeShell {
   private started(d: Delivery, startedAtMs: number): void {
     if (d.attempt === 1) this.o.metrics.fireLatenessMs.observe(startedAtMs - d.scheduledAtMs);
     // A retry's own due time is not on the delivery: only first attempts tell whether starts wait.
-    this.drainRate.noteStart(d.attempt === 1 ? d.scheduledAtMs : startedAtMs, startedAtMs);
+    this.drainRate.noteStart(d.attempt === 1 ? d.scheduledAtMs : null, startedAtMs);
     this.core.dispatchStarted(occurrenceKey(d.jobId, d.scheduledAtMs), startedAtMs);
     this.pumpSoon();
   }
