@@ -269,8 +269,11 @@ export function parsePatch(body: unknown, nowMs: number): JobPatch {
   const patch: JobPatch = {};
   const misfireThresholdMs = patchFields.get(o, 'misfire_threshold_ms', '', issues);
   if (misfireThresholdMs != null) patch.misfireThresholdMs = misfireThresholdMs;
-  if (o.schedule !== undefined) patch.schedule = parseSchedule(o.schedule, 'schedule', nowMs, issues);
-  if (o.schedule !== undefined) checkRenderable(patch.schedule, nowMs, 'schedule', issues);
+  // null is absent here as everywhere: the schedule stays (parseSchedule would read null as "now" and fire the job).
+  if (o.schedule != null) {
+    patch.schedule = parseSchedule(o.schedule, 'schedule', nowMs, issues);
+    checkRenderable(patch.schedule, nowMs, 'schedule', issues);
+  }
   if (o.payload !== undefined || o.payload_base64 != null) {
     const part = parsePayload(o, '', issues);
     if (part !== undefined) Object.assign(patch, part);

@@ -1,0 +1,44 @@
+/**
+ * docs/api.md read as a user would, against a real node over real sockets (SQLite in a temp dir, a real callback
+ * receiver): the statements an audit of the contract found the node breaking, one test each.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { silentLogger } from '../core/log.js';
+import { startNode, type NodeHandle } from '../node/node.js';
+import { apiCall, nodeConfig } from '../node/testing/fixtures.js';
+import { startReceiver, type Receiver } from '../node/testing/receiver.js';
+
+let dir: string;
+let node: NodeHandle;
+let rx: Receiver;
+
+const call = (path: string, method = 'GET', body?: unknown) => apiCall(node.apiPort, path, { method, body });
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'punctual-contract-'));
+  rx = await startReceiver();
+  node = await startNode(nodeConfig(dir), { logger: silentLogger });
+  expect((await call('/v1/tasks/hook', 'PUT', { url: rx.url('/hook') })).status).toBe(201);
+});
+
+afterAll(async () => {
+  await node?.close();
+  await rx?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('PATCH /v1/jobs/{id}', () => {
+  it('"schedule": null is absent (Conventions): the schedule stays, the job is not rescheduled to now', async () => {
+    const created = await call('/v1/jobs', 'POST', { id: 'patch-null', task: 'hook', schedule: { at: '2031-06-01T00:00:00Z' } });
+    expect(created.status).toBe(201);
+    const patched = await call('/v1/jobs/patch-null', 'PATCH', { schedule: null, metadata: { k: 'v' } });
+    expect(patched.status).toBe(200);
+    expect(patched.json.schedule).toEqual({ at: '2031-06-01T00:00:00.000Z' });
+    expect(patched.json.next_fire_at).toBe('2031-06-01T00:00:00.000Z');
+    expect(patched.json.state).toBe('PENDING');
+    expect(patched.json.metadata).toEqual({ k: 'v' });
+  });
+});
