@@ -42,3 +42,18 @@ describe('PATCH /v1/jobs/{id}', () => {
     expect(patched.json.metadata).toEqual({ k: 'v' });
   });
 });
+
+describe('PUT /v1/calendars/{name}', () => {
+  it('one 400 names every bad field: a range out of order beside a malformed one', async () => {
+    const res = await call('/v1/calendars/every-field', 'PUT', {
+      ranges: [
+        { from: '2027-12-31', to: '2027-12-01' },
+        { from: '2027-01-01' },
+      ],
+    });
+    expect(res.status).toBe(400);
+    expect(res.json.code).toBe('invalid_argument');
+    expect(res.json.errors.map((e: { field: string }) => e.field).sort()).toEqual(['ranges[0].to', 'ranges[1].to']);
+    expect((await call('/v1/calendars/every-field')).status).toBe(404);
+  });
+});

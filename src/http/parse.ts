@@ -41,7 +41,7 @@ import {
   string,
   type Schema,
 } from './schema.js';
-import { Issues, fieldAt, readObject, readString, readTime, utf8Length, type JsonObject } from './validate.js';
+import { Issues, fieldAt, isObject, readObject, readString, readTime, utf8Length, type JsonObject } from './validate.js';
 import { splitTaskRetention, withTaskRetention } from './parse-retention.js';
 import { taskRetentionMsMax } from '../scheduler/check.js';
 
@@ -470,9 +470,14 @@ export function parseCalendarBody(body: unknown, name: string): CalendarBody {
   const count = (Array.isArray(o.dates) ? o.dates.length : 0) + (Array.isArray(o.ranges) ? o.ranges.length : 0);
   if (count > limits.calendarEntriesMax) issues.add('dates', `at most ${limits.calendarEntriesMax} dates and ranges in all (got ${count})`);
   const ranges: CalendarBody['ranges'] = [];
-  (givenRanges ?? []).forEach((r, i) => {
-    if (dayNumber(r.to!)! < dayNumber(r.from!)!) issues.add(`ranges[${i}].to`, 'must not be before from');
-    else ranges.push({ from: r.from!, to: r.to! });
+  // One 400 names every bad field: a range out of order is reported even when another range is malformed.
+  const rawRanges: unknown[] = givenRanges ?? (Array.isArray(o.ranges) ? o.ranges : []);
+  rawRanges.forEach((r, i) => {
+    if (!isObject(r) || typeof r.from !== 'string' || typeof r.to !== 'string') return;
+    const [from, to] = [dayNumber(r.from), dayNumber(r.to)];
+    if (from === null || to === null) return;
+    if (to < from) issues.add(`ranges[${i}].to`, 'must not be before from');
+    else ranges.push({ from: r.from, to: r.to });
   });
   const description = calendarFields.get(o, 'description', '', issues);
   if (!issues.ok || timezone == null || givenDates === undefined || description === undefined) throw issues.toError();
