@@ -57,3 +57,20 @@ describe('PUT /v1/calendars/{name}', () => {
     expect((await call('/v1/calendars/every-field')).status).toBe(404);
   });
 });
+
+describe('POST /v1/jobs: one 400 lists every bad field of the body', () => {
+  const fields = (res: { json: { errors: Array<{ field: string }> } }) => res.json.errors.map((e) => e.field).sort();
+
+  it('a bad cron beside an unknown time zone: both named, nothing stored', async () => {
+    const res = await call('/v1/jobs', 'POST', { id: 'bad-cron-zone', task: 'hook', schedule: { cron: 'bogus', timezone: 'Mars/Base' } });
+    expect(res.status).toBe(400);
+    expect(fields(res)).toEqual(['schedule.cron', 'schedule.timezone']);
+    expect((await call('/v1/jobs/bad-cron-zone')).status).toBe(404);
+  });
+
+  it('a bad cron beside a bad start_at: both named', async () => {
+    const res = await call('/v1/schedules:preview', 'POST', { schedule: { cron: '0 0 30 2 *', start_at: 'tomorrow' } });
+    expect(res.status).toBe(400);
+    expect(fields(res)).toEqual(['schedule.cron', 'schedule.start_at']);
+  });
+});

@@ -199,15 +199,26 @@ function parseCron(o: JsonObject, field: string, issues: Issues): Schedule | und
   const startAtMs = scheduleFields.get(o, 'start_at', field, issues);
   const dst = scheduleFields.get(o, 'dst', field, issues);
   const spread = readSpread(o, field, undefined, issues);
-  if (cron == null || timezone == null || startAtMs === undefined || dst === undefined || spread === undefined) return undefined;
-  const problem = validateCron(cron, timezone);
+  const cronOk = cron != null && timezone != null && checkCron(cron, timezone, field, issues);
+  if (!cronOk || startAtMs === undefined || dst === undefined || spread === undefined) return undefined;
+  const policy: DstPolicy | null = dst === null ? null : { gap: dst.gap!, repeat: dst.repeat! }; // defaults filled in
+  return { kind: 'cron', cron, timezone, startAtMs, ...(policy === null ? {} : { dst: policy }), ...spread };
+}
+
+/**
+ * The expression and the zone, each named when bad (one 400 lists every bad field): with an unknown zone the
+ * expression is still judged, in UTC.
+ */
+function checkCron(cron: string, timezone: string, field: string, issues: Issues): boolean {
+  const zoneOk = isValidTimezone(timezone);
+  if (!zoneOk) issues.add(fieldAt(field, 'timezone'), `unknown time zone ${JSON.stringify(timezone)}`);
+  const problem = validateCron(cron, zoneOk ? timezone : 'UTC');
   if (problem !== null) {
     // validateCron names `schedule.cron` / `schedule.timezone`; re-root it under this schedule's path.
     const leaf = problem.field.slice(problem.field.lastIndexOf('.') + 1);
-    return issues.add(fieldAt(field, leaf), problem.message);
+    issues.add(fieldAt(field, leaf), problem.message);
   }
-  const policy: DstPolicy | null = dst === null ? null : { gap: dst.gap!, repeat: dst.repeat! }; // defaults filled in
-  return { kind: 'cron', cron, timezone, startAtMs, ...(policy === null ? {} : { dst: policy }), ...spread };
+  return zoneOk && problem === null;
 }
 
 /** `schedule.spread_ms`: 1 to limits.spreadMsMax, and at most every_ms; {} when absent, undefined when invalid. */
