@@ -74,3 +74,14 @@ describe('POST /v1/jobs: one 400 lists every bad field of the body', () => {
     expect(fields(res)).toEqual(['schedule.cron', 'schedule.start_at']);
   });
 });
+
+describe('integer query parameters', () => {
+  it('a negative limit or seconds is out of range, said so (it is an integer)', async () => {
+    for (const path of ['/v1/jobs?limit=-1', '/v1/dead-letters?limit=-5', '/v1/due-profile?seconds=-1']) {
+      const res = await call(path);
+      expect(res.status, path).toBe(400);
+      expect(res.json.errors[0].message, path).toMatch(/^must be between /);
+    }
+    expect((await call('/v1/jobs?limit=1.5')).json.errors[0].message).toBe('must be an integer');
+  });
+});
