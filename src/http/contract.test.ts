@@ -85,3 +85,35 @@ describe('integer query parameters', () => {
     expect((await call('/v1/jobs?limit=1.5')).json.errors[0].message).toBe('must be an integer');
   });
 });
+
+describe('ids and names a URL cannot address', () => {
+  it('a job id, task or calendar name of . or .. is refused when created (fetch would remove it from the path)', async () => {
+    for (const id of ['.', '..']) {
+      const job = await call('/v1/jobs', 'POST', { id, task: 'hook', schedule: { at: '2031-06-01T00:00:00Z' } });
+      expect([job.status, job.json.errors?.[0]?.field], id).toEqual([400, 'id']);
+      const batch = await call('/v1/jobs:batch', 'POST', { jobs: [{ id, task: 'hook', schedule: { at: '2031-06-01T00:00:00Z' } }] });
+      expect([batch.json.results[0].status, batch.json.results[0].error.errors[0].field], id).toEqual([400, 'jobs[0].id']);
+      // the raw path as a client that keeps dot segments sends it (fetch could not)
+      for (const path of [`/v1/tasks/${id === '.' ? '%2E' : '%2E%2E'}`, `/v1/calendars/${id === '.' ? '%2E' : '%2E%2E'}`]) {
+        const put = await rawPut(path, path.includes('tasks') ? { url: rx.url('/hook') } : {});
+        expect([put.status, put.json.errors?.[0]?.field], path).toEqual([400, 'name']);
+      }
+    }
+    // ids with dots inside stay valid
+    expect((await call('/v1/jobs', 'POST', { id: 'a..b', task: 'hook', schedule: { at: '2031-06-01T00:00:00Z' } })).status).toBe(201);
+  });
+});
+
+/** A PUT whose path is sent as written (node:http does not normalize dot segments as fetch does). */
+async function rawPut(path: string, body: unknown): Promise<{ status: number; json: any }> {
+  const { request } = await import('node:http');
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port: node.apiPort, method: 'PUT', path, headers: { 'content-type': 'application/json' } }, (res) => {
+      let text = '';
+      res.on('data', (c: Buffer) => (text += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, json: JSON.parse(text) }));
+    });
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
+  });
+}

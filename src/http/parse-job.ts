@@ -17,6 +17,7 @@ import {
   callbackSchema,
   endsInModel,
   jobIdSchema,
+  newJobIdSchema,
   misfirePolicies,
   overlapPolicies,
   parseCallback,
@@ -66,7 +67,7 @@ const misfireThresholdSchema = integer(limits.misfireThresholdMsMin, limits.misf
 
 export const jobFields = object(
   {
-    id: field(annotate(jobIdSchema, 'The job id; default derived from the Idempotency-Key header, else a random UUID.')),
+    id: field(annotate(newJobIdSchema, 'The job id (not . or ..); default derived from the Idempotency-Key header, else a random UUID.')),
     task: field(annotate(taskNameSchema, 'The task to call (it must exist). Exactly one of task or callback.')),
     callback: field(callbackSchema, { description: 'An inline callback (the fields of a task; errors under callback.*). Exactly one of task or callback.' }),
     payload: payloadField,

@@ -53,6 +53,22 @@ export { callbackMethods, misfirePolicies, overlapPolicies, redactedSecret } fro
 export const taskNameSchema = pattern(taskNamePattern, '[A-Za-z0-9._-]{1,128}', 'A task or calendar name: [A-Za-z0-9._-]{1,128}.');
 export const jobIdSchema = pattern(jobIdPattern, '[A-Za-z0-9._:-]{1,128}', 'A job id: [A-Za-z0-9._:-]{1,128}.');
 
+/**
+ * `.` and `..` match the id and name patterns, but URL parsing (WHATWG: fetch, browsers, the CLI) removes them as
+ * dot segments, `%2e%2e` too, so `/v1/jobs/..` could never be read or cancelled: they are refused when created.
+ */
+function notDotSegment<T extends string>(schema: Schema<T>): Schema<T> {
+  return custom(schema.json, (v, field, issues) => {
+    const name = schema.read(v, field, issues);
+    if (name === '.' || name === '..') return issues.add(field, 'must not be . or .. (a URL cannot address it)');
+    return name;
+  });
+}
+
+/** The id of a new job: as jobIdSchema, but not `.` or `..`. */
+export const newJobIdSchema = notDotSegment(jobIdSchema);
+const newNameSchema = notDotSegment(taskNameSchema);
+
 /** A time on input: RFC 3339 with any offset, or an integer of epoch ms (docs/api.md, Conventions). */
 export const timeSchema = named(
   'Time',
@@ -502,6 +518,14 @@ export function parseCalendarBody(body: unknown, name: string): CalendarBody {
 export function parseTaskName(name: string): string {
   const issues = new Issues();
   taskNameSchema.read(name, 'name', issues);
+  issues.throwIfAny();
+  return name;
+}
+
+/** The name of a task or calendar being put: as parseTaskName, but not `.` or `..`. */
+export function parseNewName(name: string): string {
+  const issues = new Issues();
+  newNameSchema.read(name, 'name', issues);
   issues.throwIfAny();
   return name;
 }
