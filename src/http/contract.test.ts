@@ -117,3 +117,23 @@ async function rawPut(path: string, body: unknown): Promise<{ status: number; js
     req.end(JSON.stringify(body));
   });
 }
+
+describe('numbers a double cannot hold (JSON.parse reads them as Infinity, which would be stored as null)', () => {
+  const post = async (path: string, method: string, text: string) => {
+    const res = await fetch(`http://127.0.0.1:${node.apiPort}${path}`, { method, headers: { 'content-type': 'application/json' }, body: text });
+    return { status: res.status, json: (await res.json()) as any };
+  };
+
+  it('in payload or metadata: a 400 naming the number, nothing stored or changed', async () => {
+    const at = '"schedule": {"at": "2031-06-01T00:00:00Z"}';
+    const payload = await post('/v1/jobs', 'POST', `{"id": "huge-1", "task": "hook", ${at}, "payload": {"x": [1, 1e400]}}`);
+    expect([payload.status, payload.json.errors]).toEqual([400, [{ field: 'payload.x[1]', message: expect.stringMatching(/beyond the range of a double/) }]]);
+    expect((await call('/v1/jobs/huge-1')).status).toBe(404);
+    const metadata = await post('/v1/jobs', 'POST', `{"id": "huge-2", "task": "hook", ${at}, "metadata": {"n": -1e999}}`);
+    expect([metadata.status, metadata.json.errors[0].field]).toEqual([400, 'metadata.n']);
+    expect((await call('/v1/jobs', 'POST', { id: 'huge-3', task: 'hook', schedule: { at: '2031-06-01T00:00:00Z' }, payload: { x: 1 } })).status).toBe(201);
+    const patch = await post('/v1/jobs/huge-3', 'PATCH', '{"payload": 1e400}');
+    expect([patch.status, patch.json.errors[0].field]).toEqual([400, 'payload']);
+    expect((await call('/v1/jobs/huge-3')).json.payload).toEqual({ x: 1 });
+  });
+});
