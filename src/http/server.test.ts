@@ -165,6 +165,20 @@ describe('startApiServer', () => {
     expect(overflow.split('\r\n')[0]).toBe('HTTP/1.1 431 Request Header Fields Too Large');
   });
 
+  it('HTTP/1.1: CONNECT gets a problem+json 400 on request and the connection is closed (it was left open)', async () => {
+    const { app } = makeHarness();
+    const server = await start(app);
+    for (const target of ['127.0.0.1:80', '/v1/jobs']) {
+      const answer = await rawExchange(server.port, [`CONNECT ${target} HTTP/1.1\r\nHost: x\r\n\r\n`]);
+      const [head, body] = answer.split('\r\n\r\n');
+      expect(head!.split('\r\n')[0], target).toBe('HTTP/1.1 400 Bad Request');
+      expect(head).toContain('Connection: close');
+      expect(JSON.parse(body!)).toMatchObject({ status: 400, code: 'invalid_argument', errors: [{ field: 'request' }] });
+    }
+    // the server still serves
+    expect((await fetch(`http://127.0.0.1:${server.port}/healthz`)).status).toBe(200);
+  });
+
   it('HTTP/1.1: 413 on a streamed (chunked) body that grows past the limit', async () => {
     const { app } = makeHarness();
     const server = await start(app);

@@ -99,6 +99,11 @@ export async function startApiServer(app: App, host: string, port: number, optio
     onH1Request(state, req, res);
   });
   h1.on('clientError', (err: NodeJS.ErrnoException, socket: net.Socket) => answerClientError(err, socket));
+  // CONNECT (a proxy's method) has no route here; without a listener its connection was left open, unanswered.
+  h1.on('connect', (_req: http.IncomingMessage, socket: net.Socket) => {
+    if (socket.writable) answerBadRequest(socket, 'CONNECT is not supported', 'CONNECT is not supported: this server is no proxy');
+    else socket.destroy();
+  });
   // node:http enforces headersTimeout/requestTimeout from a checking interval it starts on 'listening'. This
   // server never listens itself (the TCP or TLS server hands it sockets), so start that interval by hand.
   h1.emit('listening');
@@ -175,7 +180,12 @@ function answerClientError(err: NodeJS.ErrnoException, socket: net.Socket): void
     const reason = status === 431 ? 'Request Header Fields Too Large' : 'Request Timeout';
     return void socket.end(`HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\n\r\n`);
   }
-  const body = JSON.stringify(toProblem(new PunctualError('invalid_argument', 'malformed HTTP request', [{ field: 'request', message: 'not valid HTTP/1.1' }])));
+  answerBadRequest(socket, 'malformed HTTP request', 'not valid HTTP/1.1');
+}
+
+/** A problem+json 400 on `request`, written on the raw socket, which is then closed. */
+function answerBadRequest(socket: net.Socket, detail: string, message: string): void {
+  const body = JSON.stringify(toProblem(new PunctualError('invalid_argument', detail, [{ field: 'request', message }])));
   const head = `HTTP/1.1 400 Bad Request\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n`;
   socket.end(head + body);
 }
