@@ -215,6 +215,26 @@ describe('startApiServer', () => {
     expect((await h2Request(session, 'GET', '/healthz')).status).toBe(200);
   });
 
+  it('h2c: CONNECT gets the same problem+json 400 and its stream is closed; the session still serves', async () => {
+    const { app } = makeHarness();
+    const server = await start(app);
+    const session = h2Session(server.port);
+    const answer = await new Promise<{ status: number; type: string; text: string; rstCode: number }>((resolve, reject) => {
+      const stream = session.request({ ':method': 'CONNECT', ':authority': '127.0.0.1:80' });
+      let status = 0;
+      let type = '';
+      let text = '';
+      stream.on('response', (h) => ((status = Number(h[':status'])), (type = String(h['content-type']))));
+      stream.setEncoding('utf8');
+      stream.on('data', (c: string) => (text += c));
+      stream.on('close', () => resolve({ status, type, text, rstCode: stream.rstCode ?? -1 }));
+      stream.on('error', reject);
+    });
+    expect([answer.status, answer.type, answer.rstCode]).toEqual([400, 'application/problem+json', http2.constants.NGHTTP2_NO_ERROR]);
+    expect(JSON.parse(answer.text)).toMatchObject({ code: 'invalid_argument', errors: [{ field: 'request' }] });
+    expect((await h2Request(session, 'GET', '/healthz')).status).toBe(200);
+  });
+
   it('HEAD answers like GET without a body', async () => {
     const { app } = makeHarness();
     const server = await start(app);

@@ -112,6 +112,11 @@ export async function startApiServer(app: App, host: string, port: number, optio
     (req, res) => onH2Request(state, req, res),
   );
   h2.setTimeout(httpLimits.keepAliveTimeoutMs); // an idle session is closed (no 'timeout' listener: destroyed)
+  // node:http2 answers a CONNECT stream itself with a bare 405 and leaves it open: answer as HTTP/1.1 does.
+  h2.on('connect', (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
+    const err = new PunctualError('invalid_argument', 'CONNECT is not supported', [{ field: 'request', message: 'CONNECT is not supported: this server is no proxy' }]);
+    refuse(state, req as AnyRequest, res as AnyResponse, true, problemResponse(err));
+  });
   const sessions = new Set<http2.ServerHttp2Session>();
   h2.on('session', (s) => {
     sessions.add(s);
