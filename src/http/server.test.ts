@@ -179,6 +179,19 @@ describe('startApiServer', () => {
     expect((await fetch(`http://127.0.0.1:${server.port}/healthz`)).status).toBe(200);
   });
 
+  it('HTTP/1.1: an absolute-form target (RFC 9112 3.2.2) is served by its path', async () => {
+    const { app } = makeHarness();
+    const server = await start(app);
+    const get = await rawExchange(server.port, [`GET http://127.0.0.1:${server.port}/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`]);
+    expect(get.split('\r\n')[0]).toBe('HTTP/1.1 200 OK');
+    const body = '{"url":"http://127.0.0.1:9/"}';
+    const put = await rawExchange(server.port, [
+      `PUT HTTP://example.com/v1/tasks/abs HTTP/1.1\r\nHost: example.com\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
+      body,
+    ]);
+    expect(put).toContain('HTTP/1.1 201 Created');
+  });
+
   it('HTTP/1.1: 413 on a streamed (chunked) body that grows past the limit', async () => {
     const { app } = makeHarness();
     const server = await start(app);

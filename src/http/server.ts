@@ -90,6 +90,7 @@ export async function startApiServer(app: App, host: string, port: number, optio
   // `Expect: 100-continue`: a request that will be refused (no token, too large, no route) is answered at once
   // instead of inviting the client to upload (node:http would send 100 Continue by itself).
   h1.on('checkContinue', (req, res) => {
+    toOriginForm(req);
     const refusal = refusalOf(state, req as AnyRequest);
     if (refusal !== null) {
       refusal.headers.connection = 'close'; // the client may still send the body; do not parse it as a request
@@ -253,7 +254,16 @@ function onH2Request(state: ServerState, req: http2.Http2ServerRequest, res: htt
   void serve(state, req as AnyRequest, res as AnyResponse, true);
 }
 
+/** RFC 9112 section 3.2.2: a server must accept an absolute-form target (`GET http://host/path`); its path routes. */
+function toOriginForm(req: http.IncomingMessage): void {
+  const scheme = /^https?:\/\/[^/?#]*/i.exec(req.url ?? '');
+  if (scheme === null) return;
+  const rest = req.url!.slice(scheme[0].length);
+  req.url = rest.startsWith('/') ? rest : `/${rest}`;
+}
+
 function onH1Request(state: ServerState, req: http.IncomingMessage, res: http.ServerResponse): void {
+  toOriginForm(req);
   const entry = state.sockets.get(req.socket);
   if (entry !== undefined) entry.inFlight++;
   res.once('close', () => {
