@@ -17,6 +17,7 @@ import {
   callbackSchema,
   endsInModel,
   jobIdSchema,
+  newJobIdSchema,
   misfirePolicies,
   overlapPolicies,
   parseCallback,
@@ -28,7 +29,7 @@ import {
   urlSchema,
 } from './parse.js';
 import { annotate, anyCaseEnum, anyJson, custom, enumOf, field, integer, intParam, named, object, pattern, query, string, textParam, type QueryParam } from './schema.js';
-import { Issues, fieldAt, isObject, readBase64, readTime, utf8Length, type JsonObject } from './validate.js';
+import { Issues, fieldAt, isObject, nonFiniteNumberAt, nonFiniteNumberMessage, readBase64, readTime, utf8Length, type JsonObject } from './validate.js';
 
 const base64Pattern = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
@@ -66,7 +67,7 @@ const misfireThresholdSchema = integer(limits.misfireThresholdMsMin, limits.misf
 
 export const jobFields = object(
   {
-    id: field(annotate(jobIdSchema, 'The job id; default derived from the Idempotency-Key header, else a random UUID.')),
+    id: field(annotate(newJobIdSchema, 'The job id (not . or ..); default derived from the Idempotency-Key header, else a random UUID.')),
     task: field(annotate(taskNameSchema, 'The task to call (it must exist). Exactly one of task or callback.')),
     callback: field(callbackSchema, { description: 'An inline callback (the fields of a task; errors under callback.*). Exactly one of task or callback.' }),
     payload: payloadField,
@@ -157,7 +158,11 @@ function parsePayload(o: JsonObject, prefix: string, issues: Issues): PayloadPar
   const hasBytes = o.payload_base64 != null;
   if (hasJson && hasBytes) return issues.add(fieldAt(prefix, 'payload'), 'give payload or payload_base64, not both');
   let part: PayloadPart = { payload: new Uint8Array(0), payloadEncoding: 'json' };
-  if (hasJson) part = { payload: new TextEncoder().encode(JSON.stringify(o.payload)), payloadEncoding: 'json' };
+  if (hasJson) {
+    const bad = nonFiniteNumberAt(o.payload, fieldAt(prefix, 'payload'));
+    if (bad !== null) return issues.add(bad, nonFiniteNumberMessage);
+    part = { payload: new TextEncoder().encode(JSON.stringify(o.payload)), payloadEncoding: 'json' };
+  }
   if (hasBytes) {
     const bytes = jobFields.get(o, 'payload_base64', prefix, issues);
     if (bytes == null) return undefined;
@@ -189,6 +194,8 @@ function readMetadata(value: unknown, field: string, issues: Issues): Record<str
   // The store's encoder (msgpackr) renames a `__proto__` key to `__proto_` on the way back (a prototype-pollution
   // guard), so such metadata would silently read back changed: refuse it instead.
   if (hasOwnProto(value)) return issues.add(field, 'must not contain a "__proto__" key');
+  const bad = nonFiniteNumberAt(value, field);
+  if (bad !== null) return issues.add(bad, nonFiniteNumberMessage);
   const bytes = utf8Length(JSON.stringify(value));
   if (bytes > limits.metadataBytesMax) return issues.add(field, `must be at most ${limits.metadataBytesMax} bytes as JSON (got ${bytes})`);
   return value;
@@ -269,8 +276,11 @@ export function parsePatch(body: unknown, nowMs: number): JobPatch {
   const patch: JobPatch = {};
   const misfireThresholdMs = patchFields.get(o, 'misfire_threshold_ms', '', issues);
   if (misfireThresholdMs != null) patch.misfireThresholdMs = misfireThresholdMs;
-  if (o.schedule !== undefined) patch.schedule = parseSchedule(o.schedule, 'schedule', nowMs, issues);
-  if (o.schedule !== undefined) checkRenderable(patch.schedule, nowMs, 'schedule', issues);
+  // null is absent here as everywhere: the schedule stays (parseSchedule would read null as "now" and fire the job).
+  if (o.schedule != null) {
+    patch.schedule = parseSchedule(o.schedule, 'schedule', nowMs, issues);
+    checkRenderable(patch.schedule, nowMs, 'schedule', issues);
+  }
   if (o.payload !== undefined || o.payload_base64 != null) {
     const part = parsePayload(o, '', issues);
     if (part !== undefined) Object.assign(patch, part);

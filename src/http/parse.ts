@@ -41,7 +41,7 @@ import {
   string,
   type Schema,
 } from './schema.js';
-import { Issues, fieldAt, readObject, readString, readTime, utf8Length, type JsonObject } from './validate.js';
+import { Issues, fieldAt, isObject, readObject, readString, readTime, utf8Length, type JsonObject } from './validate.js';
 import { splitTaskRetention, withTaskRetention } from './parse-retention.js';
 import { taskRetentionMsMax } from '../scheduler/check.js';
 
@@ -52,6 +52,22 @@ export { callbackMethods, misfirePolicies, overlapPolicies, redactedSecret } fro
 
 export const taskNameSchema = pattern(taskNamePattern, '[A-Za-z0-9._-]{1,128}', 'A task or calendar name: [A-Za-z0-9._-]{1,128}.');
 export const jobIdSchema = pattern(jobIdPattern, '[A-Za-z0-9._:-]{1,128}', 'A job id: [A-Za-z0-9._:-]{1,128}.');
+
+/**
+ * `.` and `..` match the id and name patterns, but URL parsing (WHATWG: fetch, browsers, the CLI) removes them as
+ * dot segments, `%2e%2e` too, so `/v1/jobs/..` could never be read or cancelled: they are refused when created.
+ */
+function notDotSegment<T extends string>(schema: Schema<T>): Schema<T> {
+  return custom(schema.json, (v, field, issues) => {
+    const name = schema.read(v, field, issues);
+    if (name === '.' || name === '..') return issues.add(field, 'must not be . or .. (a URL cannot address it)');
+    return name;
+  });
+}
+
+/** The id of a new job: as jobIdSchema, but not `.` or `..`. */
+export const newJobIdSchema = notDotSegment(jobIdSchema);
+const newNameSchema = notDotSegment(taskNameSchema);
 
 /** A time on input: RFC 3339 with any offset, or an integer of epoch ms (docs/api.md, Conventions). */
 export const timeSchema = named(
@@ -199,15 +215,26 @@ function parseCron(o: JsonObject, field: string, issues: Issues): Schedule | und
   const startAtMs = scheduleFields.get(o, 'start_at', field, issues);
   const dst = scheduleFields.get(o, 'dst', field, issues);
   const spread = readSpread(o, field, undefined, issues);
-  if (cron == null || timezone == null || startAtMs === undefined || dst === undefined || spread === undefined) return undefined;
-  const problem = validateCron(cron, timezone);
+  const cronOk = cron != null && timezone != null && checkCron(cron, timezone, field, issues);
+  if (!cronOk || startAtMs === undefined || dst === undefined || spread === undefined) return undefined;
+  const policy: DstPolicy | null = dst === null ? null : { gap: dst.gap!, repeat: dst.repeat! }; // defaults filled in
+  return { kind: 'cron', cron, timezone, startAtMs, ...(policy === null ? {} : { dst: policy }), ...spread };
+}
+
+/**
+ * The expression and the zone, each named when bad (one 400 lists every bad field): with an unknown zone the
+ * expression is still judged, in UTC.
+ */
+function checkCron(cron: string, timezone: string, field: string, issues: Issues): boolean {
+  const zoneOk = isValidTimezone(timezone);
+  if (!zoneOk) issues.add(fieldAt(field, 'timezone'), `unknown time zone ${JSON.stringify(timezone)}`);
+  const problem = validateCron(cron, zoneOk ? timezone : 'UTC');
   if (problem !== null) {
     // validateCron names `schedule.cron` / `schedule.timezone`; re-root it under this schedule's path.
     const leaf = problem.field.slice(problem.field.lastIndexOf('.') + 1);
-    return issues.add(fieldAt(field, leaf), problem.message);
+    issues.add(fieldAt(field, leaf), problem.message);
   }
-  const policy: DstPolicy | null = dst === null ? null : { gap: dst.gap!, repeat: dst.repeat! }; // defaults filled in
-  return { kind: 'cron', cron, timezone, startAtMs, ...(policy === null ? {} : { dst: policy }), ...spread };
+  return zoneOk && problem === null;
 }
 
 /** `schedule.spread_ms`: 1 to limits.spreadMsMax, and at most every_ms; {} when absent, undefined when invalid. */
@@ -470,9 +497,14 @@ export function parseCalendarBody(body: unknown, name: string): CalendarBody {
   const count = (Array.isArray(o.dates) ? o.dates.length : 0) + (Array.isArray(o.ranges) ? o.ranges.length : 0);
   if (count > limits.calendarEntriesMax) issues.add('dates', `at most ${limits.calendarEntriesMax} dates and ranges in all (got ${count})`);
   const ranges: CalendarBody['ranges'] = [];
-  (givenRanges ?? []).forEach((r, i) => {
-    if (dayNumber(r.to!)! < dayNumber(r.from!)!) issues.add(`ranges[${i}].to`, 'must not be before from');
-    else ranges.push({ from: r.from!, to: r.to! });
+  // One 400 names every bad field: a range out of order is reported even when another range is malformed.
+  const rawRanges: unknown[] = givenRanges ?? (Array.isArray(o.ranges) ? o.ranges : []);
+  rawRanges.forEach((r, i) => {
+    if (!isObject(r) || typeof r.from !== 'string' || typeof r.to !== 'string') return;
+    const [from, to] = [dayNumber(r.from), dayNumber(r.to)];
+    if (from === null || to === null) return;
+    if (to < from) issues.add(`ranges[${i}].to`, 'must not be before from');
+    else ranges.push({ from: r.from, to: r.to });
   });
   const description = calendarFields.get(o, 'description', '', issues);
   if (!issues.ok || timezone == null || givenDates === undefined || description === undefined) throw issues.toError();
@@ -486,6 +518,14 @@ export function parseCalendarBody(body: unknown, name: string): CalendarBody {
 export function parseTaskName(name: string): string {
   const issues = new Issues();
   taskNameSchema.read(name, 'name', issues);
+  issues.throwIfAny();
+  return name;
+}
+
+/** The name of a task or calendar being put: as parseTaskName, but not `.` or `..`. */
+export function parseNewName(name: string): string {
+  const issues = new Issues();
+  newNameSchema.read(name, 'name', issues);
   issues.throwIfAny();
   return name;
 }

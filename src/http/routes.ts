@@ -19,6 +19,7 @@ import {
   parseClockAdvance,
   parseJobId,
   parseTaskBody,
+  parseNewName,
   parseTaskName,
   taskNameSchema,
 } from './parse.js';
@@ -177,7 +178,7 @@ function op(method: string, path: string, doc: Operation, handler: Route['handle
 const noContent: ApiResponse = { status: 204, headers: {}, body: '' };
 
 async function putTask({ req, params, deps }: RouteContext): Promise<ApiResponse> {
-  const name = parseTaskName(params.name!);
+  const name = parseNewName(params.name!);
   const spec = parseTaskBody(jsonBody(req), deps.callbackUrlCheck);
   const { task, created } = await deps.api.putTask(name, spec);
   return jsonResponse(created ? 201 : 200, taskView(task));
@@ -219,13 +220,9 @@ async function dueProfile({ query: q, deps }: RouteContext): Promise<ApiResponse
   return jsonResponse(200, { from: renderTime(p.fromMs), per_second: p.perSecond, drain_rate_per_s: p.drainRatePerS });
 }
 
-/**
- * `Location` of a job. encodeURIComponent leaves `.` alone, and the ids `.` and `..` (valid: [A-Za-z0-9._:-])
- * would be resolved away as dot segments by any client following the header, so those are percent-encoded.
- */
+/** `Location` of a new job (never `.` or `..`: newJobIdSchema refuses them, URL parsing would drop them even encoded). */
 export function jobLocation(id: string): string {
-  const segment = id === '.' || id === '..' ? id.replace(/\./g, '%2E') : encodeURIComponent(id);
-  return `/v1/jobs/${segment}`;
+  return `/v1/jobs/${encodeURIComponent(id)}`;
 }
 
 /** A node-side error of batch item i, its field paths rooted at `jobs[i]` like the item's validation errors. */
@@ -399,7 +396,7 @@ function calendarRoutes(): Route[] {
         answers: { 200: json('Replaced.', calendarAnswer), 201: json('Created.', calendarAnswer) },
       },
       async ({ req, params, deps }) => {
-        const name = parseTaskName(params.name!);
+        const name = parseNewName(params.name!);
         const { calendar, created } = await deps.api.putCalendar(name, parseCalendarBody(jsonBody(req), name));
         return jsonResponse(created ? 201 : 200, calendarView(calendar));
       },

@@ -315,6 +315,7 @@ export function intParam(min: number, max: number, dflt: number, description: st
   return {
     json: { ...schema.json, default: dflt },
     description,
-    read: (text, name, issues) => schema.read(/^\d{1,9}$/.test(text) ? Number(text) : NaN, name, issues),
+    // A negative or huge integer is an integer out of range (said so), not "not an integer".
+    read: (text, name, issues) => schema.read(/^-?\d+$/.test(text) ? Number(text) : NaN, name, issues),
   };
 }

@@ -165,6 +165,33 @@ describe('startApiServer', () => {
     expect(overflow.split('\r\n')[0]).toBe('HTTP/1.1 431 Request Header Fields Too Large');
   });
 
+  it('HTTP/1.1: CONNECT gets a problem+json 400 on request and the connection is closed (it was left open)', async () => {
+    const { app } = makeHarness();
+    const server = await start(app);
+    for (const target of ['127.0.0.1:80', '/v1/jobs']) {
+      const answer = await rawExchange(server.port, [`CONNECT ${target} HTTP/1.1\r\nHost: x\r\n\r\n`]);
+      const [head, body] = answer.split('\r\n\r\n');
+      expect(head!.split('\r\n')[0], target).toBe('HTTP/1.1 400 Bad Request');
+      expect(head).toContain('Connection: close');
+      expect(JSON.parse(body!)).toMatchObject({ status: 400, code: 'invalid_argument', errors: [{ field: 'request' }] });
+    }
+    // the server still serves
+    expect((await fetch(`http://127.0.0.1:${server.port}/healthz`)).status).toBe(200);
+  });
+
+  it('HTTP/1.1: an absolute-form target (RFC 9112 3.2.2) is served by its path', async () => {
+    const { app } = makeHarness();
+    const server = await start(app);
+    const get = await rawExchange(server.port, [`GET http://127.0.0.1:${server.port}/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`]);
+    expect(get.split('\r\n')[0]).toBe('HTTP/1.1 200 OK');
+    const body = '{"url":"http://127.0.0.1:9/"}';
+    const put = await rawExchange(server.port, [
+      `PUT HTTP://example.com/v1/tasks/abs HTTP/1.1\r\nHost: example.com\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
+      body,
+    ]);
+    expect(put).toContain('HTTP/1.1 201 Created');
+  });
+
   it('HTTP/1.1: 413 on a streamed (chunked) body that grows past the limit', async () => {
     const { app } = makeHarness();
     const server = await start(app);
@@ -198,6 +225,26 @@ describe('startApiServer', () => {
     const res = await h2Request(session, 'POST', '/v1/jobs', Buffer.alloc(limits.requestBodyBytesMax + 1, 0x20));
     expect(res.status).toBe(413);
     expect(JSON.parse(res.text).code).toBe('payload_too_large');
+    expect((await h2Request(session, 'GET', '/healthz')).status).toBe(200);
+  });
+
+  it('h2c: CONNECT gets the same problem+json 400 and its stream is closed; the session still serves', async () => {
+    const { app } = makeHarness();
+    const server = await start(app);
+    const session = h2Session(server.port);
+    const answer = await new Promise<{ status: number; type: string; text: string; rstCode: number }>((resolve, reject) => {
+      const stream = session.request({ ':method': 'CONNECT', ':authority': '127.0.0.1:80' });
+      let status = 0;
+      let type = '';
+      let text = '';
+      stream.on('response', (h) => ((status = Number(h[':status'])), (type = String(h['content-type']))));
+      stream.setEncoding('utf8');
+      stream.on('data', (c: string) => (text += c));
+      stream.on('close', () => resolve({ status, type, text, rstCode: stream.rstCode ?? -1 }));
+      stream.on('error', reject);
+    });
+    expect([answer.status, answer.type, answer.rstCode]).toEqual([400, 'application/problem+json', http2.constants.NGHTTP2_NO_ERROR]);
+    expect(JSON.parse(answer.text)).toMatchObject({ code: 'invalid_argument', errors: [{ field: 'request' }] });
     expect((await h2Request(session, 'GET', '/healthz')).status).toBe(200);
   });
 

@@ -90,6 +90,7 @@ export async function startApiServer(app: App, host: string, port: number, optio
   // `Expect: 100-continue`: a request that will be refused (no token, too large, no route) is answered at once
   // instead of inviting the client to upload (node:http would send 100 Continue by itself).
   h1.on('checkContinue', (req, res) => {
+    toOriginForm(req);
     const refusal = refusalOf(state, req as AnyRequest);
     if (refusal !== null) {
       refusal.headers.connection = 'close'; // the client may still send the body; do not parse it as a request
@@ -99,6 +100,11 @@ export async function startApiServer(app: App, host: string, port: number, optio
     onH1Request(state, req, res);
   });
   h1.on('clientError', (err: NodeJS.ErrnoException, socket: net.Socket) => answerClientError(err, socket));
+  // CONNECT (a proxy's method) has no route here; without a listener its connection was left open, unanswered.
+  h1.on('connect', (_req: http.IncomingMessage, socket: net.Socket) => {
+    if (socket.writable) answerBadRequest(socket, 'CONNECT is not supported', 'CONNECT is not supported: this server is no proxy');
+    else socket.destroy();
+  });
   // node:http enforces headersTimeout/requestTimeout from a checking interval it starts on 'listening'. This
   // server never listens itself (the TCP or TLS server hands it sockets), so start that interval by hand.
   h1.emit('listening');
@@ -107,6 +113,11 @@ export async function startApiServer(app: App, host: string, port: number, optio
     (req, res) => onH2Request(state, req, res),
   );
   h2.setTimeout(httpLimits.keepAliveTimeoutMs); // an idle session is closed (no 'timeout' listener: destroyed)
+  // node:http2 answers a CONNECT stream itself with a bare 405 and leaves it open: answer as HTTP/1.1 does.
+  h2.on('connect', (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
+    const err = new PunctualError('invalid_argument', 'CONNECT is not supported', [{ field: 'request', message: 'CONNECT is not supported: this server is no proxy' }]);
+    refuse(state, req as AnyRequest, res as AnyResponse, true, problemResponse(err));
+  });
   const sessions = new Set<http2.ServerHttp2Session>();
   h2.on('session', (s) => {
     sessions.add(s);
@@ -175,7 +186,12 @@ function answerClientError(err: NodeJS.ErrnoException, socket: net.Socket): void
     const reason = status === 431 ? 'Request Header Fields Too Large' : 'Request Timeout';
     return void socket.end(`HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\n\r\n`);
   }
-  const body = JSON.stringify(toProblem(new PunctualError('invalid_argument', 'malformed HTTP request', [{ field: 'request', message: 'not valid HTTP/1.1' }])));
+  answerBadRequest(socket, 'malformed HTTP request', 'not valid HTTP/1.1');
+}
+
+/** A problem+json 400 on `request`, written on the raw socket, which is then closed. */
+function answerBadRequest(socket: net.Socket, detail: string, message: string): void {
+  const body = JSON.stringify(toProblem(new PunctualError('invalid_argument', detail, [{ field: 'request', message }])));
   const head = `HTTP/1.1 400 Bad Request\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n`;
   socket.end(head + body);
 }
@@ -238,7 +254,16 @@ function onH2Request(state: ServerState, req: http2.Http2ServerRequest, res: htt
   void serve(state, req as AnyRequest, res as AnyResponse, true);
 }
 
+/** RFC 9112 section 3.2.2: a server must accept an absolute-form target (`GET http://host/path`); its path routes. */
+function toOriginForm(req: http.IncomingMessage): void {
+  const scheme = /^https?:\/\/[^/?#]*/i.exec(req.url ?? '');
+  if (scheme === null) return;
+  const rest = req.url!.slice(scheme[0].length);
+  req.url = rest.startsWith('/') ? rest : `/${rest}`;
+}
+
 function onH1Request(state: ServerState, req: http.IncomingMessage, res: http.ServerResponse): void {
+  toOriginForm(req);
   const entry = state.sockets.get(req.socket);
   if (entry !== undefined) entry.inFlight++;
   res.once('close', () => {

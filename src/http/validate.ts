@@ -133,3 +133,27 @@ export function readBase64(value: unknown, field: string, issues: Issues): Uint8
   if (bytes.toString('base64') !== value) return issues.add(field, 'must be canonical base64 (non-zero padding bits)');
   return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
+
+export const nonFiniteNumberMessage = 'a number beyond the range of a double (about 1.8e308): it would be stored as null';
+
+/**
+ * The JSON path of the first number in `value` beyond a double's range, or null: JSON.parse reads `1e400` as
+ * Infinity, which JSON.stringify writes as `null`, so a payload or metadata holding one would silently change.
+ */
+export function nonFiniteNumberAt(value: unknown, path: string): string | null {
+  if (typeof value === 'number') return Number.isFinite(value) ? null : path;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const at = nonFiniteNumberAt(value[i], `${path}[${i}]`);
+      if (at !== null) return at;
+    }
+    return null;
+  }
+  if (isObject(value)) {
+    for (const [key, item] of Object.entries(value)) {
+      const at = nonFiniteNumberAt(item, fieldAt(path, key));
+      if (at !== null) return at;
+    }
+  }
+  return null;
+}
