@@ -81,7 +81,7 @@ export function parseBool(what: string, text: string): boolean {
   const t = text.toLowerCase();
   if (t === 'true' || t === '1' || t === 'yes') return true;
   if (t === 'false' || t === '0' || t === 'no') return false;
-  throw usageError(`${what}: expected true|false, got ${JSON.stringify(text)}`);
+  throw usageError(`${what}: expected true|false|1|0|yes|no, got ${JSON.stringify(text)}`);
 }
 
 /** A secret read from a file: readable, trailing newline(s) dropped, not empty. */
