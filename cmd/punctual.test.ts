@@ -992,6 +992,16 @@ describe('the executable against a real node', () => {
     expect(r).toEqual({ stdout: '', stderr: 'error: not_found: task "no-such-task" not found\n', code: 1 });
   });
 
+  it('a server error with several field errors prints the first once (the detail) and the others indented', async () => {
+    const body = file('calendar-with-read-only-fields.json', JSON.stringify({ name: 'c1', dates: ['2027-12-25'], created_at: 'x', updated_at: 'y' }));
+    const r = await cli(['calendar', 'put', 'c1', '--file', body, '--server', server]);
+    expect(r).toEqual({
+      stdout: '',
+      stderr: 'error: invalid_argument: name: unknown field (and 2 more)\n  created_at: unknown field\n  updated_at: unknown field\n',
+      code: 1,
+    });
+  });
+
   it('a reader that closes the pipe early (| head) ends the command quietly, exit 0', async () => {
     const jobs = Array.from({ length: 2000 }, () => ({ task: 't1', schedule: { at: '2032-01-01T00:00:00Z' } }));
     expect((await cli(['job', 'batch', file('many.json', JSON.stringify({ jobs })), '--server', server])).code).toBe(0);
