@@ -111,7 +111,8 @@ export function parseJson(what: string, text: string): unknown {
   try {
     return JSON.parse(text) as unknown;
   } catch (err) {
-    throw usageError(`${what}: invalid JSON: ${err instanceof Error ? err.message : String(err)}`);
+    // one line: the parser's message quotes the text, newlines and all
+    throw usageError(`${what}: invalid JSON: ${(err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ')}`);
   }
 }
 

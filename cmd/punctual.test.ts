@@ -1072,6 +1072,13 @@ describe('docs/cli.md as written', () => {
     expect(requests).toHaveLength(0);
   });
 
+  it('a payload file that is not JSON is one line naming the flag (the parser quotes the file, newline and all)', async () => {
+    const r = await client(['job', 'add', '--task', 't1', '--payload-file', file('not-json.txt', 'nope\nnot json either\n')]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^punctual: --payload-file: invalid JSON: [^\n]*\n$/);
+    expect(requests).toHaveLength(0);
+  });
+
   it('the good forms of those flags are sent: times as given or as epoch ms, every id of a replay', async () => {
     route = (q) => (q.url.startsWith('/v1/jobs') ? { status: 200, body: { jobs: [], next_cursor: null } } : q.url.startsWith('/v1/clock') ? { status: 200, body: { now: '2027-01-01T00:00:00.000Z', fired: 0, complete: true } } : { status: 200, body: { matched: 2, replayed: 2 } });
     expect((await client(['job', 'list', '--next-fire-after', '2027-01-01T00:00:00+01:00', '--next-fire-before', '1800000000000', '--task', 'send-email'])).code).toBe(0);
