@@ -163,16 +163,19 @@ interface Pending {
   job: JobInput;
 }
 
-/** A job line as sent: its JSON object with an id (derived when absent), or the reason it cannot be sent. */
+/**
+ * A job line as sent: its JSON object with an id (derived when absent), or why it cannot be sent (the detail of an
+ * `invalid_argument`).
+ */
 function jobOf(line: Line, key: string, index: number): { job: JobInput } | { error: string } {
-  if (line.text === null) return { error: `invalid_argument: line over ${clientLimits.batchLineBytesMax} bytes` };
+  if (line.text === null) return { error: `line over ${clientLimits.batchLineBytesMax} bytes` };
   let value: unknown;
   try {
     value = JSON.parse(line.text);
   } catch (err) {
-    return { error: `invalid_argument: not JSON: ${err instanceof Error ? err.message : String(err)}` };
+    return { error: `not JSON: ${err instanceof Error ? err.message : String(err)}` };
   }
-  if (!isPlainObject(value)) return { error: 'invalid_argument: a line must hold one job object' };
+  if (!isPlainObject(value)) return { error: 'a line must hold one job object' };
   const job = value as JobInput;
   return { job: job.id === undefined || job.id === null ? { ...job, id: idempotentJobId(key, index) } : job };
 }
@@ -232,7 +235,7 @@ class Importer {
     if ('error' in parsed) {
       this.readJobs++;
       this.state.failed++;
-      this.report.item(line.lineNo, null, null, parsed.error, { code: 'invalid_argument', detail: parsed.error });
+      this.report.item(line.lineNo, null, null, `invalid_argument: ${parsed.error}`, { code: 'invalid_argument', detail: parsed.error });
       return;
     }
     const bytes = Buffer.byteLength(JSON.stringify(parsed.job)) + 1;

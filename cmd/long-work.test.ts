@@ -84,6 +84,16 @@ describe('job batch --file (streamed)', () => {
     expect((JSON.parse(again.stdout.split('\n')[0]!) as { id: string }).id).toBe(results[0]!.id);
   });
 
+  it('--json: a line that is not sent has an invalid_argument problem whose detail is the reason alone', async () => {
+    const file = ndjson('bad-lines.ndjson', ['[1]', 'not json']);
+    const r = await runCli(['job', 'batch', '--file', file, '--json', '--server', node.base]);
+    expect(r.code).toBe(1);
+    expect(r.stdout.trimEnd().split('\n').map((l) => JSON.parse(l) as unknown)).toEqual([
+      { line: 1, id: null, status: null, error: { code: 'invalid_argument', detail: 'a line must hold one job object' } },
+      { line: 2, id: null, status: null, error: { code: 'invalid_argument', detail: expect.stringMatching(/^not JSON: /) } },
+    ]);
+  });
+
   it('an interrupted import (a batch applied but its answer lost, then refusals) resumes without duplicates', async () => {
     const lines = Array.from({ length: 9 }, (_, i) => JSON.stringify(i % 2 === 0 ? { task: 't1', schedule: { at: far }, metadata: { n: i } } : { id: `r-${i}`, task: 't1', schedule: { at: far } }));
     const file = ndjson('resume.ndjson', lines);
