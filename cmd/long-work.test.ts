@@ -193,6 +193,10 @@ describe('punctual top', () => {
     expect(objs[0]!.callbacks_per_second).toBeNull();
     expect(objs[1]!.callbacks_per_second).toMatchObject({ succeeded: expect.any(Number) });
     expect((objs[1]!.jobs as Record<string, number>).SUCCEEDED).toBeGreaterThanOrEqual(1);
+    // the figures of the frame, named like the rest of the object; the node's due profile counts per second
+    expect(Object.keys(objs[1]!.fire_lateness_ms as object)).toEqual(['count', 'p50', 'p90', 'p99', 'max']);
+    expect(objs[1]!.due).toEqual({ counts: expect.any(Array), interval_ms: 1000 });
+    expect(frames[1]).toMatch(/^DUE {8}\S+ {2}max \d+, \d+ in all \(1000 ms each\)$/m);
   });
 
   it('in a pseudo-terminal it redraws in place (the built executable under script(1))', () => {
