@@ -4,7 +4,7 @@
  * request); the built executable runs as a real process for --version and exit codes.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -1077,6 +1077,15 @@ describe('docs/cli.md as written', () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/^punctual: --payload-file: invalid JSON: [^\n]*\n$/);
     expect(requests).toHaveLength(0);
+  });
+
+  it('backup from a server that answers 200 with something else than a database fails (exit 1) and writes no file', async () => {
+    route = () => ({ status: 200, raw: '<html>welcome</html>' });
+    const out = join(tmp, 'not-a-backup.db');
+    const r = await client(['backup', '--out', out]);
+    expect(requests.map((q) => q.url)).toEqual(['/v1/admin/backup']);
+    expect([r.code, r.stdout, r.stderr]).toEqual([1, '', `error: bad_response: ${base}/v1/admin/backup answered 20 bytes that are not an SQLite database\n`]);
+    expect([existsSync(out), existsSync(`${out}.partial`)]).toEqual([false, false]);
   });
 
   it('the good forms of those flags are sent: times as given or as epoch ms, every id of a replay', async () => {
