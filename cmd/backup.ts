@@ -9,7 +9,7 @@ import { pipeline } from 'node:stream/promises';
 import type { Command } from 'commander';
 import { Agent, request } from 'undici';
 import { backupLimits, cliLimits } from '../src/core/limits.js';
-import { apiError, resolveCacert, resolveServer, type ClientOptions } from './client.js';
+import { apiError, cliErrorOf, resolveCacert, resolveServer, type ClientOptions } from './client.js';
 import { withClientOptions } from './common.js';
 import { CliError, exitCodes, usageError, type CliIo } from './io.js';
 
@@ -50,7 +50,9 @@ async function backup(opts: BackupOptions, io: CliIo): Promise<void> {
     try {
       res = await request(`${server}/v1/admin/backup`, { method: 'GET', headers, dispatcher: agent });
     } catch (err) {
-      throw new CliError(exitCodes.runtime, `punctual: cannot reach server ${server}: ${(err as Error).message}`);
+      const code = (err as { code?: unknown }).code;
+      if (code === 'UND_ERR_HEADERS_TIMEOUT') throw new CliError(exitCodes.runtime, `punctual: server ${server} did not answer within ${backupLimits.durationMsMax} ms`);
+      throw cliErrorOf(server, err); // the one line of every client command (a TLS error's text is several)
     }
     if (res.statusCode >= 400) throw apiError(res.statusCode, await res.body.text());
     const total = Number(res.headers['content-length'] ?? NaN);

@@ -1088,6 +1088,12 @@ describe('docs/cli.md as written', () => {
     expect([existsSync(out), existsSync(`${out}.partial`)]).toEqual([false, false]);
   });
 
+  it('backup from a server it cannot reach says so in one line, like every client command (a TLS error included)', async () => {
+    const tls = await cli(['backup', '--out', join(tmp, 'tls.db'), '--server', base.replace('http:', 'https:')]);
+    expect([tls.code, tls.stdout]).toEqual([1, '']);
+    expect(tls.stderr).toMatch(new RegExp(`^punctual: cannot reach server ${base.replace('http:', 'https:').replace(/\./g, '\\.')}: [^\n]+\n$`));
+  });
+
   it('the good forms of those flags are sent: times as given or as epoch ms, every id of a replay', async () => {
     route = (q) => (q.url.startsWith('/v1/jobs') ? { status: 200, body: { jobs: [], next_cursor: null } } : q.url.startsWith('/v1/clock') ? { status: 200, body: { now: '2027-01-01T00:00:00.000Z', fired: 0, complete: true } } : { status: 200, body: { matched: 2, replayed: 2 } });
     expect((await client(['job', 'list', '--next-fire-after', '2027-01-01T00:00:00+01:00', '--next-fire-before', '1800000000000', '--task', 'send-email'])).code).toBe(0);
