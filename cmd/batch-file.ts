@@ -298,6 +298,9 @@ export async function runBatchFile(opts: BatchFileOptions, io: CliIo): Promise<v
   const progress = new Progress(io.stderr, { total: opts.file === '-' ? null : state.size });
   const report = new Report(io, opts.json === true, progress);
   await withClient(opts, io, async (client) => {
+    // recorded before the first batch goes out: one that is applied but never answered is then resumed with the
+    // same key (so the same ids), not started again under a new one
+    if (statePath !== null && opts.resume !== true) writeState(statePath, state);
     const importer = new Importer(client, state, statePath, batchSize, progress, report);
     const input = opts.file === '-' ? createReadStream('', { fd: 0 }) : createReadStream(opts.file, { start: state.next_byte });
     // the last line fully handled (in a batch, reported as bad, or blank): where a flush may put the position

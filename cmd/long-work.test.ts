@@ -139,6 +139,43 @@ describe('job batch --file (streamed)', () => {
     expect((await runCli(['job', 'batch', '--file', file, '--resume', '--server', node.base])).stderr).toContain('nothing to resume');
   });
 
+  it('an import whose first batch is applied but never answered resumes as the hint says, without duplicates', async () => {
+    const file = ndjson('first-cut.ndjson', Array.from({ length: 3 }, (_, i) => JSON.stringify({ task: 't1', schedule: { at: far }, metadata: { first: i } })));
+    let requests = 0;
+    const front: Server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', async () => {
+        if (++requests > 1) {
+          res.writeHead(401, { 'content-type': 'application/problem+json' }).end(JSON.stringify({ status: 401, code: 'unauthorized', detail: 'token revoked' }));
+          return;
+        }
+        await fetch(node.base + (req.url ?? ''), { method: req.method, headers: { 'content-type': 'application/json' }, body: Buffer.concat(chunks) });
+        req.socket.destroy(); // applied on the node, the answer never arrives
+      });
+    });
+    await new Promise<void>((ok) => front.listen(0, '127.0.0.1', ok));
+    try {
+      const cut = await runCli(['job', 'batch', '--file', file, '--server', `http://127.0.0.1:${(front.address() as AddressInfo).port}`]);
+      expect(cut.code).toBe(1);
+      expect(cut.stderr).toContain('punctual: stopped before line 1; run the same command with --resume to continue\n');
+    } finally {
+      await new Promise<void>((ok) => front.close(() => ok()));
+    }
+    const resumed = await runCli(['job', 'batch', '--file', file, '--resume', '--server', node.base]);
+    expect(resumed).toMatchObject({ code: 0, stdout: '0 created, 3 existing, 0 failed\n' });
+    const all = await api.jobs.list({ limit: 1000 }).toArray();
+    expect(all.filter((j) => j.metadata !== null && typeof j.metadata.first === 'number')).toHaveLength(3);
+    expect(existsSync(`${file}.punctual-batch`)).toBe(false);
+  });
+
+  it('a usage error of the client flags leaves no state file behind (the corrected command starts afresh)', async () => {
+    const file = ndjson('bad-server.ndjson', [JSON.stringify({ id: 'bs-1', task: 't1', schedule: { at: far } })]);
+    expect((await runCli(['job', 'batch', '--file', file, '--server', 'localhost:1'])).code).toBe(2);
+    expect(existsSync(`${file}.punctual-batch`)).toBe(false);
+    expect(await runCli(['job', 'batch', '--file', file, '--server', node.base])).toMatchObject({ code: 0, stdout: '1 created, 0 existing, 0 failed\n' });
+  });
+
   it('streams: with --file - the first batch is sent while the input is still open (the executable, stdin a pipe)', async () => {
     const child = spawn(process.execPath, [punctualBin, 'job', 'batch', '--file', '-', '--batch-size', '2', '--server', node.base], { env: { PATH: process.env.PATH ?? '' } });
     let stdout = '';
