@@ -4,6 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import * as addr from '../src/core/addr.js';
+import { timeMsMax } from '../src/http/time.js';
 import { formatHostPort, type HostPort } from '../src/core/addr.js';
 import { usageError } from './io.js';
 
@@ -131,7 +132,8 @@ const rfc3339Pattern = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-
  * as a number).
  */
 export function parseTime(what: string, text: string): string | number {
-  if (/^\d+$/.test(text)) return parseIntIn(what, text, 0, Number.MAX_SAFE_INTEGER);
+  // epoch ms up to the end of year 9999, as the API takes them
+  if (/^\d+$/.test(text)) return parseIntIn(what, text, 0, timeMsMax);
   if (rfc3339Pattern.test(text) && Number.isFinite(Date.parse(text)) && calendarOk(text)) return text;
   throw usageError(`${what}: expected an RFC 3339 time (2026-12-01T09:00:00Z) or epoch ms, got ${JSON.stringify(text)}`);
 }

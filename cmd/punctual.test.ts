@@ -1062,6 +1062,7 @@ describe('docs/cli.md as written', () => {
       [['dead-letters', 'replay', 'bad id'], 'job id must match [A-Za-z0-9._:-]{1,128}, got "bad id"'],
       [['dead-letters', 'replay', ...ids], 'at most 1000 job ids per replay, got 1001'],
       [['clock', 'advance', '--to', 'next week'], '--to: expected an RFC 3339 time'],
+      [['job', 'add', '--task', 't1', '--at', '999999999999999'], '--at: must be in 0..253402300799999, got 999999999999999'],
     ];
     for (const [argv, reason] of cases) {
       const r = await client(argv);
