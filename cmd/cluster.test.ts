@@ -48,7 +48,7 @@ describe('punctual cluster add-node / remove-node', () => {
     expect(lines[lines.length - 1]).toBe('n4 is a voter of every shard (3)');
     // Progress lines are whatever the polls saw meanwhile: only these shapes, and every shard ends as a voter.
     for (const l of lines.slice(1, -1)) expect(l).toMatch(/^shard [0-2]: n4 (learner|voter)$/);
-    expect(lines.filter((l) => l.endsWith(' voter')).sort()).toEqual(['shard 0: n4 voter', 'shard 1: n4 voter', 'shard 2: n4 voter']);
+    expect(lines.filter((l) => l.endsWith(' voter')).sort(), r.stdout).toEqual(['shard 0: n4 voter', 'shard 1: n4 voter', 'shard 2: n4 voter']);
     const status = await cli(['cluster', 'status', '--json', '--server', server]);
     const view = JSON.parse(status.stdout) as { shards: Array<{ members: string[]; learners: string[] }> };
     for (const s of view.shards) expect([[...s.members].sort(), s.learners]).toEqual([['n1', 'n2', 'n3', 'n4'], []]);

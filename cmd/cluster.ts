@@ -93,10 +93,12 @@ async function watching<T extends { body: unknown }>(client: Client, io: CliIo, 
   const look = async (report: boolean): Promise<void> => {
     try {
       const { body } = await client.call('GET', '/v1/cluster');
+      // a look that returns after the answer came is left to the answer: what it saw is printed from there
+      if (report && done) return;
       for (const [shard, state] of memberStates(body, id)) {
         const before = seen.get(shard);
         seen.set(shard, state);
-        if (report && !done && before !== undefined && before !== state) io.stdout.write(`shard ${shard}: ${id} ${state === 'absent' ? 'removed' : state}\n`);
+        if (report && before !== undefined && before !== state) io.stdout.write(`shard ${shard}: ${id} ${state === 'absent' ? 'removed' : state}\n`);
       }
     } catch {
       // progress is best effort: the answer of `call` is what counts
