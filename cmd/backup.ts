@@ -3,13 +3,13 @@
  * so a cut download never looks complete; mode 0600: the copy holds signing secrets). Progress on stderr when it
  * is a terminal.
  */
-import { createWriteStream, existsSync, renameSync, rmSync } from 'node:fs';
+import { closeSync, createWriteStream, existsSync, openSync, readSync, renameSync, rmSync } from 'node:fs';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Command } from 'commander';
 import { Agent, request } from 'undici';
 import { backupLimits, cliLimits } from '../src/core/limits.js';
-import { apiError, resolveCacert, resolveServer, type ClientOptions } from './client.js';
+import { apiError, cliErrorOf, resolveCacert, resolveServer, type ClientOptions } from './client.js';
 import { withClientOptions } from './common.js';
 import { CliError, exitCodes, usageError, type CliIo } from './io.js';
 
@@ -50,7 +50,9 @@ async function backup(opts: BackupOptions, io: CliIo): Promise<void> {
     try {
       res = await request(`${server}/v1/admin/backup`, { method: 'GET', headers, dispatcher: agent });
     } catch (err) {
-      throw new CliError(exitCodes.runtime, `punctual: cannot reach server ${server}: ${(err as Error).message}`);
+      const code = (err as { code?: unknown }).code;
+      if (code === 'UND_ERR_HEADERS_TIMEOUT') throw new CliError(exitCodes.runtime, `punctual: server ${server} did not answer within ${backupLimits.durationMsMax} ms`);
+      throw cliErrorOf(server, err); // the one line of every client command (a TLS error's text is several)
     }
     if (res.statusCode >= 400) throw apiError(res.statusCode, await res.body.text());
     const total = Number(res.headers['content-length'] ?? NaN);
@@ -73,6 +75,10 @@ async function backup(opts: BackupOptions, io: CliIo): Promise<void> {
     if (Number.isFinite(total) && written !== total) {
       throw new CliError(exitCodes.runtime, `punctual: backup download cut: ${written} of ${total} bytes`);
     }
+    // a server that is not a Punctual node (a proxy's page, another service) answers 200 too: keep no such "backup"
+    if (!isSqliteFile(partial)) {
+      throw new CliError(exitCodes.runtime, `error: bad_response: ${server}/v1/admin/backup answered ${written} bytes that are not an SQLite database`);
+    }
     renameSync(partial, opts.out);
     if (opts.json === true) io.stdout.write(JSON.stringify({ file: opts.out, bytes: written }) + '\n');
     else io.stdout.write(`backup written to ${opts.out} (${written} bytes)\n`);
@@ -81,6 +87,19 @@ async function backup(opts: BackupOptions, io: CliIo): Promise<void> {
     await agent.close();
   }
 }
+
+/** True when the file starts with the SQLite 3 header, as every database file does. */
+function isSqliteFile(path: string): boolean {
+  const header = Buffer.alloc(sqliteHeader.length);
+  const fd = openSync(path, 'r');
+  try {
+    return readSync(fd, header, 0, header.length, 0) === header.length && header.equals(sqliteHeader);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+const sqliteHeader = Buffer.from('SQLite format 3\0', 'latin1');
 
 /** `\rbackup: 12.0 MiB of 40.0 MiB` on a terminal's stderr, at most every 100 ms; nothing otherwise. */
 function progressLine(io: CliIo, total: number): (bytes: number, last?: boolean) => void {

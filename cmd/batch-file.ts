@@ -163,16 +163,19 @@ interface Pending {
   job: JobInput;
 }
 
-/** A job line as sent: its JSON object with an id (derived when absent), or the reason it cannot be sent. */
+/**
+ * A job line as sent: its JSON object with an id (derived when absent), or why it cannot be sent (the detail of an
+ * `invalid_argument`).
+ */
 function jobOf(line: Line, key: string, index: number): { job: JobInput } | { error: string } {
-  if (line.text === null) return { error: `invalid_argument: line over ${clientLimits.batchLineBytesMax} bytes` };
+  if (line.text === null) return { error: `line over ${clientLimits.batchLineBytesMax} bytes` };
   let value: unknown;
   try {
     value = JSON.parse(line.text);
   } catch (err) {
-    return { error: `invalid_argument: not JSON: ${err instanceof Error ? err.message : String(err)}` };
+    return { error: `not JSON: ${err instanceof Error ? err.message : String(err)}` };
   }
-  if (!isPlainObject(value)) return { error: 'invalid_argument: a line must hold one job object' };
+  if (!isPlainObject(value)) return { error: 'a line must hold one job object' };
   const job = value as JobInput;
   return { job: job.id === undefined || job.id === null ? { ...job, id: idempotentJobId(key, index) } : job };
 }
@@ -232,7 +235,7 @@ class Importer {
     if ('error' in parsed) {
       this.readJobs++;
       this.state.failed++;
-      this.report.item(line.lineNo, null, null, parsed.error, { code: 'invalid_argument', detail: parsed.error });
+      this.report.item(line.lineNo, null, null, `invalid_argument: ${parsed.error}`, { code: 'invalid_argument', detail: parsed.error });
       return;
     }
     const bytes = Buffer.byteLength(JSON.stringify(parsed.job)) + 1;
@@ -295,6 +298,9 @@ export async function runBatchFile(opts: BatchFileOptions, io: CliIo): Promise<v
   const progress = new Progress(io.stderr, { total: opts.file === '-' ? null : state.size });
   const report = new Report(io, opts.json === true, progress);
   await withClient(opts, io, async (client) => {
+    // recorded before the first batch goes out: one that is applied but never answered is then resumed with the
+    // same key (so the same ids), not started again under a new one
+    if (statePath !== null && opts.resume !== true) writeState(statePath, state);
     const importer = new Importer(client, state, statePath, batchSize, progress, report);
     const input = opts.file === '-' ? createReadStream('', { fd: 0 }) : createReadStream(opts.file, { start: state.next_byte });
     // the last line fully handled (in a batch, reported as bad, or blank): where a flush may put the position

@@ -132,9 +132,9 @@ export function apiError(status: number, text: string): CliError {
     for (const e of problem.errors) {
       if (!isPlainObject(e)) continue;
       const line = `${String(e.field)}: ${String(e.message)}`;
-      // a one-field error usually has that field's line (or its message alone) as its detail already: do not
-      // print it twice
-      if (line !== detail && String(e.message) !== detail) lines.push(`  ${line}`);
+      // the detail is usually the first field error's line (or its message alone), then ` (and N more)` when
+      // there are more: do not print that one twice
+      if (line !== detail && String(e.message) !== detail && !detail.startsWith(`${line} (and `)) lines.push(`  ${line}`);
     }
   }
   return new CliError(exitCodes.runtime, lines.join('\n'));

@@ -8,7 +8,7 @@ import { clockLimits } from '../src/core/limits.js';
 import { withClient, type ClientOptions } from './client.js';
 import { printOne, withClientOptions } from './common.js';
 import { usageError, type CliIo } from './io.js';
-import { parseIntIn } from './parse.js';
+import { parseIntIn, parseTime } from './parse.js';
 
 export function registerClockCommands(program: Command, io: CliIo): void {
   const clock = program.command('clock').description("the node's scheduler clock (advance: a node started with --clock manual)");
@@ -26,7 +26,7 @@ export function registerClockCommands(program: Command, io: CliIo): void {
     const body =
       opts.byMs !== undefined
         ? { by_ms: parseIntIn('--by-ms', opts.byMs, 1, clockLimits.advanceByMsMax) }
-        : { to: /^\d{1,16}$/.test(opts.to!) ? Number(opts.to) : opts.to };
+        : { to: parseTime('--to', opts.to!) };
     await withClient(opts, io, async (client) => printOne(client, io, (await client.call('POST', '/v1/clock:advance', { body })).body));
   });
 }

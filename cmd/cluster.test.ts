@@ -46,8 +46,9 @@ describe('punctual cluster add-node / remove-node', () => {
     const lines = r.stdout.trim().split('\n');
     expect(lines[0]).toBe(`adding n4 (${addr}) to every shard: learner first, voter once caught up`);
     expect(lines[lines.length - 1]).toBe('n4 is a voter of every shard (3)');
-    // Progress lines are whatever the polls saw meanwhile: only these shapes.
+    // Progress lines are whatever the polls saw meanwhile: only these shapes, and every shard ends as a voter.
     for (const l of lines.slice(1, -1)) expect(l).toMatch(/^shard [0-2]: n4 (learner|voter)$/);
+    expect(lines.filter((l) => l.endsWith(' voter')).sort(), r.stdout).toEqual(['shard 0: n4 voter', 'shard 1: n4 voter', 'shard 2: n4 voter']);
     const status = await cli(['cluster', 'status', '--json', '--server', server]);
     const view = JSON.parse(status.stdout) as { shards: Array<{ members: string[]; learners: string[] }> };
     for (const s of view.shards) expect([[...s.members].sort(), s.learners]).toEqual([['n1', 'n2', 'n3', 'n4'], []]);
@@ -66,6 +67,16 @@ describe('punctual cluster add-node / remove-node', () => {
     const again = await cli(['cluster', 'remove-node', 'n3', '--server', server]);
     expect([again.code, again.stdout]).toEqual([1, 'removing n3 from every shard\n']);
     expect(again.stderr).toContain('error: not_found: node "n3" is not a member');
+  });
+
+  it('removes a node printing every shard it left, even when the removal is quicker than a progress poll', async () => {
+    const r = await cli(['cluster', 'remove-node', 'n4', '--server', server]);
+    expect([r.code, r.stderr]).toEqual([0, '']);
+    const lines = r.stdout.trim().split('\n');
+    expect(lines[0]).toBe('removing n4 from every shard');
+    expect(lines[lines.length - 1]).toBe('n4 is no longer a member; stop it (its data directory is of no further use)');
+    // each shard once: seen by a poll, else taken from the membership the answer carries
+    expect(lines.slice(1, -1).sort()).toEqual(['shard 0: n4 removed', 'shard 1: n4 removed', 'shard 2: n4 removed']);
   });
 
   it('usage errors exit 2 without a request', async () => {

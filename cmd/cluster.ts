@@ -80,8 +80,12 @@ function registerMembershipCommands(cluster: Command, io: CliIo): void {
   });
 }
 
-/** Runs `call`, printing `shard N: ID learner|voter|removed` for every change seen meanwhile (not with --json). */
-async function watching<T>(client: Client, io: CliIo, id: string, call: () => Promise<T>): Promise<T> {
+/**
+ * Runs `call`, printing `shard N: ID learner|voter|removed` for every change seen meanwhile (not with --json), then
+ * the change of every shard the polls missed, from the membership the answer carries: a change quicker than a poll
+ * (a removal usually is) still gets its line.
+ */
+async function watching<T extends { body: unknown }>(client: Client, io: CliIo, id: string, call: () => Promise<T>): Promise<T> {
   if (client.json) return call();
   const seen = new Map<number, MemberState>();
   let done = false;
@@ -89,10 +93,12 @@ async function watching<T>(client: Client, io: CliIo, id: string, call: () => Pr
   const look = async (report: boolean): Promise<void> => {
     try {
       const { body } = await client.call('GET', '/v1/cluster');
+      // a look that returns after the answer came is left to the answer: what it saw is printed from there
+      if (report && done) return;
       for (const [shard, state] of memberStates(body, id)) {
         const before = seen.get(shard);
         seen.set(shard, state);
-        if (report && !done && before !== undefined && before !== state) io.stdout.write(`shard ${shard}: ${id} ${state === 'absent' ? 'removed' : state}\n`);
+        if (report && before !== undefined && before !== state) io.stdout.write(`shard ${shard}: ${id} ${state === 'absent' ? 'removed' : state}\n`);
       }
     } catch {
       // progress is best effort: the answer of `call` is what counts
@@ -108,13 +114,29 @@ async function watching<T>(client: Client, io: CliIo, id: string, call: () => Pr
       if (!done) await look(true);
     }
   })();
+  let answer: T;
   try {
-    return await call();
+    answer = await call();
   } finally {
     done = true;
     waker.wake();
     await watcher;
   }
+  for (const [shard, state] of answeredStates(answer.body, id)) {
+    if (seen.get(shard) !== state) io.stdout.write(`shard ${shard}: ${id} ${state === 'absent' ? 'removed' : state}\n`);
+  }
+  return answer;
+}
+
+/** The node's state in each shard of a membership answer (`shards: [{id, voters, learners}]`). */
+function answeredStates(answer: unknown, id: string): Array<[number, MemberState]> {
+  if (!isPlainObject(answer) || !Array.isArray(answer.shards)) return [];
+  return answer.shards.flatMap((s: unknown): Array<[number, MemberState]> => {
+    if (!isPlainObject(s) || typeof s.id !== 'number' || !Array.isArray(s.voters)) return [];
+    const learners = Array.isArray(s.learners) ? s.learners : [];
+    const state: MemberState = learners.includes(id) ? 'learner' : s.voters.includes(id) ? 'voter' : 'absent';
+    return [[s.id, state]];
+  });
 }
 
 function memberStates(view: unknown, id: string): Array<[number, MemberState]> {

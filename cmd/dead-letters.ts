@@ -10,6 +10,7 @@ import { cell, isPlainObject, renderTable } from './format.js';
 import { CliError, exitCodes, usageError, type CliIo } from './io.js';
 import { parseEnum, parseIntIn, parseTime } from './parse.js';
 import { printJson, withClientOptions } from './common.js';
+import { jobIdArg, taskNameFlag } from './jobs.js';
 
 interface FilterOptions extends ClientOptions {
   task?: string;
@@ -29,7 +30,7 @@ function withFilterOptions(cmd: Command): Command {
 /** The filter as the API names it (query parameters or a replay's `filter`); checked here, exit 2 when bad. */
 function filterOf(opts: FilterOptions): Record<string, string | number> {
   const f: Record<string, string | number> = {};
-  if (opts.task !== undefined) f.task = opts.task;
+  if (opts.task !== undefined) f.task = taskNameFlag('--task', opts.task);
   if (opts.errorClass !== undefined) f.error_class = parseEnum('--error-class', opts.errorClass, errorClasses);
   if (opts.since !== undefined) f.since = parseTime('--since', opts.since);
   if (opts.until !== undefined) f.until = parseTime('--until', opts.until);
@@ -95,6 +96,8 @@ export function registerDeadLetterCommands(program: Command, io: CliIo): void {
       const filter = filterOf(opts);
       if (ids.length > 0 && (opts.allMatching === true || Object.keys(filter).length > 0)) throw usageError('give job ids, or --all-matching with filter options, not both');
       if (ids.length === 0 && opts.allMatching !== true) throw usageError('give job ids, or --all-matching (with filter options) to replay by filter');
+      if (ids.length > retentionLimits.replayJobsMax) throw usageError(`at most ${retentionLimits.replayJobsMax} job ids per replay, got ${ids.length}`);
+      for (const id of ids) jobIdArg(id);
       const body: Record<string, unknown> = ids.length > 0 ? { ids } : { filter };
       if (opts.dryRun === true) body.dry_run = true;
       await withClient(opts, io, async (client) => {

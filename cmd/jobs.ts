@@ -1,7 +1,7 @@
 /** `punctual job add|get|list|cancel|pause|resume|run|history`: the jobs half of docs/api.md. */
 import type { Command } from 'commander';
 import { jobIdPattern, taskNamePattern } from '../src/core/ids.js';
-import { cliLimits, limits } from '../src/core/limits.js';
+import { cliLimits, limits, searchLimits } from '../src/core/limits.js';
 import { dstGapPolicies, dstRepeatPolicies } from '../src/scheduler/check.js';
 import { jobStates } from '../src/scheduler/types.js';
 import { seg, withClient, type Client, type ClientOptions } from './client.js';
@@ -100,8 +100,7 @@ function targetFields(opts: JobAddOptions, body: Record<string, unknown>): void 
       ['--max-attempts', opts.maxAttempts],
     ]);
     if (inline.length > 0) throw usageError(`${inline.join(', ')}: only with --url (the task defines them)`);
-    if (!taskNamePattern.test(opts.task)) throw usageError(`--task: invalid task name ${JSON.stringify(opts.task)}`);
-    body.task = opts.task;
+    body.task = taskNameFlag('--task', opts.task);
   } else {
     body.callback = callbackBody(opts);
   }
@@ -169,6 +168,12 @@ export const scheduleExtraFlags: ReadonlyArray<readonly [string, string]> = [
 export function jobIdArg(id: string): string {
   if (!jobIdPattern.test(id)) throw usageError(`job id must match [A-Za-z0-9._:-]{1,128}, got ${JSON.stringify(id)}`);
   return id;
+}
+
+/** A task name given to a flag (`--task`): one the API would refuse is bad usage (exit 2) and sends no request. */
+export function taskNameFlag(what: string, name: string): string {
+  if (!taskNamePattern.test(name)) throw usageError(`${what}: invalid task name ${JSON.stringify(name)} (must match [A-Za-z0-9._-]{1,128})`);
+  return name;
 }
 
 /** The POST /v1/jobs body and headers that `job add` sends; usage errors (exit 2) before any request. */
@@ -305,14 +310,17 @@ function addJobList(job: Command, io: CliIo): void {
     .action(async (opts: PageOptions & { state?: string; task?: string; metadata?: string[]; nextFireAfter?: string; nextFireBefore?: string }) => {
       const query = new URLSearchParams();
       if (opts.state !== undefined) query.set('state', parseState(opts.state));
-      if (opts.task !== undefined) query.set('task', opts.task);
+      if (opts.task !== undefined) query.set('task', taskNameFlag('--task', opts.task));
+      if ((opts.metadata ?? []).length > searchLimits.metadataFiltersMax) {
+        throw usageError(`--metadata: at most ${searchLimits.metadataFiltersMax} filters, got ${opts.metadata!.length}`);
+      }
       for (const pair of opts.metadata ?? []) {
         const eq = pair.indexOf('=');
         if (eq <= 0) throw usageError(`--metadata: expected KEY=VALUE, got ${JSON.stringify(pair)}`);
         query.append(`metadata.${pair.slice(0, eq)}`, pair.slice(eq + 1));
       }
-      if (opts.nextFireAfter !== undefined) query.set('next_fire_after', opts.nextFireAfter);
-      if (opts.nextFireBefore !== undefined) query.set('next_fire_before', opts.nextFireBefore);
+      if (opts.nextFireAfter !== undefined) query.set('next_fire_after', String(parseTime('--next-fire-after', opts.nextFireAfter)));
+      if (opts.nextFireBefore !== undefined) query.set('next_fire_before', String(parseTime('--next-fire-before', opts.nextFireBefore)));
       await withClient(opts, io, async (client) => {
         const page = await fetchPages(client, '/v1/jobs', query, 'jobs', opts);
         printPage(client, io, page, jobsTable(page.items));

@@ -84,6 +84,16 @@ describe('job batch --file (streamed)', () => {
     expect((JSON.parse(again.stdout.split('\n')[0]!) as { id: string }).id).toBe(results[0]!.id);
   });
 
+  it('--json: a line that is not sent has an invalid_argument problem whose detail is the reason alone', async () => {
+    const file = ndjson('bad-lines.ndjson', ['[1]', 'not json']);
+    const r = await runCli(['job', 'batch', '--file', file, '--json', '--server', node.base]);
+    expect(r.code).toBe(1);
+    expect(r.stdout.trimEnd().split('\n').map((l) => JSON.parse(l) as unknown)).toEqual([
+      { line: 1, id: null, status: null, error: { code: 'invalid_argument', detail: 'a line must hold one job object' } },
+      { line: 2, id: null, status: null, error: { code: 'invalid_argument', detail: expect.stringMatching(/^not JSON: /) } },
+    ]);
+  });
+
   it('an interrupted import (a batch applied but its answer lost, then refusals) resumes without duplicates', async () => {
     const lines = Array.from({ length: 9 }, (_, i) => JSON.stringify(i % 2 === 0 ? { task: 't1', schedule: { at: far }, metadata: { n: i } } : { id: `r-${i}`, task: 't1', schedule: { at: far } }));
     const file = ndjson('resume.ndjson', lines);
@@ -127,6 +137,43 @@ describe('job batch --file (streamed)', () => {
     expect(all.filter((j) => j.metadata !== null && typeof j.metadata.n === 'number')).toHaveLength(5);
     expect(existsSync(`${file}.punctual-batch`)).toBe(false);
     expect((await runCli(['job', 'batch', '--file', file, '--resume', '--server', node.base])).stderr).toContain('nothing to resume');
+  });
+
+  it('an import whose first batch is applied but never answered resumes as the hint says, without duplicates', async () => {
+    const file = ndjson('first-cut.ndjson', Array.from({ length: 3 }, (_, i) => JSON.stringify({ task: 't1', schedule: { at: far }, metadata: { first: i } })));
+    let requests = 0;
+    const front: Server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', async () => {
+        if (++requests > 1) {
+          res.writeHead(401, { 'content-type': 'application/problem+json' }).end(JSON.stringify({ status: 401, code: 'unauthorized', detail: 'token revoked' }));
+          return;
+        }
+        await fetch(node.base + (req.url ?? ''), { method: req.method, headers: { 'content-type': 'application/json' }, body: Buffer.concat(chunks) });
+        req.socket.destroy(); // applied on the node, the answer never arrives
+      });
+    });
+    await new Promise<void>((ok) => front.listen(0, '127.0.0.1', ok));
+    try {
+      const cut = await runCli(['job', 'batch', '--file', file, '--server', `http://127.0.0.1:${(front.address() as AddressInfo).port}`]);
+      expect(cut.code).toBe(1);
+      expect(cut.stderr).toContain('punctual: stopped before line 1; run the same command with --resume to continue\n');
+    } finally {
+      await new Promise<void>((ok) => front.close(() => ok()));
+    }
+    const resumed = await runCli(['job', 'batch', '--file', file, '--resume', '--server', node.base]);
+    expect(resumed).toMatchObject({ code: 0, stdout: '0 created, 3 existing, 0 failed\n' });
+    const all = await api.jobs.list({ limit: 1000 }).toArray();
+    expect(all.filter((j) => j.metadata !== null && typeof j.metadata.first === 'number')).toHaveLength(3);
+    expect(existsSync(`${file}.punctual-batch`)).toBe(false);
+  });
+
+  it('a usage error of the client flags leaves no state file behind (the corrected command starts afresh)', async () => {
+    const file = ndjson('bad-server.ndjson', [JSON.stringify({ id: 'bs-1', task: 't1', schedule: { at: far } })]);
+    expect((await runCli(['job', 'batch', '--file', file, '--server', 'localhost:1'])).code).toBe(2);
+    expect(existsSync(`${file}.punctual-batch`)).toBe(false);
+    expect(await runCli(['job', 'batch', '--file', file, '--server', node.base])).toMatchObject({ code: 0, stdout: '1 created, 0 existing, 0 failed\n' });
   });
 
   it('streams: with --file - the first batch is sent while the input is still open (the executable, stdin a pipe)', async () => {
@@ -183,6 +230,10 @@ describe('punctual top', () => {
     expect(objs[0]!.callbacks_per_second).toBeNull();
     expect(objs[1]!.callbacks_per_second).toMatchObject({ succeeded: expect.any(Number) });
     expect((objs[1]!.jobs as Record<string, number>).SUCCEEDED).toBeGreaterThanOrEqual(1);
+    // the figures of the frame, named like the rest of the object; the node's due profile counts per second
+    expect(Object.keys(objs[1]!.fire_lateness_ms as object)).toEqual(['count', 'p50', 'p90', 'p99', 'max']);
+    expect(objs[1]!.due).toEqual({ counts: expect.any(Array), interval_ms: 1000 });
+    expect(frames[1]).toMatch(/^DUE {8}\S+ {2}max \d+, \d+ in all \(1000 ms each\)$/m);
   });
 
   it('in a pseudo-terminal it redraws in place (the built executable under script(1))', () => {

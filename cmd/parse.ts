@@ -4,6 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import * as addr from '../src/core/addr.js';
+import { timeMsMax } from '../src/http/time.js';
 import { formatHostPort, type HostPort } from '../src/core/addr.js';
 import { usageError } from './io.js';
 
@@ -81,7 +82,7 @@ export function parseBool(what: string, text: string): boolean {
   const t = text.toLowerCase();
   if (t === 'true' || t === '1' || t === 'yes') return true;
   if (t === 'false' || t === '0' || t === 'no') return false;
-  throw usageError(`${what}: expected true|false, got ${JSON.stringify(text)}`);
+  throw usageError(`${what}: expected true|false|1|0|yes|no, got ${JSON.stringify(text)}`);
 }
 
 /** A secret read from a file: readable, trailing newline(s) dropped, not empty. */
@@ -111,7 +112,8 @@ export function parseJson(what: string, text: string): unknown {
   try {
     return JSON.parse(text) as unknown;
   } catch (err) {
-    throw usageError(`${what}: invalid JSON: ${err instanceof Error ? err.message : String(err)}`);
+    // one line: the parser's message quotes the text, newlines and all
+    throw usageError(`${what}: invalid JSON: ${(err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ')}`);
   }
 }
 
@@ -130,7 +132,8 @@ const rfc3339Pattern = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-
  * as a number).
  */
 export function parseTime(what: string, text: string): string | number {
-  if (/^\d+$/.test(text)) return parseIntIn(what, text, 0, Number.MAX_SAFE_INTEGER);
+  // epoch ms up to the end of year 9999, as the API takes them
+  if (/^\d+$/.test(text)) return parseIntIn(what, text, 0, timeMsMax);
   if (rfc3339Pattern.test(text) && Number.isFinite(Date.parse(text)) && calendarOk(text)) return text;
   throw usageError(`${what}: expected an RFC 3339 time (2026-12-01T09:00:00Z) or epoch ms, got ${JSON.stringify(text)}`);
 }

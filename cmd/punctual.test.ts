@@ -4,7 +4,7 @@
  * request); the built executable runs as a real process for --version and exit codes.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runCli, type CliResult } from './cli-fixture.js';
 import { resolveServeConfig } from './serve.js';
+import { buildCommit } from './version.js';
 import { spreadOffsetOf } from '../src/scheduler/schedule.js';
 
 const cli = (argv: string[], env: Record<string, string> = {}): Promise<CliResult> => runCli(argv, env);
@@ -250,7 +251,7 @@ describe('serve: flags and env', () => {
     ['tokens file two fields', ['--auth-tokens-file', file('tok3', '\nci 0123456789abcdef\n')], {}, 'line 2: expected NAME SCOPE TOKEN'],
     ['tokens file missing', ['--auth-tokens-file', missing], {}, '--auth-tokens-file: ' + JSON.stringify(missing) + ': cannot read'],
     ['join without peers', ['--join'], {}, '--join needs --peers'],
-    ['metrics auth env not a bool', [], { PUNCTUAL_METRICS_AUTH: 'maybe' }, 'PUNCTUAL_METRICS_AUTH: expected true|false'],
+    ['metrics auth env not a bool', [], { PUNCTUAL_METRICS_AUTH: 'maybe' }, 'PUNCTUAL_METRICS_AUTH: expected true|false|1|0|yes|no, got "maybe"'],
     ['the clock offset is no product flag', ['--clock-offset-ms', '250'], {}, "unknown option '--clock-offset-ms'"],
     ['test clock offset not an integer', [], { PUNCTUAL_TEST_MODE: '1', PUNCTUAL_TEST_CLOCK_OFFSET_MS: 'soon' }, 'PUNCTUAL_TEST_CLOCK_OFFSET_MS: expected an integer'],
     ['manual clock with peers', ['--clock', 'manual', '--peers', 'n2=127.0.0.1:9002', '--cluster-secret', 'sec-0123456789abcdef'], {}, '--clock manual runs a single node only'],
@@ -991,6 +992,16 @@ describe('the executable against a real node', () => {
     expect(r).toEqual({ stdout: '', stderr: 'error: not_found: task "no-such-task" not found\n', code: 1 });
   });
 
+  it('a server error with several field errors prints the first once (the detail) and the others indented', async () => {
+    const body = file('calendar-with-read-only-fields.json', JSON.stringify({ name: 'c1', dates: ['2027-12-25'], created_at: 'x', updated_at: 'y' }));
+    const r = await cli(['calendar', 'put', 'c1', '--file', body, '--server', server]);
+    expect(r).toEqual({
+      stdout: '',
+      stderr: 'error: invalid_argument: name: unknown field (and 2 more)\n  created_at: unknown field\n  updated_at: unknown field\n',
+      code: 1,
+    });
+  });
+
   it('a reader that closes the pipe early (| head) ends the command quietly, exit 0', async () => {
     const jobs = Array.from({ length: 2000 }, () => ({ task: 't1', schedule: { at: '2032-01-01T00:00:00Z' } }));
     expect((await cli(['job', 'batch', file('many.json', JSON.stringify({ jobs })), '--server', server])).code).toBe(0);
@@ -1024,5 +1035,93 @@ describe('usage as a user meets it', () => {
     const r = await cli(['job', 'list', '--server', 'localhost:8080']);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('(did you mean http://localhost:8080?)');
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------------
+// Statements of docs/cli.md that a run of every documented command found broken.
+
+describe('docs/cli.md as written', () => {
+  it('help names an unknown command (exit 2, one line) instead of showing some other help', async () => {
+    expect(await cli(['help', 'nosuch'])).toEqual({ stdout: '', stderr: "punctual: unknown command 'nosuch'\n", code: 2 });
+    expect(await cli(['help', 'job', 'nosuch'])).toEqual({ stdout: '', stderr: "punctual: unknown command 'nosuch'\n", code: 2 });
+    const group = await cli(['help', 'job']);
+    expect([group.code, group.stdout.split('\n')[0]]).toEqual([0, 'Usage: punctual job [options] [command]']);
+    const alias = await cli(['help', 'job', 'delete']);
+    expect([alias.code, alias.stdout.split('\n')[0]]).toEqual([0, 'Usage: punctual job cancel|delete [options] <id>']);
+  });
+
+  it('a bad time, task name, job id or too many filters in any client command is bad usage: exit 2, no request', async () => {
+    const ids = Array.from({ length: 1001 }, (_, i) => `j${i}`);
+    const cases: Array<[string[], string]> = [
+      [['job', 'list', '--next-fire-after', 'tomorrow'], '--next-fire-after: expected an RFC 3339 time'],
+      [['job', 'list', '--next-fire-before', '2030-02-30T00:00:00Z'], '--next-fire-before: expected an RFC 3339 time'],
+      [['job', 'list', '--task', 'a b'], '--task: invalid task name "a b"'],
+      [['job', 'list', ...['a', 'b', 'c', 'd', 'e'].flatMap((k) => ['--metadata', `${k}=1`])], '--metadata: at most 4 filters, got 5'],
+      [['dead-letters', 'list', '--task', 'a/b'], '--task: invalid task name "a/b"'],
+      [['dead-letters', 'replay', 'bad id'], 'job id must match [A-Za-z0-9._:-]{1,128}, got "bad id"'],
+      [['dead-letters', 'replay', ...ids], 'at most 1000 job ids per replay, got 1001'],
+      [['clock', 'advance', '--to', 'next week'], '--to: expected an RFC 3339 time'],
+      [['job', 'add', '--task', 't1', '--at', '999999999999999'], '--at: must be in 0..253402300799999, got 999999999999999'],
+    ];
+    for (const [argv, reason] of cases) {
+      const r = await client(argv);
+      const seen = { argv: argv.slice(0, 4), code: r.code, stdout: r.stdout, lines: r.stderr.trimEnd().split('\n').length };
+      expect(seen).toEqual({ argv: argv.slice(0, 4), code: 2, stdout: '', lines: 1 });
+      expect(r.stderr.startsWith(`punctual: ${reason}`)).toBe(true);
+    }
+    expect(requests).toHaveLength(0);
+  });
+
+  it('a payload file that is not JSON is one line naming the flag (the parser quotes the file, newline and all)', async () => {
+    const r = await client(['job', 'add', '--task', 't1', '--payload-file', file('not-json.txt', 'nope\nnot json either\n')]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^punctual: --payload-file: invalid JSON: [^\n]*\n$/);
+    expect(requests).toHaveLength(0);
+  });
+
+  it('backup from a server that answers 200 with something else than a database fails (exit 1) and writes no file', async () => {
+    route = () => ({ status: 200, raw: '<html>welcome</html>' });
+    const out = join(tmp, 'not-a-backup.db');
+    const r = await client(['backup', '--out', out]);
+    expect(requests.map((q) => q.url)).toEqual(['/v1/admin/backup']);
+    expect([r.code, r.stdout, r.stderr]).toEqual([1, '', `error: bad_response: ${base}/v1/admin/backup answered 20 bytes that are not an SQLite database\n`]);
+    expect([existsSync(out), existsSync(`${out}.partial`)]).toEqual([false, false]);
+  });
+
+  it('backup from a server it cannot reach says so in one line, like every client command (a TLS error included)', async () => {
+    const tls = await cli(['backup', '--out', join(tmp, 'tls.db'), '--server', base.replace('http:', 'https:')]);
+    expect([tls.code, tls.stdout]).toEqual([1, '']);
+    expect(tls.stderr).toMatch(new RegExp(`^punctual: cannot reach server ${base.replace('http:', 'https:').replace(/\./g, '\\.')}: [^\n]+\n$`));
+  });
+
+  it('the good forms of those flags are sent: times as given or as epoch ms, every id of a replay', async () => {
+    route = (q) => (q.url.startsWith('/v1/jobs') ? { status: 200, body: { jobs: [], next_cursor: null } } : q.url.startsWith('/v1/clock') ? { status: 200, body: { now: '2027-01-01T00:00:00.000Z', fired: 0, complete: true } } : { status: 200, body: { matched: 2, replayed: 2 } });
+    expect((await client(['job', 'list', '--next-fire-after', '2027-01-01T00:00:00+01:00', '--next-fire-before', '1800000000000', '--task', 'send-email'])).code).toBe(0);
+    expect((await client(['dead-letters', 'replay', 'j1', 'a:b.c-d_e'])).code).toBe(0);
+    expect((await client(['clock', 'advance', '--to', '1800000000000'])).code).toBe(0);
+    expect(requests.map((q) => [q.method, decodeURIComponent(q.url), q.body])).toEqual([
+      ['GET', '/v1/jobs?task=send-email&next_fire_after=2027-01-01T00:00:00+01:00&next_fire_before=1800000000000', undefined],
+      ['POST', '/v1/dead-letters:replay', { ids: ['j1', 'a:b.c-d_e'] }],
+      ['POST', '/v1/clock:advance', { to: 1800000000000 }],
+    ]);
+  });
+
+  it('--version reads the commit of a linked worktree, whose .git is a file naming its git directory', () => {
+    const checkout = join(tmp, 'worktree');
+    const common = join(tmp, 'main.git');
+    const gitDir = join(common, 'worktrees', 'wt');
+    mkdirSync(checkout, { recursive: true });
+    mkdirSync(join(gitDir), { recursive: true });
+    mkdirSync(join(common, 'refs', 'heads'), { recursive: true });
+    writeFileSync(join(checkout, '.git'), `gitdir: ${gitDir}\n`);
+    writeFileSync(join(gitDir, 'HEAD'), 'ref: refs/heads/wt-branch\n');
+    writeFileSync(join(gitDir, 'commondir'), '../..\n');
+    writeFileSync(join(common, 'refs', 'heads', 'wt-branch'), '92cc1d4e993991167c8abe9c1f7fe1b159429464\n');
+    expect(buildCommit({}, checkout)).toBe('92cc1d4e9939');
+    // a ref only in the common directory's packed-refs
+    rmSync(join(common, 'refs', 'heads', 'wt-branch'));
+    writeFileSync(join(common, 'packed-refs'), '# pack-refs with: peeled\n4428dff63e50cd26c900d7ac44bddb67385d0293 refs/heads/wt-branch\n');
+    expect(buildCommit({}, checkout)).toBe('4428dff63e50');
   });
 });

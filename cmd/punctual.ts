@@ -14,7 +14,7 @@ import { registerClockCommands } from './clock.js';
 import { registerClusterCommands } from './cluster.js';
 import { registerDoctorCommand } from './doctor.js';
 import { registerDeadLetterCommands } from './dead-letters.js';
-import { CliError, exitCodes, type CliIo } from './io.js';
+import { CliError, exitCodes, usageError, type CliIo } from './io.js';
 import { registerJobCommands } from './jobs.js';
 import { registerRestoreCommand } from './restore.js';
 import { registerServeCommand } from './serve.js';
@@ -76,7 +76,7 @@ function exitCodeOf(err: unknown): number {
 export async function run(argv: readonly string[], io: CliIo): Promise<void> {
   try {
     const program = buildProgram(io);
-    await program.parseAsync(helpArgv(argv), { from: 'user' });
+    await program.parseAsync(helpArgv(program, argv), { from: 'user' });
   } catch (err) {
     if (err instanceof CliError) {
       if (err.message !== '') io.stderr.write(err.message + '\n');
@@ -91,12 +91,20 @@ export async function run(argv: readonly string[], io: CliIo): Promise<void> {
 
 /**
  * `punctual help job add` means `punctual job add --help`: commander's help command only looks at its first
- * operand and would show the help of `job`.
+ * operand and would show the help of `job`. Every operand must name a command (an alias counts), else it is the
+ * usage error of an unknown command: commander would show some help and exit 0 (`help job nosuch`) or print the
+ * whole help on stderr with no reason (`help nosuch`).
  */
-function helpArgv(argv: readonly string[]): string[] {
+function helpArgv(program: Command, argv: readonly string[]): string[] {
   const rest = argv.slice(1);
-  if (argv[0] === 'help' && rest.length >= 2 && rest.every((a) => !a.startsWith('-'))) return [...rest, '--help'];
-  return [...argv];
+  if (argv[0] !== 'help' || rest.length === 0 || rest[0] === 'help' || rest.some((a) => a.startsWith('-'))) return [...argv];
+  let cmd = program;
+  for (const name of rest) {
+    const sub = cmd.commands.find((c) => c.name() === name || c.aliases().includes(name));
+    if (sub === undefined) throw usageError(`unknown command '${name}'`);
+    cmd = sub;
+  }
+  return [...rest, '--help'];
 }
 
 /** True when this file is the script node was asked to run (not when a test imports it). */

@@ -379,7 +379,7 @@ export function redactedConfig(config: NodeConfig): Record<string, unknown> {
 export function registerServeCommand(program: Command, io: CliIo): void {
   const cmd = program
     .command('serve')
-    .description('run a node (the daemon); every flag also reads PUNCTUAL_<FLAG_IN_CAPS> from the environment')
+    .description('run a node (the daemon); every flag but --check-config also reads PUNCTUAL_<FLAG_IN_CAPS> from the environment')
     .option('--listen <host:port>', `client API address (default ${serveDefaults.listen})`)
     .option('--data <dir>', `where this node keeps its SQLite files (default ${serveDefaults.data})`)
     .option('--node-id <id>', `this node's id, [a-z0-9-]{1,32} (default ${serveDefaults.nodeId})`)

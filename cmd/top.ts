@@ -92,9 +92,13 @@ function latenessFromOverview(value: unknown): Lateness | null {
   return { buckets, count: value.count };
 }
 
-/** The due counts of /v1/due-profile, whatever its exact layout: the first list of counts it holds. */
+/**
+ * The due counts of /v1/due-profile, whatever its exact layout: the first list of counts it holds. docs/api.md's
+ * layout counts `per_second`; another may name its bucket width.
+ */
 function dueFromProfile(value: unknown): Snapshot['due'] {
   if (!isPlainObject(value)) return null;
+  if (Array.isArray(value.per_second) && value.per_second.every((x) => typeof x === 'number')) return { counts: value.per_second as number[], intervalMs: 1000 };
   const intervalMs = typeof value.interval_ms === 'number' ? value.interval_ms : typeof value.bucket_ms === 'number' ? value.bucket_ms : null;
   for (const v of Object.values(value)) {
     if (!Array.isArray(v) || v.length === 0) continue;
@@ -325,8 +329,8 @@ function frameJson(now: Snapshot, before: Snapshot | null): Record<string, unkno
     callbacks_per_second: before === null ? null : rates,
     in_flight: now.inFlight,
     wheel: now.wheel,
-    fire_lateness_ms: now.lateness === null ? null : { count: now.lateness.count, p50: quantile(now.lateness, 0.5), p99: quantile(now.lateness, 0.99) },
-    due: now.due,
+    fire_lateness_ms: now.lateness === null ? null : { count: now.lateness.count, p50: quantile(now.lateness, 0.5), p90: quantile(now.lateness, 0.9), p99: quantile(now.lateness, 0.99), max: quantile(now.lateness, 1) },
+    due: now.due === null ? null : { counts: now.due.counts, interval_ms: now.due.intervalMs },
     shards: now.cluster?.shards ?? null,
     problems: now.problems,
   };

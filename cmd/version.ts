@@ -5,7 +5,7 @@
  * BUILD_COMMIT file beside package.json, else the checkout's .git files read directly, else "unknown".
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { seaVersionString } from '../src/platform/build-info.js';
 
@@ -40,16 +40,22 @@ function readText(path: string): string | null {
   }
 }
 
-/** HEAD of a checkout: a detached hash, or a ref looked up loose then in packed-refs. */
+/**
+ * HEAD of a checkout: a detached hash, or a ref looked up loose then in packed-refs. In a linked worktree (or a
+ * submodule) `.git` is a file naming the git directory, whose refs live in its common directory.
+ */
 function gitHead(root: string): string | null {
-  const gitDir = join(root, '.git');
+  const pointer = readText(join(root, '.git')); // null for a directory
+  const gitDir = pointer !== null && pointer.startsWith('gitdir: ') ? resolve(root, pointer.slice('gitdir: '.length)) : join(root, '.git');
+  const common = readText(join(gitDir, 'commondir'));
+  const commonDir = common === null ? gitDir : resolve(gitDir, common);
   const head = readText(join(gitDir, 'HEAD'));
   if (head === null) return null;
   if (!head.startsWith('ref: ')) return head;
   const ref = head.slice('ref: '.length);
-  const loose = readText(join(gitDir, ref));
+  const loose = readText(join(gitDir, ref)) ?? readText(join(commonDir, ref));
   if (loose !== null) return loose;
-  const packed = readText(join(gitDir, 'packed-refs')) ?? '';
+  const packed = readText(join(commonDir, 'packed-refs')) ?? '';
   const line = packed.split('\n').find((l) => l.endsWith(` ${ref}`));
   return line === undefined ? null : line.split(' ')[0];
 }
