@@ -7,6 +7,7 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { shardOf } from '../core/ids.js';
+import type { NodeId } from '../raft/index.js';
 import { openNodeDb } from '../store/db.js';
 import type { NodeConfig } from './api.js';
 import type { OpenNode, NodeOptions } from './host.js';
@@ -103,6 +104,34 @@ describe('cluster add-node', () => {
     await waitFor('n4 caught up as a learner', () => n4.service.readiness().ready && n4.host.groups.every((g) => (g.raw.confState().learners as readonly string[]).includes('n4')), 10_000);
     const done = await slow[2].service.addNode('n4', peerAddrOf(configs[3]));
     for (const s of done.shards) expect(s).toMatchObject({ voters: ['n1', 'n2', 'n3', 'n4'], learners: [] });
+  });
+
+  it('waits out a leadership transfer under way (Raft refuses proposals meanwhile) instead of failing with a conflict', async () => {
+    const { configs, cores } = await threePlusOne();
+    const n4 = await startCore(configs[3], { join: true });
+    // With n3 stopped, a transfer of shard 0 to it stays pending until Raft abandons it (an election timeout):
+    // the state a rebalancer's transfer leaves a shard in for a few ms. Asked again for 1.5 s, it covers the add.
+    await stop(cores[2]);
+    const live = cores.slice(0, 2);
+    let transferring = true;
+    const keepTransferring = (async () => {
+      while (transferring) {
+        const leader = live.find((c) => c.host.groups[0].role === 'leader');
+        if (leader !== undefined) {
+          leader.host.groups[0].raw.transferLeader('n3' as NodeId);
+          leader.host.schedule();
+        }
+        await sleep(20);
+      }
+    })();
+    const adding = live[0].service.addNode('n4', peerAddrOf(configs[3]));
+    adding.catch(() => undefined); // awaited below: a refusal meanwhile must fail the test there, not as unhandled
+    await sleep(1_500);
+    transferring = false;
+    await keepTransferring;
+    const result = await adding;
+    for (const s of result.shards) expect(s).toMatchObject({ voters: ['n1', 'n2', 'n3', 'n4'], learners: [] });
+    await waitFor('n4 ready', () => n4.service.readiness().ready, 10_000);
   });
 
   it('a single node (no --peers) grows into a cluster: its first add-node opens its peer listener', async () => {
