@@ -211,6 +211,30 @@ describe('cluster remove-node', () => {
     await n3.service.removeNode('n2');
     await expect(n3.service.removeNode('n3')).rejects.toMatchObject({ code: 'conflict', message: /only voter/ });
   });
+
+  it('a removed node that led every shard is not ready and says it was removed', async () => {
+    const { cores } = await threePlusOne();
+    const [n1, n2, n3] = cores;
+    for (const g of n3.host.groups) if (!n3.host.isLeader(g.shard)) await n1.service.transferLeader(g.shard, 'n3');
+    await waitFor('n3 leads every shard', () => n3.host.groups.every((g) => g.firing), 5_000);
+    await n2.service.removeNode('n3');
+    // Its removal from the shards it led is committed without it, so its own view of them may stay stale; the
+    // coordinator tells it before closing its link.
+    const removed = { ready: false, reason: expect.stringMatching(/^this node is not a member of shard\(s\) 0, 1, 2, 3 /) };
+    expect(n3.service.readiness()).toEqual(removed);
+    await sleep(1_500); // past an election timeout: a stale view turns leaderless by then
+    expect(n3.service.readiness()).toEqual(removed);
+  });
+
+  it('a node removed while it was down is not ready at restart and says it was removed', async () => {
+    const { configs, cores } = await threePlusOne();
+    await stop(cores[2]);
+    await cores[0].service.removeNode('n3');
+    // Nobody could tell it: its own view of every shard still lists it, and every peer refuses it as a stranger.
+    const n3 = await startCore(configs[2]);
+    await waitFor('n3 says it was removed', () => /^this node is not a member of shard\(s\) 0, 1, 2, 3 /.test(n3.service.readiness().reason ?? ''), 10_000);
+    expect(n3.service.readiness().ready).toBe(false);
+  });
 });
 
 describe('the member book', () => {

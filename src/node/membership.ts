@@ -204,9 +204,24 @@ export class Membership {
   private syncTimer: NodeJS.Timeout | null = null;
   /** Shards whose applied membership included this node when last seen (for the removal warning). */
   private readonly memberOf = new Set<number>();
+  /** Shards whose applied membership dropped this node while it ran. */
+  private readonly left = new Set<number>();
+  /** The member book marks this node removed (a remove-node told it, or it learned it from a peer). */
+  private selfRemoved: boolean;
 
   constructor(private readonly o: MembershipOptions) {
     this.limits = { ...membershipLimits, ...o.limits };
+    this.selfRemoved = o.book.get(o.nodeId)?.removed === true;
+  }
+
+  /**
+   * The shards this node knows it was removed from: every shard once the book says so, else those whose
+   * membership dropped it while it ran. Readiness reports them first: a removed node may keep a stale view of
+   * a shard it led (its removal is committed without it) and would otherwise look ready or merely leaderless.
+   */
+  removedFrom(): number[] {
+    if (this.selfRemoved) return this.o.host.groups.map((g) => g.shard);
+    return [...this.left].sort((a, b) => a - b);
   }
 
   start(transport: MemberTransport | null): void {
@@ -236,9 +251,12 @@ export class Membership {
     // A joining node first installs a snapshot taken before it was added: not a member YET, nothing to warn of.
     if (!member && this.memberOf.has(shard) && conf.voters.length > 0) {
       this.o.logger.warn('this node is no longer a member of the shard', { shard });
+      this.left.add(shard);
     }
-    if (member) this.memberOf.add(shard);
-    else this.memberOf.delete(shard);
+    if (member) {
+      this.memberOf.add(shard);
+      this.left.delete(shard);
+    } else this.memberOf.delete(shard);
   }
 
   // --- coordinator --------------------------------------------------------------------------------------
@@ -290,7 +308,11 @@ export class Membership {
       await this.allShards(id, 'removed', null, budgetMs);
       await this.waitLocal((c) => !isMember(c, id), 'remove-node');
       const base = entry ?? { id, host: 'unknown', port: 1 };
-      this.apply(this.o.book.merge([{ id, host: base.host, port: base.port, removed: true, version: this.nextVersion() }]));
+      const taken = this.o.book.merge([{ id, host: base.host, port: base.port, removed: true, version: this.nextVersion() }]);
+      // Told while its link is still open (best effort): the removed node then says so in its log and /readyz
+      // instead of only seeing every peer refuse it.
+      if (this.transport?.reachable(id) === true) await this.push(id);
+      this.apply(taken);
       await this.pushAll();
       this.o.logger.info('node removed from every shard', { node: id });
       return this.result(id);
@@ -524,6 +546,7 @@ export class Membership {
     for (const e of changed) {
       if (e.id === this.o.nodeId) {
         if (e.removed) this.o.logger.warn('this node was removed from the cluster: stop it (its data directory is of no further use)');
+        this.selfRemoved = e.removed;
         continue;
       }
       this.pushed.delete(e.id);
