@@ -1,6 +1,6 @@
 # punctual as a container: the single executable (scripts/build-binary.mjs) on a slim Debian, as a non-root user.
 #   docker build --build-arg PUNCTUAL_BUILD_COMMIT=$(git rev-parse HEAD) -t punctual .
-#   docker run -p 8080:8080 -v punctual-data:/data punctual
+#   docker run -p 127.0.0.1:8080:8080 -v punctual-data:/data punctual
 # Three nodes with compose, and what to change for production: docs/deploy.md.
 
 # Build stage: the same Node as the one inside the executable (the SEA blob and the Node binary must match,

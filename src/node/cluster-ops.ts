@@ -27,6 +27,8 @@ import { decodeWire, encodeWire, apiKind } from './router.js';
 /** The part of PeerTransport this file uses. */
 export interface PeerView {
   reachable(peerId: string): boolean;
+  /** Why the peer refuses this node (`stranger`: not in its member book), or null while it accepts it. */
+  refusedAs(peerId: string): string | null;
   request(to: string, kind: string, body: Uint8Array, timeoutMs: number): Promise<Uint8Array>;
 }
 
@@ -55,6 +57,8 @@ export class ClusterOps {
   private readonly lagSince = new Map<number, { commit: number; atMs: number }>();
   /** The other members and their peer addresses (the member book; --peers until it is wired). */
   private members: () => Array<{ id: string; host: string; port: number }>;
+  /** Shards this node knows it was removed from (membership.ts). */
+  private removedFrom: () => readonly number[] = () => [];
   apiPort = 0;
   peerPort = 0;
 
@@ -70,6 +74,10 @@ export class ClusterOps {
   /** Where the current members come from (membership.ts: the member book, which add-node/remove-node change). */
   setMembers(members: () => Array<{ id: string; host: string; port: number }>): void {
     this.members = members;
+  }
+
+  setRemovedFrom(removedFrom: () => readonly number[]): void {
+    this.removedFrom = removedFrom;
   }
 
   setPeers(peers: PeerView | null): void {
@@ -125,6 +133,13 @@ export class ClusterOps {
 
   /** Ready: every shard has a known leader and this node applied everything it knows to be committed. */
   readiness(): { ready: boolean; reason: string | null } {
+    // First: a removed node's view of a shard it led stays stale (leaderless, or a leader it still believes in),
+    // and a node removed while it was down learns it only from its peers refusing it as a stranger.
+    let removed = this.removedFrom();
+    if (removed.length === 0 && this.strangerToAll()) removed = this.host.groups.filter((g) => g.raw.confState().voters.length > 0).map((g) => g.shard);
+    if (removed.length > 0) {
+      return { ready: false, reason: `this node is not a member of shard(s) ${removed.slice(0, 10).join(', ')} (removed with cluster remove-node?)` };
+    }
     const leaderless = this.host.groups.filter((g) => g.leader === '').map((g) => g.shard);
     if (leaderless.length > 0) return { ready: false, reason: `no known leader for shard(s) ${leaderless.slice(0, 10).join(', ')}` };
     // A removed node keeps its last view (leaders known, all applied) but every peer refuses it: not ready.
@@ -136,6 +151,13 @@ export class ClusterOps {
     const behind = this.host.groups.filter((g) => this.behind(g, nowMs)).map((g) => g.shard);
     if (behind.length > 0) return { ready: false, reason: `catching up on shard(s) ${behind.slice(0, 10).join(', ')}` };
     return { ready: true, reason: null };
+  }
+
+  /** Every other member refuses this node as not a member of its book. */
+  private strangerToAll(): boolean {
+    const peers = this.peers;
+    const members = this.members();
+    return peers !== null && members.length > 0 && members.every((p) => peers.refusedAs(p.id) === 'stranger');
   }
 
   /**

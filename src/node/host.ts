@@ -317,6 +317,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
   const router = new ShardRouter(config.nodeId, host, logger);
   const cluster = new ClusterOps(config, host, logger.child({ component: 'cluster' }));
   cluster.setMembers(() => membership.peers());
+  cluster.setRemovedFrom(() => membership.removedFrom());
   const clockDriver = p.manualClock === null ? null : new ClockDriver(p.manualClock, firing, options.clockLimits);
   const backups = new BackupTaker(db, config.dataDir, config.nodeId, logger.child({ component: 'backup' }));
   const service = new MemberNodeService({ config, shards: host.groups, proposer: firing, engine: firing, host, router, cluster, clock, metrics, clockDriver, backups }, membership);

@@ -25,7 +25,7 @@ import { membershipLimits } from '../core/limits.js';
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
 import { PeerTimeoutError, PeerUnavailableError } from '../http/peer/index.js';
-import type { ConfState, NodeId } from '../raft/index.js';
+import type { ConfChange, ConfState, NodeId } from '../raft/index.js';
 import type { Db } from '../store/db.js';
 import type { ShardGroup } from './group.js';
 import { notLeader, type RaftHost } from './raft-host.js';
@@ -204,9 +204,24 @@ export class Membership {
   private syncTimer: NodeJS.Timeout | null = null;
   /** Shards whose applied membership included this node when last seen (for the removal warning). */
   private readonly memberOf = new Set<number>();
+  /** Shards whose applied membership dropped this node while it ran. */
+  private readonly left = new Set<number>();
+  /** The member book marks this node removed (a remove-node told it, or it learned it from a peer). */
+  private selfRemoved: boolean;
 
   constructor(private readonly o: MembershipOptions) {
     this.limits = { ...membershipLimits, ...o.limits };
+    this.selfRemoved = o.book.get(o.nodeId)?.removed === true;
+  }
+
+  /**
+   * The shards this node knows it was removed from: every shard once the book says so, else those whose
+   * membership dropped it while it ran. Readiness reports them first: a removed node may keep a stale view of
+   * a shard it led (its removal is committed without it) and would otherwise look ready or merely leaderless.
+   */
+  removedFrom(): number[] {
+    if (this.selfRemoved) return this.o.host.groups.map((g) => g.shard);
+    return [...this.left].sort((a, b) => a - b);
   }
 
   start(transport: MemberTransport | null): void {
@@ -236,9 +251,12 @@ export class Membership {
     // A joining node first installs a snapshot taken before it was added: not a member YET, nothing to warn of.
     if (!member && this.memberOf.has(shard) && conf.voters.length > 0) {
       this.o.logger.warn('this node is no longer a member of the shard', { shard });
+      this.left.add(shard);
     }
-    if (member) this.memberOf.add(shard);
-    else this.memberOf.delete(shard);
+    if (member) {
+      this.memberOf.add(shard);
+      this.left.delete(shard);
+    } else this.memberOf.delete(shard);
   }
 
   // --- coordinator --------------------------------------------------------------------------------------
@@ -290,7 +308,11 @@ export class Membership {
       await this.allShards(id, 'removed', null, budgetMs);
       await this.waitLocal((c) => !isMember(c, id), 'remove-node');
       const base = entry ?? { id, host: 'unknown', port: 1 };
-      this.apply(this.o.book.merge([{ id, host: base.host, port: base.port, removed: true, version: this.nextVersion() }]));
+      const taken = this.o.book.merge([{ id, host: base.host, port: base.port, removed: true, version: this.nextVersion() }]);
+      // Told while its link is still open (best effort): the removed node then says so in its log and /readyz
+      // instead of only seeing every peer refuse it.
+      if (this.transport?.reachable(id) === true) await this.push(id);
+      this.apply(taken);
       await this.pushAll();
       this.o.logger.info('node removed from every shard', { node: id });
       return this.result(id);
@@ -408,7 +430,7 @@ export class Membership {
     const id = node as NodeId;
     if (g.raw.confState().voters.includes(id)) return;
     if (!g.raw.confState().learners.includes(id)) {
-      this.o.host.proposeConfChange(g.shard, { type: 'add_learner', node: id });
+      this.propose(g, { type: 'add_learner', node: id });
       await this.waitConf(g, (c) => isMember(c, node), Math.min(untilMs, Date.now() + this.limits.confChangeTimeoutMs), `adding ${node} as a learner`);
       this.o.logger.info('membership: learner added', { shard: g.shard, node });
     }
@@ -419,7 +441,7 @@ export class Membership {
       const pr = s.progress.get(id);
       // Proposed in the same turn as the check, so the commit index cannot move in between.
       if (pr !== undefined && pr.match >= s.commit) {
-        this.o.host.proposeConfChange(g.shard, { type: 'add_voter', node: id });
+        this.propose(g, { type: 'add_voter', node: id });
         break;
       }
       if (Date.now() >= caughtUpBy) {
@@ -439,9 +461,25 @@ export class Membership {
   private async demote(g: ShardGroup, node: string, untilMs: number): Promise<void> {
     if (!isMember(g.raw.confState(), node)) return;
     if (node === this.o.nodeId) await this.leaveLeadership(g, untilMs);
-    this.o.host.proposeConfChange(g.shard, { type: 'remove', node: node as NodeId });
+    this.propose(g, { type: 'remove', node: node as NodeId });
     await this.waitConf(g, (c) => !isMember(c, node), Math.min(untilMs, Date.now() + this.limits.confChangeTimeoutMs), `removing ${node}`);
     this.o.logger.info('membership: removed', { shard: g.shard, node });
+  }
+
+  /**
+   * Raft refuses every proposal while a leadership transfer is under way (the rebalancer's, a transfer-leader, or
+   * this node leaving): that is leadership moving, which the coordinator waits out and follows like an election,
+   * not a conflict for the operator to resolve.
+   */
+  private propose(g: ShardGroup, change: ConfChange): void {
+    try {
+      this.o.host.proposeConfChange(g.shard, change);
+    } catch (err) {
+      if (err instanceof PunctualError && err.code === 'conflict' && err.message === `shard ${g.shard}: transferring`) {
+        throw new PunctualError('unavailable', `shard ${g.shard}: a leadership transfer is under way`);
+      }
+      throw err;
+    }
   }
 
   /** This leader is the node being removed: hand the shard to the most caught-up other voter, then retry there. */
@@ -508,6 +546,7 @@ export class Membership {
     for (const e of changed) {
       if (e.id === this.o.nodeId) {
         if (e.removed) this.o.logger.warn('this node was removed from the cluster: stop it (its data directory is of no further use)');
+        this.selfRemoved = e.removed;
         continue;
       }
       this.pushed.delete(e.id);

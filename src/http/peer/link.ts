@@ -81,6 +81,7 @@ export class PeerLink {
   private lastHeardMs = -Infinity;
   /** The peer answered 403 to the last request that got an answer (see answered). */
   private refused = false;
+  private refusal: Refusal | null = null;
   private readonly streams = new Set<http2.ClientHttp2Stream>();
   private readonly counts = { sent: 0, dropped: 0, batches: 0, rpcErrors: 0, connects: 0 };
   private readonly headers: http2.OutgoingHttpHeaders;
@@ -140,15 +141,21 @@ export class PeerLink {
 
   /** The peer refuses this node: logged once per change (a refusal reason the peer did not name is shown as null). */
   private refusedBy(refusal: unknown): void {
+    const reason = typeof refusal === 'string' && Object.hasOwn(refusalHints, refusal) ? (refusal as Refusal) : null;
+    this.refusal = reason;
     if (this.refused) return;
     this.refused = true;
-    const reason = typeof refusal === 'string' && Object.hasOwn(refusalHints, refusal) ? (refusal as Refusal) : null;
     this.logger.warn('peer refuses this node (403)', {
       peer: this.peer.id,
       address: this.authority,
       reason,
       hint: reason === null ? 'check --cluster-secret, peer TLS, --shards, versions and membership on both nodes' : refusalHints[reason],
     });
+  }
+
+  /** Why the peer refuses this node (its latest refusal reason); null while it accepts it or named no reason. */
+  refusedAs(): Refusal | null {
+    return this.refused ? this.refusal : null;
   }
 
   reachable(): boolean {

@@ -303,6 +303,11 @@ export class PeerTransport {
     return this.links.get(peerId)?.reachable() ?? false;
   }
 
+  /** Why the peer refuses this node (`stranger`, `wrong_secret`, ...), or null while it accepts it. */
+  refusedAs(peerId: string): Refusal | null {
+    return this.links.get(peerId)?.refusedAs() ?? null;
+  }
+
   stats(): PeerTransportStats {
     const peers: Record<string, LinkStats> = {};
     let sent = 0;
