@@ -302,6 +302,8 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
     limits: options.membershipLimits,
     // Called only on an add-node, long after assembly: growTransport is defined below by then.
     startTransport: () => growTransport(),
+    // Called only on a remove-node, long after assembly: cluster is defined below by then.
+    handOver: (shard, to) => cluster.transferLeader(shard, to),
   });
   const dispatcher = firing.dispatcher;
   // Data retention (retention.ts): the leader of each shard proposes the deletions.

@@ -191,6 +191,11 @@ export interface MembershipOptions {
    * adds its first member, so one node can grow into a cluster. Absent: such a node refuses (unavailable).
    */
   startTransport?: () => Promise<MemberTransport>;
+  /**
+   * Hands a shard this node leads to `to` as a planned transfer does (ClusterOps.transferLeader: drained first, so
+   * the next leader finds every callback sent here recorded). Absent: Raft's transfer alone.
+   */
+  handOver?: (shard: number, to: string) => Promise<void>;
 }
 
 export class Membership {
@@ -489,15 +494,32 @@ export class Membership {
     const to = others.sort((a, b) => (s.progress.get(b)?.match ?? 0) - (s.progress.get(a)?.match ?? 0))[0];
     if (to === undefined) throw new PunctualError('conflict', `refused: ${this.o.nodeId} is the only voter of shard ${g.shard}`);
     this.o.logger.info('membership: moving leadership away before leaving', { shard: g.shard, to });
-    g.raw.transferLeader(to);
-    this.o.host.schedule();
+    await this.handOver(g, to);
     const byMs = Math.min(untilMs, Date.now() + this.limits.confChangeTimeoutMs);
     while (g.role === 'leader' && Date.now() < byMs) {
       await sleep(10);
       // An abandoned transfer (the election timeout passed) is asked again.
-      if (g.role === 'leader' && g.raw.status().leaseValid) g.raw.transferLeader(to);
+      if (g.role === 'leader' && g.raw.status().leaseValid) await this.handOver(g, to);
     }
     throw notLeader(g.shard); // the coordinator retries against the new leader
+  }
+
+  /**
+   * A planned transfer where the node has one (o.handOver), so removing a node sends no callback twice; its
+   * refusal while one of the shard is under way (or the target looks unreachable from here) is waited out by the
+   * caller's loop, which asks again.
+   */
+  private async handOver(g: ShardGroup, to: NodeId): Promise<void> {
+    if (this.o.handOver === undefined) {
+      g.raw.transferLeader(to);
+      this.o.host.schedule();
+      return;
+    }
+    try {
+      await this.o.handOver(g.shard, to);
+    } catch (err) {
+      if (!(err instanceof PunctualError && err.code === 'unavailable')) throw err;
+    }
   }
 
   /** Polls the leader's applied membership; leadership lost on the way is `unavailable` (the caller retries). */
