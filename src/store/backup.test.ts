@@ -157,10 +157,12 @@ describe('restore', () => {
     bytes.fill(0xff, 4096 * 3, 4096 * 3 + 2000);
     writeFileSync(corrupt, bytes);
     expect(refusal(() => restoreBackup({ ...to('corrupt'), from: corrupt }))).toMatch(/integrity|malformed|not a readable/);
-    // Nothing was left behind by the refused restores.
-    for (const name of ['other', 'junk', 'plain', 'old', 'corrupt']) {
-      expect(existsSync(join(dir, name)) ? readdirSync(join(dir, name)) : []).toEqual([]);
-    }
+    // Nothing was left behind by the refused restores, not even the data directories they made.
+    for (const name of ['other', 'junk', 'plain', 'old', 'corrupt']) expect(existsSync(join(dir, name)), name).toBe(false);
+    // A directory that was there before stays (empty, as it was).
+    mkdirSync(join(dir, 'given'));
+    expect(refusal(() => restoreBackup({ ...to('given'), from: junk }))).toMatch(/not a readable Punctual backup|cannot open/);
+    expect(readdirSync(join(dir, 'given'))).toEqual([]);
   });
 
   it("a cluster member's copy needs --new-cluster, which makes this node the only voter at a fresh term", async () => {

@@ -17,7 +17,7 @@
  */
 import Database from 'better-sqlite3';
 import { randomUUID } from 'node:crypto';
-import { copyFileSync, createReadStream, existsSync, fstatSync, openSync, readdirSync, renameSync, rmSync, type ReadStream } from 'node:fs';
+import { copyFileSync, createReadStream, existsSync, fstatSync, openSync, readdirSync, renameSync, rmdirSync, rmSync, type ReadStream } from 'node:fs';
 import { join } from 'node:path';
 import { backupLimits } from '../core/limits.js';
 import { PunctualError } from '../core/errors.js';
@@ -229,6 +229,7 @@ export function restoreBackup(o: RestoreOptions): RestoreResult {
   if (!existsSync(o.from)) throw new RestoreError(`${o.from}: no such file`);
   const target = dbFilePath(o.dataDir);
   if (existsSync(target)) throw new RestoreError(`${o.dataDir} already holds a database: restore into a new, empty data directory`);
+  const made = !existsSync(o.dataDir);
   secureDataDir(o.dataDir);
   const temp = join(o.dataDir, `restore-${randomUUID()}${tempSuffix}`);
   copyFileSync(o.from, privateFile(temp));
@@ -238,7 +239,18 @@ export function restoreBackup(o: RestoreOptions): RestoreResult {
     return { ...result, path: target };
   } catch (err) {
     for (const suffix of ['', '-wal', '-shm']) rmSync(temp + suffix, { force: true });
+    // A refused restore leaves no data directory it made: the operator's next try starts as the first did.
+    if (made) rmdirQuiet(o.dataDir);
     throw err;
+  }
+}
+
+/** Removes a directory if it is empty (anything else in it is not ours to delete). */
+function rmdirQuiet(path: string): void {
+  try {
+    rmdirSync(path);
+  } catch {
+    // not empty, or already gone
   }
 }
 
