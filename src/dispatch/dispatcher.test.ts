@@ -4,10 +4,15 @@
  */
 import { createHmac } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer as createHttpsServer } from 'node:https';
 import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock, systemClock } from '../core/clock.js';
 import { limits } from '../core/limits.js';
+import { loopbackSans, makeCa, makeCert, openssl } from '../core/testing/certs.js';
 import { silentLogger } from '../core/log.js';
 import type { CallbackSpec } from '../scheduler/types.js';
 import { Dispatcher, type AttemptOutcome, type Delivery, type DispatcherOptions } from './dispatcher.js';
@@ -250,6 +255,11 @@ describe('classification', () => {
     expect((await send(503, new Date(1_600_000_000_000).toUTCString())).retryAfterMs).toBe(0);
     expect((await send(503, 'soon-ish')).retryAfterMs).toBeNull();
     expect((await send(200, '7')).retryAfterMs).toBeNull();
+    // Absurd values: more digits than fit in a day still mean "the longest wait", and text that merely contains
+    // a year is not an HTTP date (it must not hold the retry back for an hour).
+    expect((await send(503, '99999999999999')).retryAfterMs).toBe(limits.retryAfterMsMax);
+    expect((await send(503, 'x 2027')).retryAfterMs).toBeNull();
+    expect((await send(429, 'Tuesday, 14-Nov-23 22:15:20 GMT')).retryAfterMs).toBe(120_000);
   });
 
   it('times out a receiver that never answers, and drops its connection', async () => {
@@ -349,6 +359,36 @@ describe('classification', () => {
     const outcome = await d.send(delivery(spec(url)));
     expect(outcome).toMatchObject({ kind: 'retryable', statusCode: null });
     expect(outcome.error).toMatch(/^(HTTPParserError|HPE_\w+): /);
+  });
+
+  it('an https receiver whose certificate does not verify: retryable, the certificate error named, nothing sent', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'punctual-rx-tls-'));
+    cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+    // A self-signed certificate, and one signed by a CA this process does not trust (docs/api.md: NODE_EXTRA_CA_CERTS).
+    openssl(dir, ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', 'self.key',
+      '-out', 'self.crt', '-days', '2', '-subj', '/CN=self', '-addext', 'subjectAltName=IP:127.0.0.1']); // prettier-ignore
+    makeCa(dir);
+    const signed = makeCert(dir, 'leaf', loopbackSans);
+    let requests = 0;
+    const receiver = async (certFile: string, keyFile: string): Promise<string> => {
+      const server = createHttpsServer({ cert: readFileSync(certFile), key: readFileSync(keyFile) }, (_req, res) => {
+        requests++;
+        res.end();
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      cleanups.push(async () => {
+        server.closeAllConnections();
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+      });
+      return `https://127.0.0.1:${(server.address() as { port: number }).port}/cb`;
+    };
+    const d = dispatcher();
+    const self = await d.send(delivery(spec(await receiver(join(dir, 'self.crt'), join(dir, 'self.key')))));
+    expect(self).toMatchObject({ kind: 'retryable', statusCode: null, error: 'DEPTH_ZERO_SELF_SIGNED_CERT: self-signed certificate' });
+    const unknownCa = await d.send(delivery(spec(await receiver(signed.certFile, signed.keyFile))));
+    expect(unknownCa).toMatchObject({ kind: 'retryable', statusCode: null });
+    expect(unknownCa.error).toMatch(/^UNABLE_TO_VERIFY_LEAF_SIGNATURE: /);
+    expect(requests).toBe(0);
   });
 
   it('fails invalid and non-HTTP URLs permanently without sending', async () => {
