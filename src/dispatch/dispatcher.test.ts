@@ -6,7 +6,7 @@ import { createHmac } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer as createHttpsServer } from 'node:https';
-import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
+import { connect, createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -621,6 +621,27 @@ describe('isolation and concurrency', () => {
     for (const o of await Promise.all(held)) expect(o.error).toBe('timeout after 600 ms');
     await new Promise((r) => setTimeout(r, 200));
     expect(received).toBe(connections);
+  });
+
+  it('warm connections count against the origin\'s bound, undici\'s connections still on their way included', async () => {
+    let accepted = 0;
+    let requests = 0;
+    const url = await netReceiver((socket) => {
+      accepted++;
+      socket.on('data', () => requests++); // never answers: every request holds its connection
+    });
+    const d = dispatcher();
+    const max = limits.dispatchConnectionsPerOriginMax;
+    const hanging = spec(`${url}/h`, { timeoutMs: 60_000, maxConcurrency: 1000 });
+    for (let i = 0; i < max; i++) void d.send(delivery(hanging, { concurrencyKey: 'bound' }));
+    // Staging asks for as many warm connections as requests due at once, while the pool's own are connecting.
+    d.warm(`${url}/h`, max);
+    await waitFor(() => requests === max);
+    // A connection of ours after all that: the receiver accepts in order, so whatever the node opened is counted.
+    const barrier = connect(Number(new URL(url).port), '127.0.0.1');
+    cleanups.push(async () => void barrier.destroy());
+    await waitFor(() => accepted > max);
+    expect(accepted - 1).toBe(max);
   });
 
   it('frees the slot of a timed-out attempt for the next one of its key', async () => {
