@@ -102,6 +102,11 @@ export const limits = {
   dispatchCloseGraceMsDefault: 5_000,
   /** A connection opened ahead for staged deliveries (Dispatcher.warm) closes after this long unused. */
   dispatchWarmIdleMs: 10_000,
+  /**
+   * A request prepared ahead is signed with its due time; one that leaves later than this after it (it waited for
+   * its concurrency slot, or the node was behind) is signed again, so the signature's time is when it was sent.
+   */
+  dispatchPreparedSignatureAgeMsMax: 1_000,
   /** The signer's kept scratch buffer (one MAC's input); a larger body is signed from a buffer of its own. */
   signScratchBytesMax: 65_536,
   // --- the firing thread (src/dispatch/firing-port.ts, firing-core.ts)

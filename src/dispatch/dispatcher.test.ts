@@ -775,6 +775,40 @@ describe('signing v2 and Standard Webhooks, with two secrets', () => {
     expect(verifyStandardWebhook(secret, std, blob, 60, now)).toBe(true);
   });
 
+  it('a prepared request that leaves long after its due time (behind max_concurrency) is signed at its send time', async () => {
+    const secret = 'prepared-secret-of-16-bytes';
+    const seen: Array<{ path: string; headers: IncomingMessage['headers'] }> = [];
+    let release: (() => void) | null = null;
+    const { url } = await httpReceiver((req, res) => {
+      seen.push({ path: req.url!, headers: req.headers });
+      req.resume();
+      if (req.url === '/first') release = () => res.end();
+      else res.end();
+    });
+    const clock = new ManualClock(1_700_000_000_000);
+    const d = dispatcher({ clock });
+    const one = (path: string) => spec(`${url}${path}`, { signingSecret: secret, maxConcurrency: 1 });
+    const first = d.send(delivery(one('/first'), { concurrencyKey: 'one-at-a-time' }));
+    await waitFor(() => release !== null);
+    // Staged and prepared for now, but its key's only slot is taken: it waits ten minutes in the queue.
+    const queued = delivery(one('/queued'), { concurrencyKey: 'one-at-a-time' });
+    const prepared = d.prepare(queued, clock.nowMs());
+    const second = d.send(queued, prepared);
+    clock.advance(600_000);
+    release!();
+    await first;
+    expect((await second).kind).toBe('succeeded');
+    const h = seen.find((r) => r.path === '/queued')!.headers;
+    expect(h['webhook-timestamp']).toBe(String(Math.floor((1_700_000_000_000 + 600_000) / 1000)));
+    expect(String(h['x-punctual-signature']).startsWith(`t=${1_700_000_000_000 + 600_000},`)).toBe(true);
+    // A prepared request sent at its time keeps the signature made ahead (nothing is signed at the due ms).
+    const onTime = delivery(one('/on-time'), { concurrencyKey: 'one-at-a-time' });
+    const ahead = d.prepare(onTime, clock.nowMs() + 50);
+    clock.advance(50);
+    await d.send(onTime, ahead);
+    expect(String(seen.find((r) => r.path === '/on-time')!.headers['x-punctual-signature']).startsWith(`t=${clock.nowMs()},`)).toBe(true);
+  });
+
   it('a user header named like a Standard Webhooks header is never sent', async () => {
     const seen: Array<IncomingMessage['headers']> = [];
     const { url } = await httpReceiver((req, res) => {

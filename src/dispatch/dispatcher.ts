@@ -64,6 +64,8 @@ export interface AttemptOutcome {
  */
 export interface PreparedRequest {
   headers: string[];
+  /** The time its signatures carry: the due time it was prepared for. */
+  signedAtMs: number;
 }
 
 /** How sendTo() hands an outcome back; `tag` is the one given to that send. */
@@ -520,12 +522,16 @@ class Engine {
     const d = attempt.delivery;
     const startedAtMs = attempt.startedAtMs;
     this.deadlines.add(attempt, d.spec.timeoutMs);
+    // A staged request was signed over its inline body at its due time; a payload_ref body is fetched now, and a
+    // request that leaves well after its due time (it waited for its max_concurrency slot, or the node was
+    // behind) is signed again: the signature's time is when the attempt is sent (docs/api.md).
+    const prepared = attempt.prepared;
+    const fresh = prepared !== null && d.payloadRef == null && startedAtMs - prepared.signedAtMs <= limits.dispatchPreparedSignatureAgeMsMax;
     const options: UndiciDispatcher.DispatchOptions = {
       origin: attempt.target.origin,
       path: attempt.target.path,
       method: d.spec.method as UndiciDispatcher.HttpMethod,
-      // A staged request was signed over its inline body; a payload_ref body is fetched now, so signed now.
-      headers: attempt.prepared !== null && d.payloadRef == null ? attempt.prepared.headers : this.headers(attempt, startedAtMs),
+      headers: fresh ? prepared.headers : this.headers(attempt, startedAtMs),
       body: attempt.body.length > 0 ? attempt.body : null,
       // Our timer covers connect + headers + body as one budget; undici's own timers would only race it.
       headersTimeout: 0,
@@ -618,7 +624,7 @@ class Engine {
     const target = this.target(d.spec.url);
     // A payload_ref body is fetched when the attempt starts: nothing to sign ahead.
     if (d.payloadRef != null) return null;
-    return typeof target === 'string' ? null : { headers: this.headersFor(d, target, d.body, null, signAtMs) };
+    return typeof target === 'string' ? null : { headers: this.headersFor(d, target, d.body, null, signAtMs), signedAtMs: signAtMs };
   }
 
   warm(url: string, count: number): void {
