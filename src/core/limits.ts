@@ -102,6 +102,17 @@ export const limits = {
   dispatchCloseGraceMsDefault: 5_000,
   /** A connection opened ahead for staged deliveries (Dispatcher.warm) closes after this long unused. */
   dispatchWarmIdleMs: 10_000,
+  /**
+   * A request prepared ahead is signed with its due time; one that leaves later than this after it (it waited for
+   * its concurrency slot, or the node was behind) is signed again, so the signature's time is when it was sent.
+   */
+  dispatchPreparedSignatureAgeMsMax: 1_000,
+  /**
+   * A callback's (or a payload_ref's) TCP and TLS connect gives up after this long, even when the task's
+   * timeout_ms is longer: a connect the target never answers would otherwise hold one of the origin's pool slots
+   * for the kernel's own SYN timeout (minutes) after the attempt was given up.
+   */
+  dispatchConnectTimeoutMs: 10_000,
   /** The signer's kept scratch buffer (one MAC's input); a larger body is signed from a buffer of its own. */
   signScratchBytesMax: 65_536,
   // --- the firing thread (src/dispatch/firing-port.ts, firing-core.ts)

@@ -13,7 +13,18 @@ export function classifyStatus(statusCode: number): OutcomeKind {
   return 'permanent';
 }
 
-const secondsPattern = /^\s*(\d{1,12})\s*$/;
+/** delta-seconds: digits only, any number of them (RFC 9110 puts no bound; a huge value is clamped, not ignored). */
+const secondsPattern = /^\s*(\d+)\s*$/;
+
+const monthNames = 'jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec';
+const dayNames = 'mon|tue|wed|thu|fri|sat|sun';
+const timeOfDay = '(\\d{2}):(\\d{2}):(\\d{2})';
+/** IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT`. */
+const imfFixdate = new RegExp(`^(?:${dayNames}), (\\d{2}) (${monthNames}) (\\d{4}) ${timeOfDay} GMT$`, 'i');
+/** Obsolete RFC 850: `Sunday, 06-Nov-94 08:49:37 GMT`. */
+const rfc850Date = new RegExp(`^(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday), (\\d{2})-(${monthNames})-(\\d{2}) ${timeOfDay} GMT$`, 'i');
+/** Obsolete asctime: `Sun Nov  6 08:49:37 1994`. */
+const asctimeDate = new RegExp(`^(?:${dayNames}) (${monthNames}) ( \\d|\\d{2}) ${timeOfDay} (\\d{4})$`, 'i');
 
 /**
  * A Retry-After value (delta-seconds or an HTTP date) as milliseconds from nowMs, clamped to
@@ -25,15 +36,48 @@ export function parseRetryAfterMs(value: string | string[] | undefined, nowMs: n
   const seconds = secondsPattern.exec(text);
   let delayMs: number;
   if (seconds !== null) {
+    // Number() of a few hundred digits is Infinity, which the clamp below brings back to the bound.
     delayMs = Number(seconds[1]) * 1000;
   } else {
-    // Only dates that name a weekday or month: Date.parse also accepts bare numbers like "1.5", not HTTP dates.
-    if (!/[a-z]/i.test(text)) return null;
-    const atMs = Date.parse(text);
-    if (Number.isNaN(atMs)) return null;
+    const atMs = parseHttpDateMs(text.trim(), nowMs);
+    if (atMs === null) return null;
     delayMs = atMs - nowMs;
   }
   return Math.min(limits.retryAfterMsMax, Math.max(0, delayMs));
+}
+
+/**
+ * An HTTP-date (RFC 9110 section 5.6.7: IMF-fixdate and the two obsolete forms recipients must accept) as epoch
+ * ms; null for anything else. Date.parse is not used: it reads nearly any text with a number in it as a date
+ * (`x 2027` is January 2027), and such a value must be ignored, not obeyed for an hour.
+ */
+function parseHttpDateMs(text: string, nowMs: number): number | null {
+  let day: string, month: string, year: number, hh: string, mm: string, ss: string;
+  let m = imfFixdate.exec(text);
+  if (m !== null) {
+    [, day, month, , hh, mm, ss] = m;
+    year = Number(m[3]);
+  } else if ((m = rfc850Date.exec(text)) !== null) {
+    [, day, month, , hh, mm, ss] = m;
+    // A two-digit year more than 50 years ahead is the latest such year in the past (RFC 9110).
+    const nowYear = new Date(nowMs).getUTCFullYear();
+    year = nowYear - (nowYear % 100) + Number(m[3]);
+    if (year > nowYear + 50) year -= 100;
+  } else if ((m = asctimeDate.exec(text)) !== null) {
+    [, month, day, hh, mm, ss] = m;
+    year = Number(m[6]);
+  } else {
+    return null;
+  }
+  const monthIndex = monthNames.split('|').indexOf(month.toLowerCase());
+  const d = Number(day);
+  if (Number(hh) > 23 || Number(mm) > 59 || Number(ss) > 60) return null;
+  const at = new Date(0);
+  at.setUTCFullYear(year, monthIndex, d);
+  // An impossible date (Feb 30) rolls over into the next month: refused, not moved.
+  if (at.getUTCMonth() !== monthIndex || at.getUTCDate() !== d) return null;
+  at.setUTCHours(Number(hh), Number(mm), Number(ss), 0);
+  return at.getTime();
 }
 
 /** Error codes that no retry can fix: the request itself is wrong (bad header, unsupported option). */

@@ -4,10 +4,15 @@
  */
 import { createHmac } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer as createHttpsServer } from 'node:https';
+import { connect, createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock, systemClock } from '../core/clock.js';
 import { limits } from '../core/limits.js';
+import { loopbackSans, makeCa, makeCert, openssl } from '../core/testing/certs.js';
 import { silentLogger } from '../core/log.js';
 import type { CallbackSpec } from '../scheduler/types.js';
 import { Dispatcher, type AttemptOutcome, type Delivery, type DispatcherOptions } from './dispatcher.js';
@@ -250,6 +255,11 @@ describe('classification', () => {
     expect((await send(503, new Date(1_600_000_000_000).toUTCString())).retryAfterMs).toBe(0);
     expect((await send(503, 'soon-ish')).retryAfterMs).toBeNull();
     expect((await send(200, '7')).retryAfterMs).toBeNull();
+    // Absurd values: more digits than fit in a day still mean "the longest wait", and text that merely contains
+    // a year is not an HTTP date (it must not hold the retry back for an hour).
+    expect((await send(503, '99999999999999')).retryAfterMs).toBe(limits.retryAfterMsMax);
+    expect((await send(503, 'x 2027')).retryAfterMs).toBeNull();
+    expect((await send(429, 'Tuesday, 14-Nov-23 22:15:20 GMT')).retryAfterMs).toBe(120_000);
   });
 
   it('times out a receiver that never answers, and drops its connection', async () => {
@@ -349,6 +359,36 @@ describe('classification', () => {
     const outcome = await d.send(delivery(spec(url)));
     expect(outcome).toMatchObject({ kind: 'retryable', statusCode: null });
     expect(outcome.error).toMatch(/^(HTTPParserError|HPE_\w+): /);
+  });
+
+  it('an https receiver whose certificate does not verify: retryable, the certificate error named, nothing sent', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'punctual-rx-tls-'));
+    cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+    // A self-signed certificate, and one signed by a CA this process does not trust (docs/api.md: NODE_EXTRA_CA_CERTS).
+    openssl(dir, ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', 'self.key',
+      '-out', 'self.crt', '-days', '2', '-subj', '/CN=self', '-addext', 'subjectAltName=IP:127.0.0.1']); // prettier-ignore
+    makeCa(dir);
+    const signed = makeCert(dir, 'leaf', loopbackSans);
+    let requests = 0;
+    const receiver = async (certFile: string, keyFile: string): Promise<string> => {
+      const server = createHttpsServer({ cert: readFileSync(certFile), key: readFileSync(keyFile) }, (_req, res) => {
+        requests++;
+        res.end();
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      cleanups.push(async () => {
+        server.closeAllConnections();
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+      });
+      return `https://127.0.0.1:${(server.address() as { port: number }).port}/cb`;
+    };
+    const d = dispatcher();
+    const self = await d.send(delivery(spec(await receiver(join(dir, 'self.crt'), join(dir, 'self.key')))));
+    expect(self).toMatchObject({ kind: 'retryable', statusCode: null, error: 'DEPTH_ZERO_SELF_SIGNED_CERT: self-signed certificate' });
+    const unknownCa = await d.send(delivery(spec(await receiver(signed.certFile, signed.keyFile))));
+    expect(unknownCa).toMatchObject({ kind: 'retryable', statusCode: null });
+    expect(unknownCa.error).toMatch(/^UNABLE_TO_VERIFY_LEAF_SIGNATURE: /);
+    expect(requests).toBe(0);
   });
 
   it('fails invalid and non-HTTP URLs permanently without sending', async () => {
@@ -583,6 +623,27 @@ describe('isolation and concurrency', () => {
     expect(received).toBe(connections);
   });
 
+  it('warm connections count against the origin\'s bound, undici\'s connections still on their way included', async () => {
+    let accepted = 0;
+    let requests = 0;
+    const url = await netReceiver((socket) => {
+      accepted++;
+      socket.on('data', () => requests++); // never answers: every request holds its connection
+    });
+    const d = dispatcher();
+    const max = limits.dispatchConnectionsPerOriginMax;
+    const hanging = spec(`${url}/h`, { timeoutMs: 60_000, maxConcurrency: 1000 });
+    for (let i = 0; i < max; i++) void d.send(delivery(hanging, { concurrencyKey: 'bound' }));
+    // Staging asks for as many warm connections as requests due at once, while the pool's own are connecting.
+    d.warm(`${url}/h`, max);
+    await waitFor(() => requests === max);
+    // A connection of ours after all that: the receiver accepts in order, so whatever the node opened is counted.
+    const barrier = connect(Number(new URL(url).port), '127.0.0.1');
+    cleanups.push(async () => void barrier.destroy());
+    await waitFor(() => accepted > max);
+    expect(accepted - 1).toBe(max);
+  });
+
   it('frees the slot of a timed-out attempt for the next one of its key', async () => {
     let hits = 0;
     const { url } = await httpReceiver((req, res) => {
@@ -712,6 +773,40 @@ describe('signing v2 and Standard Webhooks, with two secrets', () => {
     expect(verifySignatureV2(secret, value('X-Punctual-Signature'), { method: 'POST', url: `${url}/hook`, dedupKey, body: blob }, 60_000, now)).toBe(true);
     const std = { id: dedupKey, timestamp: value('webhook-timestamp'), signature: value('webhook-signature') };
     expect(verifyStandardWebhook(secret, std, blob, 60, now)).toBe(true);
+  });
+
+  it('a prepared request that leaves long after its due time (behind max_concurrency) is signed at its send time', async () => {
+    const secret = 'prepared-secret-of-16-bytes';
+    const seen: Array<{ path: string; headers: IncomingMessage['headers'] }> = [];
+    let release: (() => void) | null = null;
+    const { url } = await httpReceiver((req, res) => {
+      seen.push({ path: req.url!, headers: req.headers });
+      req.resume();
+      if (req.url === '/first') release = () => res.end();
+      else res.end();
+    });
+    const clock = new ManualClock(1_700_000_000_000);
+    const d = dispatcher({ clock });
+    const one = (path: string) => spec(`${url}${path}`, { signingSecret: secret, maxConcurrency: 1 });
+    const first = d.send(delivery(one('/first'), { concurrencyKey: 'one-at-a-time' }));
+    await waitFor(() => release !== null);
+    // Staged and prepared for now, but its key's only slot is taken: it waits ten minutes in the queue.
+    const queued = delivery(one('/queued'), { concurrencyKey: 'one-at-a-time' });
+    const prepared = d.prepare(queued, clock.nowMs());
+    const second = d.send(queued, prepared);
+    clock.advance(600_000);
+    release!();
+    await first;
+    expect((await second).kind).toBe('succeeded');
+    const h = seen.find((r) => r.path === '/queued')!.headers;
+    expect(h['webhook-timestamp']).toBe(String(Math.floor((1_700_000_000_000 + 600_000) / 1000)));
+    expect(String(h['x-punctual-signature']).startsWith(`t=${1_700_000_000_000 + 600_000},`)).toBe(true);
+    // A prepared request sent at its time keeps the signature made ahead (nothing is signed at the due ms).
+    const onTime = delivery(one('/on-time'), { concurrencyKey: 'one-at-a-time' });
+    const ahead = d.prepare(onTime, clock.nowMs() + 50);
+    clock.advance(50);
+    await d.send(onTime, ahead);
+    expect(String(seen.find((r) => r.path === '/on-time')!.headers['x-punctual-signature']).startsWith(`t=${clock.nowMs()},`)).toBe(true);
   });
 
   it('a user header named like a Standard Webhooks header is never sent', async () => {

@@ -64,6 +64,8 @@ export interface AttemptOutcome {
  */
 export interface PreparedRequest {
   headers: string[];
+  /** The time its signatures carry: the due time it was prepared for. */
+  signedAtMs: number;
 }
 
 /** How sendTo() hands an outcome back; `tag` is the one given to that send. */
@@ -184,6 +186,18 @@ interface SpecPlan {
    * `application/octet-stream` (payload_base64 bytes).
    */
   heads: readonly [string[], string[], string[]];
+}
+
+/**
+ * The sockets of one origin: `open` counts every one this dispatcher started (undici's and warm ones, from the
+ * connect until the socket closes), `connecting` the warm ones on their way, `ready` the warm ones not handed to
+ * undici yet, and `waiters` undici's connects waiting for a warm one on its way.
+ */
+interface OriginSockets {
+  open: number;
+  connecting: number;
+  ready: Set<Socket>;
+  waiters: Array<{ opts: buildConnector.Options; callback: buildConnector.Callback }>;
 }
 
 type AttemptState = 'queued' | 'running' | 'done';
@@ -420,8 +434,10 @@ class Engine {
   private activeHead: Attempt | null = null;
   private closing: Promise<void> | null = null;
   private idleResolve: (() => void) | null = null;
-  /** Warm connections not handed to undici yet, per `protocol//hostname:port`. */
-  private readonly spares = new Map<string, Set<Socket>>();
+  /** The sockets of each origin, per `protocol//hostname:port` (OriginSockets); gone when it has none. */
+  private readonly origins = new Map<string, OriginSockets>();
+  /** How a warm connection not handed to undici yet is dropped (its listeners, removed when undici takes it). */
+  private readonly spareDrops = new WeakMap<Socket, () => void>();
   private readonly baseConnect: buildConnector.connector;
 
   constructor(options: DispatcherOptions) {
@@ -434,12 +450,17 @@ class Engine {
     );
     const policy = options.targetPolicy ?? new TargetPolicy();
     this.baseConnect = policy.connector();
-    // A pool that needs a connection takes a warm one first (opened through the same policy check), else connects.
+    // A pool that needs a connection takes a warm one first (opened through the same policy check), else waits
+    // for a warm one on its way (as quick as a new one, and a new one could take the origin past its bound), else
+    // connects.
     const connect: buildConnector.connector = (opts, callback) => {
-      const spare = this.takeSpare(`${opts.protocol}//${opts.hostname}:${opts.port}`);
+      const key = `${opts.protocol}//${opts.hostname}:${opts.port}`;
+      const origin = this.origins.get(key);
+      const spare = origin === undefined ? null : this.takeSpare(origin);
       // Asynchronously, as a real connect completes: undici's pool is not reentrant here.
-      if (spare !== null) process.nextTick(callback, null, spare);
-      else this.baseConnect(opts, callback);
+      if (spare !== null) return void process.nextTick(callback, null, spare);
+      if (origin !== undefined && origin.connecting > origin.waiters.length) return void origin.waiters.push({ opts, callback });
+      this.countedConnect(key, opts, callback);
     };
     this.agent = new Agent({ connections: limits.dispatchConnectionsPerOriginMax, pipelining: 1, connect });
     this.payloadRefs = new PayloadRefFetcher({ policy, bytesMax: options.payloadRefBytesMax });
@@ -501,12 +522,16 @@ class Engine {
     const d = attempt.delivery;
     const startedAtMs = attempt.startedAtMs;
     this.deadlines.add(attempt, d.spec.timeoutMs);
+    // A staged request was signed over its inline body at its due time; a payload_ref body is fetched now, and a
+    // request that leaves well after its due time (it waited for its max_concurrency slot, or the node was
+    // behind) is signed again: the signature's time is when the attempt is sent (docs/api.md).
+    const prepared = attempt.prepared;
+    const fresh = prepared !== null && d.payloadRef == null && startedAtMs - prepared.signedAtMs <= limits.dispatchPreparedSignatureAgeMsMax;
     const options: UndiciDispatcher.DispatchOptions = {
       origin: attempt.target.origin,
       path: attempt.target.path,
       method: d.spec.method as UndiciDispatcher.HttpMethod,
-      // A staged request was signed over its inline body; a payload_ref body is fetched now, so signed now.
-      headers: attempt.prepared !== null && d.payloadRef == null ? attempt.prepared.headers : this.headers(attempt, startedAtMs),
+      headers: fresh ? prepared.headers : this.headers(attempt, startedAtMs),
       body: attempt.body.length > 0 ? attempt.body : null,
       // Our timer covers connect + headers + body as one budget; undici's own timers would only race it.
       headersTimeout: 0,
@@ -584,8 +609,10 @@ class Engine {
       aborted++;
     }
     this.logger.info('dispatcher closed', { queuedDropped: drained.length, inFlightAborted: aborted });
-    for (const set of this.spares.values()) for (const socket of set) socket.destroy();
-    this.spares.clear();
+    for (const origin of this.origins.values()) {
+      for (const socket of origin.ready) socket.destroy();
+      for (const waiter of origin.waiters.splice(0)) waiter.callback(new Error('dispatcher closed'), null);
+    }
     this.deadlines.close();
     // Every attempt is settled by now. destroy(), not close(): close() would wait for requests still queued
     // inside undici whose attempts timed out there (a saturated pool), and for nothing we need.
@@ -597,7 +624,7 @@ class Engine {
     const target = this.target(d.spec.url);
     // A payload_ref body is fetched when the attempt starts: nothing to sign ahead.
     if (d.payloadRef != null) return null;
-    return typeof target === 'string' ? null : { headers: this.headersFor(d, target, d.body, null, signAtMs) };
+    return typeof target === 'string' ? null : { headers: this.headersFor(d, target, d.body, null, signAtMs), signedAtMs: signAtMs };
   }
 
   warm(url: string, count: number): void {
@@ -608,33 +635,74 @@ class Engine {
     const port = u.port !== '' ? u.port : u.protocol === 'https:' ? '443' : '80';
     // undici names an IPv6 host without its brackets when it asks for a connection.
     const key = `${u.protocol}//${u.hostname.replace(/^\[(.*)\]$/, '$1')}:${port}`;
-    const stats = (this.agent.stats as Record<string, { connected: number; free: number } | undefined>)[target.origin];
-    const spares = this.spares.get(key)?.size ?? 0;
-    const room = limits.dispatchConnectionsPerOriginMax - (stats?.connected ?? 0) - spares;
+    const stats = (this.agent.stats as Record<string, { free: number } | undefined>)[target.origin];
+    const origin = this.origins.get(key);
+    const spares = origin === undefined ? 0 : origin.ready.size + origin.connecting;
+    // Every socket of the origin counts, undici's still connecting and warm ones included: the bound is the origin's.
+    const room = limits.dispatchConnectionsPerOriginMax - (origin?.open ?? 0);
     const want = Math.min(count, limits.dispatchConnectionsPerOriginMax) - (stats?.free ?? 0) - spares;
     const n = Math.min(want, room);
     for (let i = 0; i < n; i++) this.openSpare(key, u);
   }
 
+  private origin(key: string): OriginSockets {
+    let origin = this.origins.get(key);
+    if (origin === undefined) {
+      origin = { open: 0, connecting: 0, ready: new Set(), waiters: [] };
+      this.origins.set(key, origin);
+    }
+    return origin;
+  }
+
+  /** An origin with nothing left in it is dropped (no callback still refers to it once `open` is 0). */
+  private forget(key: string, origin: OriginSockets): void {
+    if (origin.open === 0 && origin.connecting === 0 && origin.ready.size === 0 && origin.waiters.length === 0 && this.origins.get(key) === origin) {
+      this.origins.delete(key);
+    }
+  }
+
+  /** A connection through the policy, counted in its origin's `open` from the connect until the socket closes. */
+  private countedConnect(key: string, opts: buildConnector.Options, callback: buildConnector.Callback): void {
+    const origin = this.origin(key);
+    origin.open++;
+    this.baseConnect(opts, (err, socket) => {
+      if (err !== null || socket === null) {
+        origin.open--;
+        this.forget(key, origin);
+        return callback(err, null);
+      }
+      socket.once('close', () => {
+        origin.open--;
+        this.forget(key, origin);
+      });
+      callback(null, socket);
+    });
+  }
+
   private openSpare(key: string, u: URL): void {
     const port = u.port !== '' ? u.port : u.protocol === 'https:' ? '443' : '80';
     const opts = { hostname: u.hostname, host: u.host, protocol: u.protocol, port, servername: null, localAddress: null } as unknown as buildConnector.Options;
-    let set = this.spares.get(key);
-    if (set === undefined) {
-      set = new Set();
-      this.spares.set(key, set);
-    }
-    const spares = set;
-    this.baseConnect(opts, (err, socket) => {
-      if (err !== null || socket === null) return; // the real send reports what is wrong with the target
+    const origin = this.origin(key);
+    origin.connecting++;
+    this.countedConnect(key, opts, (err, socket) => {
+      origin.connecting--;
+      const waiter = origin.waiters.shift();
+      if (err !== null || socket === null) {
+        // The real send reports what is wrong with the target; a connect that waited for this one makes its own.
+        if (waiter !== undefined) this.countedConnect(key, waiter.opts, waiter.callback);
+        else this.forget(key, origin);
+        return;
+      }
       const s = socket as Socket;
+      if (waiter !== undefined) return waiter.callback(null, s);
       if (this.closing !== null) return void s.destroy();
-      spares.add(s);
+      origin.ready.add(s);
       // An idle warm connection that the target closes, or that nobody takes in time, is dropped.
       const drop = (): void => {
-        spares.delete(s);
+        origin.ready.delete(s);
         s.destroy();
       };
+      this.spareDrops.set(s, drop);
       // No 'data' listener: it would switch the socket to flowing mode and undici would miss the first answer.
       s.once('close', drop);
       s.once('error', drop);
@@ -643,13 +711,12 @@ class Engine {
     });
   }
 
-  private takeSpare(key: string): Socket | null {
-    const set = this.spares.get(key);
-    if (set === undefined) return null;
-    for (const s of set) {
-      set.delete(s);
-      s.removeAllListeners('close').removeAllListeners('error').removeAllListeners('end').removeAllListeners('timeout');
-      s.setTimeout(0);
+  private takeSpare(origin: OriginSockets): Socket | null {
+    for (const s of origin.ready) {
+      origin.ready.delete(s);
+      const drop = this.spareDrops.get(s);
+      // Only the warm connection's own listeners: the one that counts the origin's sockets stays.
+      if (drop !== undefined) s.off('close', drop).off('error', drop).off('end', drop).setTimeout(0, drop);
       if (!s.destroyed) return s;
     }
     return null;

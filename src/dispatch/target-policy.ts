@@ -157,7 +157,7 @@ export class TargetPolicy {
       let connect = byPort.get(port);
       if (connect === undefined) {
         if (byPort.size >= limits.dispatchConnectorPortsMax) byPort.clear();
-        connect = buildConnector({ lookup: this.lookupFor(port) });
+        connect = buildConnector({ lookup: this.lookupFor(port), timeout: limits.dispatchConnectTimeoutMs });
         byPort.set(port, connect);
       }
       connect(options, callback);
