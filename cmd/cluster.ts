@@ -95,7 +95,7 @@ async function watching<T extends { body: unknown }>(client: Client, io: CliIo, 
       const { body } = await client.call('GET', '/v1/cluster');
       // a look that returns after the answer came is left to the answer: what it saw is printed from there
       if (report && done) return;
-      for (const [shard, state] of memberStates(body, id)) {
+      for (const [shard, state] of shardStates(body, id, 'members')) {
         const before = seen.get(shard);
         seen.set(shard, state);
         if (report && before !== undefined && before !== state) io.stdout.write(`shard ${shard}: ${id} ${state === 'absent' ? 'removed' : state}\n`);
@@ -122,29 +122,24 @@ async function watching<T extends { body: unknown }>(client: Client, io: CliIo, 
     waker.wake();
     await watcher;
   }
-  for (const [shard, state] of answeredStates(answer.body, id)) {
+  for (const [shard, state] of shardStates(answer.body, id, 'voters')) {
     if (seen.get(shard) !== state) io.stdout.write(`shard ${shard}: ${id} ${state === 'absent' ? 'removed' : state}\n`);
   }
   return answer;
 }
 
-/** The node's state in each shard of a membership answer (`shards: [{id, voters, learners}]`). */
-function answeredStates(answer: unknown, id: string): Array<[number, MemberState]> {
-  if (!isPlainObject(answer) || !Array.isArray(answer.shards)) return [];
-  return answer.shards.flatMap((s: unknown): Array<[number, MemberState]> => {
-    if (!isPlainObject(s) || typeof s.id !== 'number' || !Array.isArray(s.voters)) return [];
+/**
+ * The node's state in each shard of `body.shards`, whose voters are listed under `votersField`: `voters` in a
+ * membership answer, `members` in GET /v1/cluster.
+ */
+function shardStates(body: unknown, id: string, votersField: 'voters' | 'members'): Array<[number, MemberState]> {
+  if (!isPlainObject(body) || !Array.isArray(body.shards)) return [];
+  return body.shards.flatMap((s: unknown): Array<[number, MemberState]> => {
+    if (!isPlainObject(s) || typeof s.id !== 'number') return [];
+    const voters = s[votersField];
+    if (!Array.isArray(voters)) return [];
     const learners = Array.isArray(s.learners) ? s.learners : [];
-    const state: MemberState = learners.includes(id) ? 'learner' : s.voters.includes(id) ? 'voter' : 'absent';
-    return [[s.id, state]];
-  });
-}
-
-function memberStates(view: unknown, id: string): Array<[number, MemberState]> {
-  if (!isPlainObject(view) || !Array.isArray(view.shards)) return [];
-  return view.shards.flatMap((s: unknown): Array<[number, MemberState]> => {
-    if (!isPlainObject(s) || typeof s.id !== 'number' || !Array.isArray(s.members)) return [];
-    const learners = Array.isArray(s.learners) ? s.learners : [];
-    const state: MemberState = learners.includes(id) ? 'learner' : s.members.includes(id) ? 'voter' : 'absent';
+    const state: MemberState = learners.includes(id) ? 'learner' : voters.includes(id) ? 'voter' : 'absent';
     return [[s.id, state]];
   });
 }
