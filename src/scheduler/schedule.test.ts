@@ -162,6 +162,32 @@ describe('DST (exact instants computed by cron-parser 5.10)', () => {
       '2027-11-02T01:30:00.000Z',
     ]);
   });
+  // Lord Howe falls back 30 minutes at 02:00 local (+11:00) on 2027-04-04: 01:30 .. 01:59 happen twice, then +10:30.
+  // cron-parser's own walk gives up there ("loop limit exceeded"), which ended every daily job of the zone.
+  it('Australia/Lord_Howe fall back 2027-04-04 (30 min): daily jobs go on, a repeated time runs once', () => {
+    const daily = cron('0 12 * * *', 'Australia/Lord_Howe');
+    expect(walk(daily, ms('2027-04-01T00:00:00Z'), 5)).toEqual([
+      '2027-04-01T01:00:00.000Z',
+      '2027-04-02T01:00:00.000Z',
+      '2027-04-03T01:00:00.000Z',
+      '2027-04-04T01:30:00.000Z',
+      '2027-04-05T01:30:00.000Z',
+    ]);
+    // the next of a job that just ran on the 3rd, with one search's steps (what `fired` computes)
+    expect(iso(nextOccurrence(daily, ms('2027-04-03T01:00:00Z')))).toBe('2027-04-04T01:30:00.000Z');
+    // 01:45 happens at 14:45Z (+11:00) and 15:15Z (+10:30): the first one
+    expect(walk(cron('45 1 * * *', 'Australia/Lord_Howe'), ms('2027-04-02T00:00:00Z'), 3)).toEqual([
+      '2027-04-02T14:45:00.000Z',
+      '2027-04-03T14:45:00.000Z',
+      '2027-04-04T15:15:00.000Z',
+    ]);
+    // hourly on the wall clock: 01:00 (+11:00), then 02:00 (+10:30) an hour and a half later
+    expect(walk(cron('0 * * * *', 'Australia/Lord_Howe'), ms('2027-04-03T13:30:00Z'), 3)).toEqual([
+      '2027-04-03T14:00:00.000Z',
+      '2027-04-03T15:30:00.000Z',
+      '2027-04-03T16:30:00.000Z',
+    ]);
+  });
 });
 
 /** The local calendar day of an instant in a zone, as YYYY-MM-DD. */

@@ -134,9 +134,10 @@ function daysBetween(loMs: number, hiMs: number): number {
 
 /**
  * One bounded cron-parser search: the match strictly after (or before) fromMs, or null. Steps spent are taken
- * from the budget; null with budget.exhausted set when the steps ran out before a match.
+ * from the budget; null with budget.exhausted set when the steps ran out before a match. `undefined` when
+ * cron-parser itself gave up (its loop limit): it does so across Australia/Lord_Howe's 30-minute fall-back.
  */
-function boundedSearch(cached: CachedCron, timezone: string, fromMs: number, forward: boolean, budget: SearchBudget): number | null {
+function boundedSearch(cached: CachedCron, timezone: string, fromMs: number, forward: boolean, budget: SearchBudget): number | null | undefined {
   const steps = Math.min(budget.stepsLeft, schedulerLimits.cronSearchStepsMax);
   const base = schedulerLimits.cronSearchBaseSteps;
   const walk = walkMonths(cached.expr.fields.month.values, fromMs, steps - base, forward);
@@ -150,7 +151,9 @@ function boundedSearch(cached: CachedCron, timezone: string, fromMs: number, for
     });
     try {
       found = (forward ? expr.next() : expr.prev()).getTime();
-    } catch {
+    } catch (err) {
+      // Charged nothing: the caller's fallback searches with the same budget (cron-parser's loop is bounded).
+      if (err instanceof Error && /loop limit/i.test(err.message)) return undefined;
       found = null; // out of the span the steps allow, or out of range
     }
   }
@@ -172,7 +175,14 @@ function cronAfter(cron: string, timezone: string, afterMs: number, budget: Sear
   }
   const before = budget.stepsLeft;
   const inner = searchBudget(budget.stepsLeft);
-  const at = boundedSearch(cached, timezone, afterMs, true, inner);
+  let at = boundedSearch(cached, timezone, afterMs, true, inner);
+  if (at === undefined) {
+    // cron-parser's own walk failed near a change of offset: match on the wall clock instead, with the rules a
+    // cron without `dst` documents (a time in a gap under an hour does not run, a repeated time runs once, at
+    // its first occurrence, unless the expression runs every hour: then both copies, as elapsed time).
+    const everyHour = cached.expr.fields.hour.values.length === 24;
+    at = timezone === 'UTC' ? null : dstCronAfter(cron, timezone, { gap: 'skip', repeat: everyHour ? 'both' : 'first' }, afterMs, inner);
+  }
   budget.stepsLeft = inner.stepsLeft;
   if (inner.exhausted) budget.exhausted = true;
   // An answer is kept only when found with the full per-search allowance: then it is the same for every caller.
@@ -187,7 +197,7 @@ function cronAfter(cron: string, timezone: string, afterMs: number, budget: Sear
 function cronBefore(cron: string, timezone: string, beforeMs: number, budget: SearchBudget): number | null {
   const cached = parsedCron(cron, timezone);
   if (cached === null) return null;
-  return boundedSearch(cached, timezone, beforeMs, false, budget);
+  return boundedSearch(cached, timezone, beforeMs, false, budget) ?? null;
 }
 
 // ---------------------------------------------------------------- occurrences
