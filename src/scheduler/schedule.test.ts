@@ -148,6 +148,20 @@ describe('DST (exact instants computed by cron-parser 5.10)', () => {
       '2027-03-14T07:30:00.000Z',
     ]);
   });
+  it('America/New_York: the hour field, not a step, decides whether the repeated hour runs twice (docs/api.md)', () => {
+    // every hour: elapsed time, both copies of 01:00
+    expect(walk(cron('0 * * * *', 'America/New_York'), ms('2027-11-07T04:30:00Z'), 3)).toEqual([
+      '2027-11-07T05:00:00.000Z', // 01:00 EDT
+      '2027-11-07T06:00:00.000Z', // 01:00 EST
+      '2027-11-07T07:00:00.000Z', // 02:00 EST
+    ]);
+    // a step in the minutes with a fixed hour: the first copies only
+    expect(walk(cron('*/30 1 * * *', 'America/New_York'), ms('2027-11-07T04:30:00Z'), 3)).toEqual([
+      '2027-11-07T05:00:00.000Z', // 01:00 EDT
+      '2027-11-07T05:30:00.000Z', // 01:30 EDT
+      '2027-11-08T06:00:00.000Z', // 01:00 EST the next day
+    ]);
+  });
   it('Europe/Berlin 2027: 02:30 on 03-28 runs at 03:30 CEST; on 10-31 once at 02:30 CEST', () => {
     expect(walk(cron('30 2 * * *', 'Europe/Berlin'), ms('2027-03-26T12:00:00Z'), 4)).toEqual([
       '2027-03-27T01:30:00.000Z',

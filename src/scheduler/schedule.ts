@@ -177,11 +177,10 @@ function cronAfter(cron: string, timezone: string, afterMs: number, budget: Sear
   const inner = searchBudget(budget.stepsLeft);
   let at = boundedSearch(cached, timezone, afterMs, true, inner);
   if (at === undefined) {
-    // cron-parser's own walk failed near a change of offset: match on the wall clock instead, with the rules a
-    // cron without `dst` documents (a time in a gap under an hour does not run, a repeated time runs once, at
-    // its first occurrence, unless the expression runs every hour: then both copies, as elapsed time).
-    const everyHour = cached.expr.fields.hour.values.length === 24;
-    at = timezone === 'UTC' ? null : dstCronAfter(cron, timezone, { gap: 'skip', repeat: everyHour ? 'both' : 'first' }, afterMs, inner);
+    // cron-parser's own walk failed across a sub-hour change of offset (only Lord Howe's has been seen): match on
+    // the wall clock instead, as cron-parser does elsewhere around such changes (a gap time does not run, a
+    // repeated one runs once, at its first occurrence, whatever the hour field).
+    at = timezone === 'UTC' ? null : dstCronAfter(cron, timezone, { gap: 'skip', repeat: 'first' }, afterMs, inner);
   }
   budget.stepsLeft = inner.stepsLeft;
   if (inner.exhausted) budget.exhausted = true;
