@@ -176,6 +176,29 @@ describe('DST (exact instants computed by cron-parser 5.10)', () => {
       '2027-11-02T01:30:00.000Z',
     ]);
   });
+  it('a repeated local time runs at its first occurrence also when asked from inside the repeated stretch', () => {
+    // 01:30 EDT (05:30Z) is past at 06:10Z (01:10 EST): the 01:30 EST copy does not run; the next is the 8th.
+    expect(walk(cron('30 1 * * *', 'America/New_York'), ms('2027-11-07T06:10:00Z'), 2)).toEqual([
+      '2027-11-08T06:30:00.000Z',
+      '2027-11-09T06:30:00.000Z',
+    ]);
+    // what a fire_once catch-up of 05:30Z started at 06:10Z computes next: not 06:30Z (a second run of 01:30)
+    expect(iso(nextOccurrence(cron('30 1 * * *', 'America/New_York'), ms('2027-11-07T06:10:00Z')))).toBe('2027-11-08T06:30:00.000Z');
+    // an every-hour expression counts elapsed time: the second copy runs
+    expect(walk(cron('30 * * * *', 'America/New_York'), ms('2027-11-07T06:10:00Z'), 1)).toEqual(['2027-11-07T06:30:00.000Z']);
+    // Atlantic/Azores falls back over midnight (01:00 +00:00 to 00:00 -01:00 on 2027-10-31): 00:00 at its first copy
+    expect(walk(cron('0 0 * * *', 'Atlantic/Azores'), ms('2027-10-29T12:00:00Z'), 3)).toEqual([
+      '2027-10-30T00:00:00.000Z',
+      '2027-10-31T00:00:00.000Z',
+      '2027-11-01T01:00:00.000Z',
+    ]);
+    // Antarctica/Troll falls back two hours (03:00 +02:00 to 01:00 +00:00 on 2027-10-31): 02:00 runs once, at 00:00Z
+    expect(walk(cron('0 2 * * *', 'Antarctica/Troll'), ms('2027-10-30T00:00:00Z'), 3)).toEqual([
+      '2027-10-30T00:00:00.000Z',
+      '2027-10-31T00:00:00.000Z',
+      '2027-11-01T02:00:00.000Z',
+    ]);
+  });
   // Lord Howe falls back 30 minutes at 02:00 local (+11:00) on 2027-04-04: 01:30 .. 01:59 happen twice, then +10:30.
   // cron-parser's own walk gives up there ("loop limit exceeded"), which ended every daily job of the zone.
   it('Australia/Lord_Howe fall back 2027-04-04 (30 min): daily jobs go on, a repeated time runs once', () => {

@@ -163,8 +163,40 @@ function boundedSearch(cached: CachedCron, timezone: string, fromMs: number, for
   return found;
 }
 
-/** The cron match strictly after afterMs, or null (none, or none within the budget: see budget.exhausted). */
+/**
+ * The cron match strictly after afterMs, or null (none, or none within the budget: see budget.exhausted). A local
+ * time that happens twice runs at its first occurrence only (docs/api.md), unless the hour field matches every
+ * hour (elapsed time): cron-parser keeps to that when it walks from before the change, but asked from inside the
+ * repeated stretch (a job created, resumed or caught up there) it answers the second copy, so that answer is
+ * replaced by the first copy, or, when that is past, by the first match after the stretch.
+ */
 function cronAfter(cron: string, timezone: string, afterMs: number, budget: SearchBudget): number | null {
+  const at = cronSearchAfter(cron, timezone, afterMs, budget);
+  if (at === null || timezone === 'UTC') return at;
+  const cached = parsedCron(cron, timezone);
+  if (cached === null || cached.expr.fields.hour.values.length === 24) return at;
+  const repeat = repeatedAt(timezone, at);
+  if (repeat === null) return at;
+  // The first copy shows the same wall time, so it matches too (cron-parser answers the second one when the change
+  // falls back over midnight, Atlantic/Azores); when it is already past, go on after the repeated stretch.
+  return repeat.firstMs > afterMs ? repeat.firstMs : cronSearchAfter(cron, timezone, repeat.endMs - 1, budget);
+}
+
+/**
+ * When instant t shows a local time the zone already showed before (the clock fell back within dstWindowMs before
+ * t, and t is less than the size of the jump after it): the instant that showed it first, and the end of the
+ * repeated stretch; else null.
+ */
+function repeatedAt(timezone: string, t: number): { firstMs: number; endMs: number } | null {
+  const now = offsetAt(timezone, t);
+  const before = offsetAt(timezone, t - dstWindowMs);
+  if (before <= now) return null;
+  const changeMs = changeAt(timezone, t - dstWindowMs, t, before);
+  const endMs = changeMs + (before - now);
+  return t < endMs ? { firstMs: t - (before - now), endMs } : null;
+}
+
+function cronSearchAfter(cron: string, timezone: string, afterMs: number, budget: SearchBudget): number | null {
   const cached = parsedCron(cron, timezone);
   if (cached === null) return null;
   const known = cached.answers.get(afterMs);
