@@ -148,6 +148,20 @@ describe('DST (exact instants computed by cron-parser 5.10)', () => {
       '2027-03-14T07:30:00.000Z',
     ]);
   });
+  it('America/New_York: the hour field, not a step, decides whether the repeated hour runs twice (docs/api.md)', () => {
+    // every hour: elapsed time, both copies of 01:00
+    expect(walk(cron('0 * * * *', 'America/New_York'), ms('2027-11-07T04:30:00Z'), 3)).toEqual([
+      '2027-11-07T05:00:00.000Z', // 01:00 EDT
+      '2027-11-07T06:00:00.000Z', // 01:00 EST
+      '2027-11-07T07:00:00.000Z', // 02:00 EST
+    ]);
+    // a step in the minutes with a fixed hour: the first copies only
+    expect(walk(cron('*/30 1 * * *', 'America/New_York'), ms('2027-11-07T04:30:00Z'), 3)).toEqual([
+      '2027-11-07T05:00:00.000Z', // 01:00 EDT
+      '2027-11-07T05:30:00.000Z', // 01:30 EDT
+      '2027-11-08T06:00:00.000Z', // 01:00 EST the next day
+    ]);
+  });
   it('Europe/Berlin 2027: 02:30 on 03-28 runs at 03:30 CEST; on 10-31 once at 02:30 CEST', () => {
     expect(walk(cron('30 2 * * *', 'Europe/Berlin'), ms('2027-03-26T12:00:00Z'), 4)).toEqual([
       '2027-03-27T01:30:00.000Z',
@@ -160,6 +174,55 @@ describe('DST (exact instants computed by cron-parser 5.10)', () => {
       '2027-10-31T00:30:00.000Z',
       '2027-11-01T01:30:00.000Z',
       '2027-11-02T01:30:00.000Z',
+    ]);
+  });
+  it('a repeated local time runs at its first occurrence also when asked from inside the repeated stretch', () => {
+    // 01:30 EDT (05:30Z) is past at 06:10Z (01:10 EST): the 01:30 EST copy does not run; the next is the 8th.
+    expect(walk(cron('30 1 * * *', 'America/New_York'), ms('2027-11-07T06:10:00Z'), 2)).toEqual([
+      '2027-11-08T06:30:00.000Z',
+      '2027-11-09T06:30:00.000Z',
+    ]);
+    // what a fire_once catch-up of 05:30Z started at 06:10Z computes next: not 06:30Z (a second run of 01:30)
+    expect(iso(nextOccurrence(cron('30 1 * * *', 'America/New_York'), ms('2027-11-07T06:10:00Z')))).toBe('2027-11-08T06:30:00.000Z');
+    // an every-hour expression counts elapsed time: the second copy runs
+    expect(walk(cron('30 * * * *', 'America/New_York'), ms('2027-11-07T06:10:00Z'), 1)).toEqual(['2027-11-07T06:30:00.000Z']);
+    // Atlantic/Azores falls back over midnight (01:00 +00:00 to 00:00 -01:00 on 2027-10-31): 00:00 at its first copy
+    expect(walk(cron('0 0 * * *', 'Atlantic/Azores'), ms('2027-10-29T12:00:00Z'), 3)).toEqual([
+      '2027-10-30T00:00:00.000Z',
+      '2027-10-31T00:00:00.000Z',
+      '2027-11-01T01:00:00.000Z',
+    ]);
+    // Antarctica/Troll falls back two hours (03:00 +02:00 to 01:00 +00:00 on 2027-10-31): 02:00 runs once, at 00:00Z
+    expect(walk(cron('0 2 * * *', 'Antarctica/Troll'), ms('2027-10-30T00:00:00Z'), 3)).toEqual([
+      '2027-10-30T00:00:00.000Z',
+      '2027-10-31T00:00:00.000Z',
+      '2027-11-01T02:00:00.000Z',
+    ]);
+  });
+  // Lord Howe falls back 30 minutes at 02:00 local (+11:00) on 2027-04-04: 01:30 .. 01:59 happen twice, then +10:30.
+  // cron-parser's own walk gives up there ("loop limit exceeded"), which ended every daily job of the zone.
+  it('Australia/Lord_Howe fall back 2027-04-04 (30 min): daily jobs go on, a repeated time runs once', () => {
+    const daily = cron('0 12 * * *', 'Australia/Lord_Howe');
+    expect(walk(daily, ms('2027-04-01T00:00:00Z'), 5)).toEqual([
+      '2027-04-01T01:00:00.000Z',
+      '2027-04-02T01:00:00.000Z',
+      '2027-04-03T01:00:00.000Z',
+      '2027-04-04T01:30:00.000Z',
+      '2027-04-05T01:30:00.000Z',
+    ]);
+    // the next of a job that just ran on the 3rd, with one search's steps (what `fired` computes)
+    expect(iso(nextOccurrence(daily, ms('2027-04-03T01:00:00Z')))).toBe('2027-04-04T01:30:00.000Z');
+    // 01:45 happens at 14:45Z (+11:00) and 15:15Z (+10:30): the first one
+    expect(walk(cron('45 1 * * *', 'Australia/Lord_Howe'), ms('2027-04-02T00:00:00Z'), 3)).toEqual([
+      '2027-04-02T14:45:00.000Z',
+      '2027-04-03T14:45:00.000Z',
+      '2027-04-04T15:15:00.000Z',
+    ]);
+    // hourly on the wall clock: 01:00 (+11:00), then 02:00 (+10:30) an hour and a half later
+    expect(walk(cron('0 * * * *', 'Australia/Lord_Howe'), ms('2027-04-03T13:30:00Z'), 3)).toEqual([
+      '2027-04-03T14:00:00.000Z',
+      '2027-04-03T15:30:00.000Z',
+      '2027-04-03T16:30:00.000Z',
     ]);
   });
 });

@@ -134,9 +134,10 @@ function daysBetween(loMs: number, hiMs: number): number {
 
 /**
  * One bounded cron-parser search: the match strictly after (or before) fromMs, or null. Steps spent are taken
- * from the budget; null with budget.exhausted set when the steps ran out before a match.
+ * from the budget; null with budget.exhausted set when the steps ran out before a match. `undefined` when
+ * cron-parser itself gave up (its loop limit): it does so across Australia/Lord_Howe's 30-minute fall-back.
  */
-function boundedSearch(cached: CachedCron, timezone: string, fromMs: number, forward: boolean, budget: SearchBudget): number | null {
+function boundedSearch(cached: CachedCron, timezone: string, fromMs: number, forward: boolean, budget: SearchBudget): number | null | undefined {
   const steps = Math.min(budget.stepsLeft, schedulerLimits.cronSearchStepsMax);
   const base = schedulerLimits.cronSearchBaseSteps;
   const walk = walkMonths(cached.expr.fields.month.values, fromMs, steps - base, forward);
@@ -150,7 +151,9 @@ function boundedSearch(cached: CachedCron, timezone: string, fromMs: number, for
     });
     try {
       found = (forward ? expr.next() : expr.prev()).getTime();
-    } catch {
+    } catch (err) {
+      // Charged nothing: the caller's fallback searches with the same budget (cron-parser's loop is bounded).
+      if (err instanceof Error && /loop limit/i.test(err.message)) return undefined;
       found = null; // out of the span the steps allow, or out of range
     }
   }
@@ -160,8 +163,40 @@ function boundedSearch(cached: CachedCron, timezone: string, fromMs: number, for
   return found;
 }
 
-/** The cron match strictly after afterMs, or null (none, or none within the budget: see budget.exhausted). */
+/**
+ * The cron match strictly after afterMs, or null (none, or none within the budget: see budget.exhausted). A local
+ * time that happens twice runs at its first occurrence only (docs/api.md), unless the hour field matches every
+ * hour (elapsed time): cron-parser keeps to that when it walks from before the change, but asked from inside the
+ * repeated stretch (a job created, resumed or caught up there) it answers the second copy, so that answer is
+ * replaced by the first copy, or, when that is past, by the first match after the stretch.
+ */
 function cronAfter(cron: string, timezone: string, afterMs: number, budget: SearchBudget): number | null {
+  const at = cronSearchAfter(cron, timezone, afterMs, budget);
+  if (at === null || timezone === 'UTC') return at;
+  const cached = parsedCron(cron, timezone);
+  if (cached === null || cached.expr.fields.hour.values.length === 24) return at;
+  const repeat = repeatedAt(timezone, at);
+  if (repeat === null) return at;
+  // The first copy shows the same wall time, so it matches too (cron-parser answers the second one when the change
+  // falls back over midnight, Atlantic/Azores); when it is already past, go on after the repeated stretch.
+  return repeat.firstMs > afterMs ? repeat.firstMs : cronSearchAfter(cron, timezone, repeat.endMs - 1, budget);
+}
+
+/**
+ * When instant t shows a local time the zone already showed before (the clock fell back within dstWindowMs before
+ * t, and t is less than the size of the jump after it): the instant that showed it first, and the end of the
+ * repeated stretch; else null.
+ */
+function repeatedAt(timezone: string, t: number): { firstMs: number; endMs: number } | null {
+  const now = offsetAt(timezone, t);
+  const before = offsetAt(timezone, t - dstWindowMs);
+  if (before <= now) return null;
+  const changeMs = changeAt(timezone, t - dstWindowMs, t, before);
+  const endMs = changeMs + (before - now);
+  return t < endMs ? { firstMs: t - (before - now), endMs } : null;
+}
+
+function cronSearchAfter(cron: string, timezone: string, afterMs: number, budget: SearchBudget): number | null {
   const cached = parsedCron(cron, timezone);
   if (cached === null) return null;
   const known = cached.answers.get(afterMs);
@@ -172,7 +207,13 @@ function cronAfter(cron: string, timezone: string, afterMs: number, budget: Sear
   }
   const before = budget.stepsLeft;
   const inner = searchBudget(budget.stepsLeft);
-  const at = boundedSearch(cached, timezone, afterMs, true, inner);
+  let at = boundedSearch(cached, timezone, afterMs, true, inner);
+  if (at === undefined) {
+    // cron-parser's own walk failed across a sub-hour change of offset (only Lord Howe's has been seen): match on
+    // the wall clock instead, as cron-parser does elsewhere around such changes (a gap time does not run, a
+    // repeated one runs once, at its first occurrence, whatever the hour field).
+    at = timezone === 'UTC' ? null : dstCronAfter(cron, timezone, { gap: 'skip', repeat: 'first' }, afterMs, inner);
+  }
   budget.stepsLeft = inner.stepsLeft;
   if (inner.exhausted) budget.exhausted = true;
   // An answer is kept only when found with the full per-search allowance: then it is the same for every caller.
@@ -187,7 +228,7 @@ function cronAfter(cron: string, timezone: string, afterMs: number, budget: Sear
 function cronBefore(cron: string, timezone: string, beforeMs: number, budget: SearchBudget): number | null {
   const cached = parsedCron(cron, timezone);
   if (cached === null) return null;
-  return boundedSearch(cached, timezone, beforeMs, false, budget);
+  return boundedSearch(cached, timezone, beforeMs, false, budget) ?? null;
 }
 
 // ---------------------------------------------------------------- occurrences
