@@ -2,6 +2,7 @@
  * The manual clock on a real node (startNode: SQLite, Raft, engine, HTTP) with a real receiver: an advance
  * answers after everything due fired, the bound on one advance stops it at the last instant it completed, advances
  * run in turn, and the node keeps working across a ten-year step (Raft stays on real time: leases, reads, writes).
+ * Cron jobs across changes of a zone's offset carry what docs/api.md, "Cron and time zones", says.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -30,8 +31,8 @@ afterEach(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function start(options: NodeOptions = {}): Promise<string> {
-  node = await startNode(nodeConfig(dir, { clock: 'manual', clockStartMs: startMs, fsync: 'off', shards: 2 }), { logger: silentLogger, ...options });
+async function start(options: NodeOptions = {}, clockStartMs = startMs): Promise<string> {
+  node = await startNode(nodeConfig(dir, { clock: 'manual', clockStartMs, fsync: 'off', shards: 2 }), { logger: silentLogger, ...options });
   return `http://127.0.0.1:${node.apiPort}`;
 }
 
@@ -88,5 +89,32 @@ describe('the manual clock on a node', () => {
     const past = await api(base, 'POST', '/v1/clock:advance', { to: startMs });
     expect(past.status).toBe(400);
     expect(past.json.errors[0].field).toBe('to');
+  });
+});
+
+describe('cron jobs across offset changes, on a node', () => {
+  // Lord Howe is +11:00 until 02:00 local on 2027-04-04 (2027-04-03T15:00Z), then +10:30: 12:00 local is 01:00Z,
+  // then 01:30Z. The search used to fail at that change, and the job ended after its run of the 3rd.
+  it('a daily job in Australia/Lord_Howe goes on past the 30-minute fall-back', async () => {
+    const base = await start({}, Date.parse('2027-04-01T00:00:00Z'));
+    const created = await api(base, 'POST', '/v1/jobs', {
+      id: 'noon',
+      schedule: { cron: '0 12 * * *', timezone: 'Australia/Lord_Howe' },
+      callback: { url: receiver.url('/noon') },
+    });
+    expect(created.status).toBe(201);
+    const advanced = await api(base, 'POST', '/v1/clock:advance', { to: '2027-04-07T00:00:00Z' });
+    expect(advanced.json.complete).toBe(true);
+    expect(scheduledAt('noon').map((t) => new Date(t).toISOString())).toEqual([
+      '2027-04-01T01:00:00.000Z',
+      '2027-04-02T01:00:00.000Z',
+      '2027-04-03T01:00:00.000Z',
+      '2027-04-04T01:30:00.000Z',
+      '2027-04-05T01:30:00.000Z',
+      '2027-04-06T01:30:00.000Z',
+    ]);
+    const job = (await api(base, 'GET', '/v1/jobs/noon')).json;
+    expect(job.state).toBe('PENDING');
+    expect(job.next_fire_at).toBe('2027-04-07T01:30:00.000Z');
   });
 });
