@@ -25,7 +25,7 @@ import { membershipLimits } from '../core/limits.js';
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
 import { PeerTimeoutError, PeerUnavailableError } from '../http/peer/index.js';
-import type { ConfChange, ConfState, NodeId } from '../raft/index.js';
+import type { ConfState, NodeId } from '../raft/index.js';
 import type { Db } from '../store/db.js';
 import type { ShardGroup } from './group.js';
 import { notLeader, type RaftHost } from './raft-host.js';
@@ -435,7 +435,7 @@ export class Membership {
     const id = node as NodeId;
     if (g.raw.confState().voters.includes(id)) return;
     if (!g.raw.confState().learners.includes(id)) {
-      this.propose(g, { type: 'add_learner', node: id });
+      this.o.host.proposeConfChange(g.shard, { type: 'add_learner', node: id });
       await this.waitConf(g, (c) => isMember(c, node), Math.min(untilMs, Date.now() + this.limits.confChangeTimeoutMs), `adding ${node} as a learner`);
       this.o.logger.info('membership: learner added', { shard: g.shard, node });
     }
@@ -446,7 +446,7 @@ export class Membership {
       const pr = s.progress.get(id);
       // Proposed in the same turn as the check, so the commit index cannot move in between.
       if (pr !== undefined && pr.match >= s.commit) {
-        this.propose(g, { type: 'add_voter', node: id });
+        this.o.host.proposeConfChange(g.shard, { type: 'add_voter', node: id });
         break;
       }
       if (Date.now() >= caughtUpBy) {
@@ -466,25 +466,9 @@ export class Membership {
   private async demote(g: ShardGroup, node: string, untilMs: number): Promise<void> {
     if (!isMember(g.raw.confState(), node)) return;
     if (node === this.o.nodeId) await this.leaveLeadership(g, untilMs);
-    this.propose(g, { type: 'remove', node: node as NodeId });
+    this.o.host.proposeConfChange(g.shard, { type: 'remove', node: node as NodeId });
     await this.waitConf(g, (c) => !isMember(c, node), Math.min(untilMs, Date.now() + this.limits.confChangeTimeoutMs), `removing ${node}`);
     this.o.logger.info('membership: removed', { shard: g.shard, node });
-  }
-
-  /**
-   * Raft refuses every proposal while a leadership transfer is under way (the rebalancer's, a transfer-leader, or
-   * this node leaving): that is leadership moving, which the coordinator waits out and follows like an election,
-   * not a conflict for the operator to resolve.
-   */
-  private propose(g: ShardGroup, change: ConfChange): void {
-    try {
-      this.o.host.proposeConfChange(g.shard, change);
-    } catch (err) {
-      if (err instanceof PunctualError && err.code === 'conflict' && err.message === `shard ${g.shard}: transferring`) {
-        throw new PunctualError('unavailable', `shard ${g.shard}: a leadership transfer is under way`);
-      }
-      throw err;
-    }
   }
 
   /** This leader is the node being removed: hand the shard to the most caught-up other voter, then retry there. */

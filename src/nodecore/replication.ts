@@ -328,6 +328,8 @@ export class Replication {
     const r = this.shard(shard).raw.proposeConfChange(change);
     if (r.ok) return { index: r.index, term: r.term };
     if (r.reason === 'not_leader') throw notLeader(shard);
+    // Leadership moving, like not_leader: whoever changes membership waits it out and follows the new leader.
+    if (r.reason === 'transferring') throw new PunctualError('unavailable', `shard ${shard}: a leadership transfer is under way`);
     if (r.reason === 'invalid_change') throw new PunctualError('conflict', `shard ${shard}: ${change.type} ${change.node} does not fit the membership`);
     throw new PunctualError('conflict', `shard ${shard}: ${r.reason}`);
   }
