@@ -29,7 +29,7 @@ import {
   urlSchema,
 } from './parse.js';
 import { annotate, anyCaseEnum, anyJson, custom, enumOf, field, integer, intParam, named, object, pattern, query, string, textParam, type QueryParam } from './schema.js';
-import { Issues, fieldAt, isObject, nonFiniteNumberAt, nonFiniteNumberMessage, readBase64, readTime, utf8Length, type JsonObject } from './validate.js';
+import { Issues, fieldAt, isObject, nonFiniteNumberIn, nonFiniteNumberMessage, readBase64, readTime, utf8Length, type JsonObject } from './validate.js';
 
 const base64Pattern = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
@@ -159,9 +159,10 @@ function parsePayload(o: JsonObject, prefix: string, issues: Issues): PayloadPar
   if (hasJson && hasBytes) return issues.add(fieldAt(prefix, 'payload'), 'give payload or payload_base64, not both');
   let part: PayloadPart = { payload: new Uint8Array(0), payloadEncoding: 'json' };
   if (hasJson) {
-    const bad = nonFiniteNumberAt(o.payload, fieldAt(prefix, 'payload'));
+    const text = JSON.stringify(o.payload);
+    const bad = nonFiniteNumberIn(o.payload, text, fieldAt(prefix, 'payload'));
     if (bad !== null) return issues.add(bad, nonFiniteNumberMessage);
-    part = { payload: new TextEncoder().encode(JSON.stringify(o.payload)), payloadEncoding: 'json' };
+    part = { payload: new TextEncoder().encode(text), payloadEncoding: 'json' };
   }
   if (hasBytes) {
     const bytes = jobFields.get(o, 'payload_base64', prefix, issues);
@@ -194,9 +195,10 @@ function readMetadata(value: unknown, field: string, issues: Issues): Record<str
   // The store's encoder (msgpackr) renames a `__proto__` key to `__proto_` on the way back (a prototype-pollution
   // guard), so such metadata would silently read back changed: refuse it instead.
   if (hasOwnProto(value)) return issues.add(field, 'must not contain a "__proto__" key');
-  const bad = nonFiniteNumberAt(value, field);
+  const text = JSON.stringify(value);
+  const bad = nonFiniteNumberIn(value, text, field);
   if (bad !== null) return issues.add(bad, nonFiniteNumberMessage);
-  const bytes = utf8Length(JSON.stringify(value));
+  const bytes = utf8Length(text);
   if (bytes > limits.metadataBytesMax) return issues.add(field, `must be at most ${limits.metadataBytesMax} bytes as JSON (got ${bytes})`);
   return value;
 }

@@ -139,8 +139,13 @@ export const nonFiniteNumberMessage = 'a number beyond the range of a double (ab
 /**
  * The JSON path of the first number in `value` beyond a double's range, or null: JSON.parse reads `1e400` as
  * Infinity, which JSON.stringify writes as `null`, so a payload or metadata holding one would silently change.
+ * `text` is JSON.stringify(value): without a `null` in it there is none, and the value is not walked (submit).
  */
-export function nonFiniteNumberAt(value: unknown, path: string): string | null {
+export function nonFiniteNumberIn(value: unknown, text: string, path: string): string | null {
+  return text.includes('null') ? nonFiniteNumberAt(value, path) : null;
+}
+
+function nonFiniteNumberAt(value: unknown, path: string): string | null {
   if (typeof value === 'number') return Number.isFinite(value) ? null : path;
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
