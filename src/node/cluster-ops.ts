@@ -137,16 +137,12 @@ export class ClusterOps {
     // and a node removed while it was down learns it only from its peers refusing it as a stranger.
     let removed = this.removedFrom();
     if (removed.length === 0 && this.strangerToAll()) removed = this.host.groups.filter((g) => g.raw.confState().voters.length > 0).map((g) => g.shard);
-    if (removed.length > 0) {
-      return { ready: false, reason: `this node is not a member of shard(s) ${removed.slice(0, 10).join(', ')} (removed with cluster remove-node?)` };
-    }
+    if (removed.length > 0) return notMemberOf(removed);
     const leaderless = this.host.groups.filter((g) => g.leader === '').map((g) => g.shard);
     if (leaderless.length > 0) return { ready: false, reason: `no known leader for shard(s) ${leaderless.slice(0, 10).join(', ')}` };
     // A removed node keeps its last view (leaders known, all applied) but every peer refuses it: not ready.
     const outside = this.host.groups.filter((g) => !isMember(g, this.config.nodeId)).map((g) => g.shard);
-    if (outside.length > 0) {
-      return { ready: false, reason: `this node is not a member of shard(s) ${outside.slice(0, 10).join(', ')} (removed with cluster remove-node?)` };
-    }
+    if (outside.length > 0) return notMemberOf(outside);
     const nowMs = performance.now();
     const behind = this.host.groups.filter((g) => this.behind(g, nowMs)).map((g) => g.shard);
     if (behind.length > 0) return { ready: false, reason: `catching up on shard(s) ${behind.slice(0, 10).join(', ')}` };
@@ -294,4 +290,8 @@ export class ClusterOps {
 function isMember(g: ShardGroup, nodeId: string): boolean {
   const c = g.raw.confState();
   return (c.voters as readonly string[]).includes(nodeId) || (c.learners as readonly string[]).includes(nodeId);
+}
+
+function notMemberOf(shards: readonly number[]): { ready: false; reason: string } {
+  return { ready: false, reason: `this node is not a member of shard(s) ${shards.slice(0, 10).join(', ')} (removed with cluster remove-node?)` };
 }
