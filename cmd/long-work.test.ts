@@ -262,7 +262,7 @@ describe('punctual top', () => {
       if (req.url === '/v1/overview') {
         return json({ jobs: { PENDING: 41, FAILED: 2 }, callbacks: { interval_ms: 10_000, samples: [{ start: 'a', sent: 50, failed: 10 }, { start: 'b', sent: 1, failed: 0 }] }, fire_lateness_ms: { buckets: [{ le: 1, count: 90 }, { le: 5, count: 9 }, { le: null, count: 1 }], count: 100, sum: 120 } });
       }
-      if (req.url === '/v1/due-profile') return json({ interval_ms: 1000, buckets: [{ count: 0 }, { count: 7 }, { count: 700 }] });
+      if (req.url === '/v1/due-profile') return json({ from: '2026-12-01T09:00:00.000Z', per_second: [0, 7, 700], drain_rate_per_s: null });
       res.writeHead(404).end();
     });
     await new Promise<void>((ok) => fake.listen(0, '127.0.0.1', ok));

@@ -57,7 +57,7 @@ export interface Snapshot {
   inFlight: number | null;
   wheel: number | null;
   lateness: Lateness | null;
-  due: { counts: number[]; intervalMs: number | null } | null;
+  due: { counts: number[]; intervalMs: number } | null;
   cluster: ClusterStatus | null;
   problems: string[];
 }
@@ -92,23 +92,10 @@ function latenessFromOverview(value: unknown): Lateness | null {
   return { buckets, count: value.count };
 }
 
-/**
- * The due counts of /v1/due-profile, whatever its exact layout: the first list of counts it holds. docs/api.md's
- * layout counts `per_second`; another may name its bucket width.
- */
+/** The due counts of /v1/due-profile (docs/api.md: `per_second`, one count per second). */
 function dueFromProfile(value: unknown): Snapshot['due'] {
-  if (!isPlainObject(value)) return null;
-  if (Array.isArray(value.per_second) && value.per_second.every((x) => typeof x === 'number')) return { counts: value.per_second as number[], intervalMs: 1000 };
-  const intervalMs = typeof value.interval_ms === 'number' ? value.interval_ms : typeof value.bucket_ms === 'number' ? value.bucket_ms : null;
-  for (const v of Object.values(value)) {
-    if (!Array.isArray(v) || v.length === 0) continue;
-    if (v.every((x) => typeof x === 'number')) return { counts: v as number[], intervalMs };
-    if (v.every(isPlainObject)) {
-      const field = ['count', 'due', 'jobs', 'n'].find((f) => v.every((x) => typeof (x as Record<string, unknown>)[f] === 'number'));
-      if (field !== undefined) return { counts: v.map((x) => (x as Record<string, number>)[field]!), intervalMs };
-    }
-  }
-  return null;
+  if (!isPlainObject(value) || !Array.isArray(value.per_second) || !value.per_second.every((x) => typeof x === 'number')) return null;
+  return { counts: value.per_second as number[], intervalMs: 1000 };
 }
 
 /** The routes a node may not have yet: asked until they answer 404 once. */
@@ -239,7 +226,7 @@ export function renderFrame(server: string, now: Snapshot, before: Snapshot | nu
   }
   if (now.due !== null && now.due.counts.length > 0) {
     const counts = now.due.counts.slice(0, Math.max(10, columns - 40));
-    const span = now.due.intervalMs === null ? '' : ` (${now.due.intervalMs} ms each)`;
+    const span = ` (${now.due.intervalMs} ms each)`;
     out.push(`DUE        ${sparkline(counts)}  max ${Math.max(...counts)}, ${counts.reduce((a, b) => a + b, 0)} in all${span}`);
   }
   out.push('');
