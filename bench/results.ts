@@ -81,6 +81,12 @@ export interface Figures {
   nodeCpuMs?: number | null;
   /** nodeCpuMs / delivered, in µs: what one job costs the node from its submission to its recorded outcome. */
   nodeCpuUsPerCallback?: number | null;
+  /** Bytes the node(s) wrote to storage per delivered job (Linux /proc/<pid>/io write_bytes, summed). */
+  nodeWrittenBytesPerJob?: number | null;
+  /** Raft rounds (one commit of the log's file each) per 10,000 delivered jobs. */
+  nodeRoundsPer10kJobs?: number | null;
+  /** Commits of the state file's write batch per 10,000 delivered jobs. */
+  nodeStateCommitsPer10kJobs?: number | null;
   /** The machine's limit measured in the same run (scenario limit: one process, plain undici, 128 connections). */
   limitPerS?: number | null;
   /** deliveredPerS / limitPerS. */

@@ -293,9 +293,18 @@ async function nodeLateness(servers: ServerSet): Promise<Figures['nodeLateness']
   return histogramSummary(await metricsTexts(servers), 'punctual_fire_lateness_ms');
 }
 
-/** CPU seconds the node process(es) used so far, every thread (prom-client's process_cpu_seconds_total), summed. */
-async function nodeCpuSeconds(servers: ServerSet): Promise<number | null> {
-  return counterSum(await metricsTexts(servers), 'process_cpu_seconds_total');
+/**
+ * What the node process(es) spent so far, summed: CPU seconds of every thread (prom-client's
+ * process_cpu_seconds_total), bytes written to storage, Raft rounds (one log commit each) and state-batch commits.
+ */
+async function nodeCosts(servers: ServerSet): Promise<{ cpuS: number | null; written: number | null; rounds: number | null; stateCommits: number | null }> {
+  const text = await metricsTexts(servers);
+  return {
+    cpuS: counterSum(text, 'process_cpu_seconds_total'),
+    written: counterSum(text, 'punctual_process_write_bytes'),
+    rounds: counterSum(text, 'punctual_raft_append_duration_ms_count'),
+    stateCommits: counterSum(text, 'punctual_commit_duration_ms_count'),
+  };
 }
 
 /** After the last delivery, the outcome records still to be proposed and applied: their CPU belongs to the run. */
@@ -344,7 +353,7 @@ export async function runScenario(options: RunOptions): Promise<BenchResult> {
     const perServer = Math.max(1, Math.ceil(params.concurrency / started.urls.length));
     servers = new ServerSet(started.urls, { connections: perServer, token: options.token, caPem: local?.caPem ?? null });
     await putTask(servers, receiver, params);
-    const cpuBefore = await nodeCpuSeconds(servers);
+    const before = await nodeCosts(servers);
     log.info('bench: submitting', { scenario, ...params });
     const run = await driveLoad(scenario, servers, params, idPrefix);
     log.info('bench: submitted, draining', { accepted: run.outcome.acked.length, rejected: run.outcome.failed });
@@ -353,11 +362,16 @@ export async function runScenario(options: RunOptions): Promise<BenchResult> {
     const figures = await buildFigures(run, receiver, drained, local ? local.peakRssBytes() : null);
     figures.nodeLateness = await nodeLateness(servers);
     await new Promise((r) => setTimeout(r, cpuSettleMs));
-    const cpuAfter = await nodeCpuSeconds(servers);
-    if (cpuBefore !== null && cpuAfter !== null) {
-      figures.nodeCpuMs = (cpuAfter - cpuBefore) * 1000;
-      figures.nodeCpuUsPerCallback = figures.delivered > 0 ? (figures.nodeCpuMs * 1000) / figures.delivered : null;
+    const after = await nodeCosts(servers);
+    const per = (a: number | null, b: number | null, scale: number): number | null =>
+      a === null || b === null || figures.delivered === 0 ? null : ((b - a) * scale) / figures.delivered;
+    if (before.cpuS !== null && after.cpuS !== null) {
+      figures.nodeCpuMs = (after.cpuS - before.cpuS) * 1000;
+      figures.nodeCpuUsPerCallback = per(before.cpuS, after.cpuS, 1e6);
     }
+    figures.nodeWrittenBytesPerJob = per(before.written, after.written, 1);
+    figures.nodeRoundsPer10kJobs = per(before.rounds, after.rounds, 10_000);
+    figures.nodeStateCommitsPer10kJobs = per(before.stateCommits, after.stateCommits, 10_000);
     if (scenario === 'burst' && params.warmLeadMs > 0) {
       const warm = await runWarmBurst(servers, receiver, params, idPrefix, run);
       figures.warm = warm;

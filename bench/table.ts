@@ -43,6 +43,8 @@ function rows(result: BenchResult): Array<[string, string]> {
     }
   }
   if (f.nodeCpuUsPerCallback != null) out.push(['node CPU per callback (submit to outcome, all threads)', `${num(f.nodeCpuUsPerCallback, 1)} µs (${num(f.nodeCpuMs ?? null)} ms)`]);
+  if (f.nodeWrittenBytesPerJob != null) out.push(['node bytes written per job', `${num(f.nodeWrittenBytesPerJob / 1024, 1)} KB`]);
+  if (f.nodeRoundsPer10kJobs != null) out.push(['log commits (Raft rounds) / state commits per 10,000 jobs', `${num(f.nodeRoundsPer10kJobs)} / ${num(f.nodeStateCommitsPer10kJobs ?? null)}`]);
   if (f.limitPerS != null) out.push(["machine's limit (same run)", `${num(f.limitPerS)} callbacks/s`]);
   if (f.shareOfLimit != null) out.push(['delivered rate / limit', `${num(f.shareOfLimit * 100, 1)} %`]);
   if (f.backlogMax !== null) out.push(['open-loop backlog max', num(f.backlogMax)]);

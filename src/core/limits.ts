@@ -235,6 +235,10 @@ export const nodeLimits = {
   logCompactEveryEntries: 1_000,
   /** A shard's log kept below its applied index is also held to about this many bytes (entries grow under load). */
   logKeepBytes: 8 * 1024 * 1024,
+  /** The state file's write batch commits at least this often (etcd's backend batch interval; src/store/state-batch.ts). */
+  stateBatchIntervalMs: 100,
+  /** ... or once this many entries were applied into it (etcd's batch limit). */
+  stateBatchEntriesMax: 10_000,
   /** How long close() lets in-flight callbacks finish before aborting them. */
   closeGraceMs: 5_000,
   /** Open executions read per query when the node (re)starts firing. */

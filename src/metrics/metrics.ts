@@ -3,6 +3,7 @@
  * one process (tests, the simulator) keep their own figures. Gauges are collected at scrape time from the
  * sources the node hands in; counters and histograms are updated by the node as things happen.
  */
+import { readFileSync } from 'node:fs';
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { JobState } from '../scheduler/types.js';
@@ -181,13 +182,21 @@ export class NodeMetrics {
       const walBytes = sources.walBytes.bind(sources);
       new Gauge({
         name: 'punctual_wal_bytes',
-        help: 'Size of the WAL file (punctual.db-wal) in bytes: bounded by TRUNCATE checkpoints past walBytesSoftMax',
+        help: 'Size of the WAL files (punctual.db-wal and raft-log.db-wal) in bytes: bounded by TRUNCATE checkpoints past walBytesSoftMax',
         registers,
         collect() {
           this.set(walBytes());
         },
       });
     }
+    new Gauge({
+      name: 'punctual_process_write_bytes',
+      help: 'Bytes this process caused to be written to storage since it started (Linux /proc/self/io write_bytes; 0 elsewhere)',
+      registers,
+      collect() {
+        this.set(processWriteBytes());
+      },
+    });
     this.registerClusterGauges(sources, registers);
     this.registerQueueGauges(sources, registers);
     this.eventLoopStallMs = new Histogram({
@@ -345,5 +354,15 @@ export class NodeMetrics {
     clearInterval(this.historyTimer);
     this.loopDelay.disable();
     this.registry.clear();
+  }
+}
+
+/** write_bytes of /proc/self/io: what the process sent to the storage layer (its page-cache writes included). */
+function processWriteBytes(): number {
+  try {
+    const m = /^write_bytes: (\d+)$/m.exec(readFileSync('/proc/self/io', 'utf8'));
+    return m === null ? 0 : Number(m[1]);
+  } catch {
+    return 0;
   }
 }

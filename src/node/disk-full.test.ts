@@ -1,6 +1,6 @@
 /**
  * A follower that cannot persist an append does not acknowledge it. Three nodes in one process (real sockets,
- * real SQLite files); the follower's database is capped at its current size (PRAGMA max_page_count: SQLite then
+ * real SQLite files); the follower's two files (state and log) are capped at their current size (PRAGMA max_page_count: SQLite then
  * answers SQLITE_FULL exactly as on a full disk). The leader and the other follower go on; the capped follower
  * stays up, refuses writes with 507, and the leader's view of its log (its match index) does not move past what it
  * had written. Uncapped, it catches up by itself and its replica equals the leader's.
@@ -17,9 +17,10 @@ import { waitFor } from './testing/receiver.js';
 
 const bed = useNodeBed('punctual-disk-full-', { closeGraceMs: 1_000 });
 
-/** The node's own SQLite connection (RaftHost keeps it private: reached here to cap it, as a full disk would). */
-function dbOf(core: OpenNode): Database.Database {
-  return (core.host as unknown as { o: { db: Database.Database } }).o.db;
+/** The node's own SQLite connections, state and log (RaftHost keeps them private: reached here to cap them, as a full disk would). */
+function dbsOf(core: OpenNode): Database.Database[] {
+  const o = (core.host as unknown as { o: { db: Database.Database; logDb: Database.Database } }).o;
+  return [o.db, o.logDb];
 }
 
 function jobsOf(core: OpenNode, shard: number): string[] {
@@ -37,9 +38,8 @@ describe('a follower whose disk is full', () => {
     await leader.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
     await waitFor('follower applied the task', () => full.host.groups[0].applied === leader.host.groups[0].applied, 5_000);
 
-    const db = dbOf(full);
-    const pages = db.pragma('page_count', { simple: true }) as number;
-    db.pragma(`max_page_count = ${pages}`);
+    const dbs = dbsOf(full);
+    for (const db of dbs) db.pragma(`max_page_count = ${db.pragma('page_count', { simple: true }) as number}`);
     const persistedBefore = full.host.groups[0].storage.lastIndex();
 
     const atMs = leader.service.nowMs() + 60_000;
@@ -73,7 +73,7 @@ describe('a follower whose disk is full', () => {
     expect(refused).toMatchObject({ code: 'insufficient_storage', status: 507 });
     expect((await full.metrics.scrape()).body).toMatch(/punctual_disk_full 1/);
 
-    db.pragma('max_page_count = 1073741823');
+    for (const db of dbs) db.pragma('max_page_count = 1073741823');
     await waitFor('the follower caught up by itself', () => ids.every((id) => jobsOf(full, 0).includes(id)), 10_000);
     expect(full.host.diskFull()).toBe(false);
     // Whoever leads now (an election under a loaded machine may have moved it) counts the follower's log as written.

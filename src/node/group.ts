@@ -21,12 +21,20 @@ export interface ShardStorage {
 }
 
 export class ShardGroup implements ShardStorage {
+  /**
+   * The last log index known to be on stable storage (--fsync batch): the state batch applies only entries at or
+   * below it, so a state commit never holds an entry that a power loss could take from the log.
+   */
+  synced: number;
+
   constructor(
     readonly shard: number,
     readonly store: SqliteShardStore,
     readonly storage: SqliteRaftStorage,
     private readonly replica: ReplicaShard,
-  ) {}
+  ) {
+    this.synced = storage.lastIndex();
+  }
 
   get raw(): RawNode {
     return this.replica.raw;

@@ -15,7 +15,7 @@ import { PunctualError } from '../core/errors.js';
 import { PeerTransport } from '../http/peer/index.js';
 import { NodeMetrics } from '../metrics/metrics.js';
 import { jobStates, type JobState } from '../scheduler/types.js';
-import { dbFilePath, getNodeMeta, openNodeDb, setNodeMeta, type Db } from '../store/db.js';
+import { dbFilePath, getNodeMeta, logFilePath, openNodeDbs, setNodeMeta, type Db, type NodeDbs } from '../store/db.js';
 import { WalSyncer } from '../store/wal-sync.js';
 import { BackupTaker } from '../store/backup.js';
 import { Checkpointer, walFileBytes } from '../store/checkpointer.js';
@@ -43,6 +43,8 @@ export interface NodeOptions {
   rebalanceIntervalMs?: number;
   /** Log compaction thresholds (tests lower them to see a follower catch up by snapshot). */
   compaction?: { keepEntries: number; everyEntries: number; keepBytes?: number };
+  /** The state file's write batch (tests): defaults nodeLimits.stateBatchIntervalMs / stateBatchEntriesMax. */
+  stateBatch?: { intervalMs: number; entriesMax: number };
   /**
    * This node joins a running cluster (`punctual serve --join`): its groups are not bootstrapped from --peers
    * (which must name current members); each waits for a snapshot from its leader once `punctual cluster
@@ -161,15 +163,37 @@ async function waitUntil(done: () => boolean, ms: number): Promise<boolean> {
 }
 
 interface Durability {
+  /** fsyncs the log's WAL after each round. */
   walSync: WalSyncer | null;
+  /** fsyncs the state file's WAL after each batch commit. */
+  stateSync: WalSyncer | null;
   checkpointer: Checkpointer | null;
+  logCheckpointer: Checkpointer | null;
+  /** Set once the Raft host exists: a TRUNCATE checkpoint of the state file commits its write batch first. */
+  beforeStateTruncate: { run: () => void };
 }
 
+const noDurability = (): Durability => ({ walSync: null, stateSync: null, checkpointer: null, logCheckpointer: null, beforeStateTruncate: { run: () => undefined } });
+
 function openDurability(config: NodeConfig, logger: Logger, onFatal: (err: unknown) => void): Durability {
-  if (config.fsync !== 'batch') return { walSync: null, checkpointer: null };
-  const walSync = new WalSyncer(dbFilePath(config.dataDir), onFatal);
-  const checkpointer = new Checkpointer(dbFilePath(config.dataDir), nodeLimits.walCheckpointIntervalMs, logger, onFatal);
-  return { walSync, checkpointer };
+  const d = noDurability();
+  if (config.fsync !== 'batch') return d;
+  d.walSync = new WalSyncer(logFilePath(config.dataDir), onFatal);
+  d.stateSync = new WalSyncer(dbFilePath(config.dataDir), onFatal);
+  const before = d.beforeStateTruncate;
+  d.checkpointer = new Checkpointer(dbFilePath(config.dataDir), nodeLimits.walCheckpointIntervalMs, logger, onFatal, { beforeTruncate: () => before.run() });
+  d.logCheckpointer = new Checkpointer(logFilePath(config.dataDir), nodeLimits.walCheckpointIntervalMs, logger, onFatal);
+  return d;
+}
+
+async function closeDurability(d: Durability): Promise<void> {
+  for (const w of [d.walSync, d.stateSync]) {
+    if (w === null) continue;
+    await w.sync();
+    await w.close();
+  }
+  await d.checkpointer?.close();
+  await d.logCheckpointer?.close();
 }
 
 export async function openNode(config: NodeConfig, options: NodeOptions = {}): Promise<OpenNode> {
@@ -183,26 +207,28 @@ export async function openNode(config: NodeConfig, options: NodeOptions = {}): P
   const clock = manualClock ?? realClock;
   if ((options.join ?? config.join) === true && config.peers.length === 0) throw new Error('--join needs --peers naming the current members');
   if (config.peers.length > 0 && !peerSecurityOk(config)) throw new Error(peerSecurityRefusal);
-  const db = openNodeDb(config.dataDir, config.fsync);
+  const dbs = openNodeDbs(config.dataDir, config.fsync);
+  const db = dbs.state;
   const onFatal =
     options.onFatal ??
     ((err: unknown) => {
       logger.error('fatal storage error; exiting', { err });
       process.exit(1);
     });
-  let durability: Durability = { walSync: null, checkpointer: null };
+  let durability: Durability = noDurability();
   try {
     checkIdentity(db, config);
     durability = openDurability(config, logger, onFatal);
   } catch (err) {
+    dbs.log.close();
     db.close();
     throw err;
   }
   try {
-    return assemble(config, options, { db, clock, realClock, manualClock, logger, onFatal, ...durability });
+    return assemble(config, options, { db, dbs, clock, realClock, manualClock, logger, onFatal, ...durability });
   } catch (err) {
-    await durability.walSync?.close();
-    await durability.checkpointer?.close();
+    await closeDurability(durability);
+    dbs.log.close();
     db.close();
     throw err;
   }
@@ -210,6 +236,7 @@ export async function openNode(config: NodeConfig, options: NodeOptions = {}): P
 
 interface Parts extends Durability {
   db: Db;
+  dbs: NodeDbs;
   /** The scheduler's clock: manualClock when there is one, else realClock. */
   clock: Clock;
   realClock: Clock;
@@ -225,7 +252,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
   const targetPolicy = targetPolicyFromLists(config.callbackAllow, config.callbackDeny);
   // A joining node bootstraps nothing: its groups learn their membership from their leaders' snapshots.
   const voters = (options.join ?? config.join) === true ? [] : [config.nodeId, ...config.peers.map((x) => x.id)];
-  const logs = openShardLogs(db, config.shards, voters);
+  const logs = openShardLogs(p.dbs, config.shards, voters);
   const rand = new Prng(randomInt(2 ** 31));
   // The node's pure side: Replication and NodeCore composed (src/nodecore/node.ts); the shells below carry it out.
   const node = new Node({
@@ -259,11 +286,12 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
     peers: () => transport?.stats() ?? null,
     queues: () => queueDepths(node, firing),
     dueProfile: () => service.dueProfile(60),
-    walBytes: () => walFileBytes(dbFilePath(config.dataDir)),
+    walBytes: () => walFileBytes(dbFilePath(config.dataDir)) + walFileBytes(logFilePath(config.dataDir)),
   });
   const host: RaftHost = new RaftHost({
     nodeId: config.nodeId,
     db,
+    logDb: p.dbs.log,
     node,
     logs,
     shell: (rounds) =>
@@ -287,12 +315,15 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
       }),
     fsync: config.fsync,
     walSync: p.walSync,
+    stateSync: p.stateSync,
+    stateBatch: options.stateBatch,
     logger: logger.child({ component: 'raft' }),
     metrics,
     onFatal,
     onConfChange: (shard, conf) => membership.onConfChange(shard, conf),
   });
   const firing = host.shell;
+  p.beforeStateTruncate.run = () => host.batch.commit();
   const membership = new Membership({
     nodeId: config.nodeId,
     book,
@@ -321,7 +352,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
   cluster.setMembers(() => membership.peers());
   cluster.setRemovedFrom(() => membership.removedFrom());
   const clockDriver = p.manualClock === null ? null : new ClockDriver(p.manualClock, firing, options.clockLimits);
-  const backups = new BackupTaker(db, config.dataDir, config.nodeId, logger.child({ component: 'backup' }));
+  const backups = new BackupTaker(db, config.dataDir, config.nodeId, logger.child({ component: 'backup' }), undefined, { log: p.dbs.log, hold: () => host.holdForCopy() });
   const service = new MemberNodeService({ config, shards: host.groups, proposer: firing, engine: firing, host, router, cluster, clock, metrics, clockDriver, backups }, membership);
   const makeTransport = (): PeerTransport => {
     // Also a node whose member book has peers (restarted without --peers) or that grows with add-node.
@@ -375,12 +406,9 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
     await firing.close(clusterLimits.leaderWaitMs);
     await host.close();
     await transport?.close();
-    if (p.walSync !== null) {
-      await p.walSync.sync();
-      await p.walSync.close();
-    }
-    await p.checkpointer?.close();
+    await closeDurability(p);
     metrics.close();
+    p.dbs.log.close();
     db.close();
     logger.info('node closed');
   };

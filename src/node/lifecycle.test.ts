@@ -8,7 +8,7 @@ import { ManualClock } from '../core/clock.js';
 import { limits, nodeLimits } from '../core/limits.js';
 import { silentLogger } from '../core/log.js';
 import { decodeCommand } from '../scheduler/codec.js';
-import { openNodeDb } from '../store/db.js';
+import { openNodeDbs } from '../store/db.js';
 import { SqliteRaftStorage } from '../store/raft-storage.js';
 import { AppliedIndexes } from '../store/shard-snapshot.js';
 import type { LogIndex } from '../raft/index.js';
@@ -216,7 +216,7 @@ describe('loader', () => {
 
 describe('log', () => {
   // Index 1 is the bootstrap snapshot, index 2 the no-op of term 1: the n + 2 commands end at n + 4.
-  it('appends every command to its shard log, applies it in the same commit, and compacts old entries', async () => {
+  it('appends every command to its shard log, applies it into the state file, and compacts old entries', async () => {
     const core = await start({ shards: 1 });
     await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
     const far = core.service.nowMs() + 3_600_000;
@@ -225,10 +225,11 @@ describe('log', () => {
     // Concurrent patches: each its own command and log entry, in one or a few group commits.
     await Promise.all(Array.from({ length: n }, (_, i) => core.service.patchJob('j', { metadata: { i } })));
     await stop(core);
-    const db = openNodeDb(bed.dir, 'off');
+    const dbs = openNodeDbs(bed.dir, 'off');
     try {
-      const log = new SqliteRaftStorage(db, 0);
-      expect(new AppliedIndexes(db).of(0)).toBe(n + 4);
+      const log = new SqliteRaftStorage(dbs.log, 0);
+      // Closed cleanly: the state batch committed everything applied.
+      expect(new AppliedIndexes(dbs.state).of(0)).toBe(n + 4);
       expect(log.lastIndex()).toBe(n + 4);
       expect(log.firstIndex()).toBeGreaterThan(1);
       expect(log.lastIndex() - log.firstIndex() + 1).toBeGreaterThanOrEqual(nodeLimits.logKeepEntries);
@@ -237,7 +238,8 @@ describe('log', () => {
       expect(cmd.type).toBe('patch_job');
       expect(last.term).toBe(1);
     } finally {
-      db.close();
+      dbs.log.close();
+      dbs.state.close();
     }
     const again = await start({ shards: 1 });
     expect((await again.service.getJob('j')).metadata).toEqual({ i: n - 1 });

@@ -34,12 +34,14 @@ import type { ConfChange, ConfState, Entry, LogIndex, Message, NodeId, Snapshot 
 import { CommandDecodeError, decodeCommand } from '../scheduler/codec.js';
 import { apply } from '../scheduler/machine.js';
 import type { Command } from '../scheduler/commands.js';
-import { isDiskFullError, isStorageError, type Db, type FsyncMode } from '../store/db.js';
+import { isDiskFullError, isStorageError, type Db, type FsyncMode, type NodeDbs } from '../store/db.js';
 import { QuarantineTable, type QuarantinedEntry } from '../store/quarantine.js';
 import { bootstrapGroup, SqliteRaftStorage } from '../store/raft-storage.js';
 import { AppliedIndexes, encodeShardImage, restoreShardImage } from '../store/shard-snapshot.js';
 import { SqliteShardStore } from '../store/shard-store.js';
+import { StateBatch } from '../store/state-batch.js';
 import type { WalSyncer } from '../store/wal-sync.js';
+import { nodeLimits } from '../core/limits.js';
 import { ShardGroup, type Waiter } from './group.js';
 import type { NodeShell, RoundLoop } from './shell.js';
 import { diskFull, notLeader, proposalFailed, type Applied, type Node, type ReadAnswer, type ReplicaEvent, type ReplicaRound, type Replication } from '../nodecore/index.js';
@@ -65,18 +67,36 @@ export interface ShardLogs {
  * Opens the Raft log of every shard (bootstrapped with `voters` when a group has no Raft state; empty for a node
  * that joins a running cluster: its groups wait for a snapshot from their leaders).
  */
-export function openShardLogs(db: Db, shards: number, voters: readonly string[]): ShardLogs {
-  const appliedIndexes = new AppliedIndexes(db);
+export function openShardLogs(dbs: NodeDbs, shards: number, voters: readonly string[]): ShardLogs {
+  const appliedIndexes = new AppliedIndexes(dbs.state);
   const storages: SqliteRaftStorage[] = [];
   for (let shard = 0; shard < shards; shard++) {
-    if (voters.length > 0) bootstrapGroup(db, shard, [...voters].sort() as NodeId[]);
-    storages.push(new SqliteRaftStorage(db, shard, { markerSnapshots: true }));
+    if (voters.length > 0) bootstrapGroup(dbs.log, shard, [...voters].sort() as NodeId[]);
+    const storage = new SqliteRaftStorage(dbs.log, shard, { markerSnapshots: true });
+    restoreFromLog(dbs.state, appliedIndexes, shard, storage);
+    storages.push(storage);
   }
   return {
     storages,
-    stores: storages.map((_, shard) => new SqliteShardStore(db, shard)),
+    stores: storages.map((_, shard) => new SqliteShardStore(dbs.state, shard)),
     applied: storages.map((storage, shard) => storedApplied(appliedIndexes, shard, storage)),
   };
+}
+
+/**
+ * The two files are committed apart: a crash right after a follower installed a snapshot into its log, before the
+ * state batch that restored the rows committed, leaves the state behind the log's first entry. The log still holds
+ * the snapshot's rows (an installed snapshot keeps its data): restored here. (A compaction marker carries no rows,
+ * but compaction never passes the state's durable applied index, so the state is never behind one.)
+ */
+function restoreFromLog(state: Db, indexes: AppliedIndexes, shard: number, storage: SqliteRaftStorage): void {
+  const base = storage.firstIndex() - 1;
+  if (base <= 1 || indexes.of(shard) >= base) return;
+  const data = storage.snapshotData();
+  state.transaction(() => {
+    restoreShardImage(state, shard, data);
+    indexes.write(shard, base);
+  })();
 }
 
 /** What SQLite holds as applied for the shard (its rows are at least its snapshot's). */
@@ -86,14 +106,22 @@ function storedApplied(indexes: AppliedIndexes, shard: number, storage: SqliteRa
 
 export interface RaftHostOptions {
   nodeId: string;
+  /** The state file (the scheduler's rows, written in batches). */
   db: Db;
+  /** The Raft log's file (every round commits here). */
+  logDb: Db;
   /** The node's pure side; its Replication was built over `logs`. */
   node: Node;
   logs: ShardLogs;
   /** Builds the shell of the node's NodeCore, which this host wakes (`pump`) and which wakes this host's rounds. */
   shell(rounds: RoundLoop): NodeShell;
   fsync: FsyncMode;
+  /** fsyncs the log's WAL after each round (--fsync batch). */
   walSync: WalSyncer | null;
+  /** fsyncs the state file's WAL after each batch commit (--fsync batch). */
+  stateSync: WalSyncer | null;
+  /** The state batch's bounds (tests); nodeLimits' by default. */
+  stateBatch?: { intervalMs: number; entriesMax: number };
   logger: Logger;
   metrics: NodeMetrics;
   onFatal(err: unknown): void;
@@ -154,9 +182,16 @@ export class RaftHost implements RoundLoop {
    * every `db.transaction(fn)`, which cost more than the savepoint itself for every entry applied.
    */
   private readonly inTransaction: <T>(fn: () => T) => T;
+  /** The same for the log's file: a round's writes in one transaction. */
+  private readonly inLogTransaction: <T>(fn: () => T) => T;
+  /** The state file's write batch: applies go into it, it commits every stateBatchIntervalMs. */
+  readonly batch: StateBatch;
+  /** While above zero (a backup copies the files), no log is compacted. */
+  private compactionHolds = 0;
 
   constructor(private readonly o: RaftHostOptions) {
     this.inTransaction = o.db.transaction((fn: () => unknown) => fn()) as <T>(fn: () => T) => T;
+    this.inLogTransaction = o.logDb.transaction((fn: () => unknown) => fn()) as <T>(fn: () => T) => T;
     this.appliedIndexes = new AppliedIndexes(o.db);
     this.quarantined = new QuarantineTable(o.db);
     this.replication = o.node.replication;
@@ -164,6 +199,20 @@ export class RaftHost implements RoundLoop {
       this.groups.push(new ShardGroup(shard, o.logs.stores[shard]!, storage, this.replication.shards[shard]!));
     });
     this.shell = o.shell(this);
+    const stateSync = o.stateSync;
+    this.batch = new StateBatch(o.db, {
+      intervalMs: o.stateBatch?.intervalMs ?? nodeLimits.stateBatchIntervalMs,
+      entriesMax: o.stateBatch?.entriesMax ?? nodeLimits.stateBatchEntriesMax,
+      sync: stateSync === null ? null : () => stateSync.sync(),
+      applied: () => this.groups.map((g) => g.applied),
+      onFatal: (err) => this.fail(err),
+      onFull: (err) => this.diskFilled('applier', err),
+      onSpace: () => this.spaceBack('applier'),
+      onCommit: (ms, entries) => {
+        this.o.metrics.commitDurationMs.observe(ms);
+        this.o.metrics.commitBatchSize.observe(entries);
+      },
+    });
     for (const q of this.quarantined.list()) {
       o.logger.error('log entry quarantined earlier (its effects were skipped on every replica)', {
         shard: q.shard, index: q.index, term: q.term, digest: q.digest, err: q.error,
@@ -380,33 +429,38 @@ export class RaftHost implements RoundLoop {
     const rd = this.stuck ?? this.replication.ready();
     this.stuck = null;
     if (rd === null) return;
-    const out: AppliedOut[] = [];
-    const touched = new Set<ShardGroup>();
-    const queued = this.queuedInRound(rd);
+    let lastIndexes: number[];
     try {
-      this.persist(rd, rd.inline ? { out, touched } : null, queued);
+      lastIndexes = this.persist(rd);
     } catch (err) {
       if (!isDiskFullError(err)) return this.fail(err);
-      // Rolled back: the storages' cached state and the applied indexes go back to what SQLite holds.
-      if (queued !== null) this.replication.rewindApply(queued.mark);
-      for (const g of queued === null ? rd.shards.map(({ shard }) => this.groups[shard]!) : this.groups) this.rewind(g);
+      // Rolled back: the storages' cached state goes back to what SQLite holds (nothing was applied).
+      for (const { shard } of rd.shards) this.rewind(this.groups[shard]!);
       this.stuck = rd;
       this.carryOut();
       return this.diskFilled('round', err);
     }
     if (this.roundFull) this.spaceBack('round');
+    // A follower's installed snapshot: its rows into the state file, committed at once (openShardLogs repairs a
+    // crash between the two commits from the log's copy of the snapshot).
+    if (rd.shards.some(({ ready }) => ready.snapshot !== null)) {
+      try {
+        this.batch.begin();
+        this.inTransaction(() => {
+          for (const { shard, ready } of rd.shards) if (ready.snapshot !== null) this.installRows(this.groups[shard]!, ready.snapshot);
+        });
+        if (!this.batch.commit()) throw new Error('the state batch holding an installed snapshot could not commit');
+      } catch (err) {
+        // The log already holds the snapshot: a restart restores the rows from it.
+        return this.fail(err);
+      }
+    }
     const { early, late } = this.replication.persisted(rd);
     this.carryOut();
-    if (rd.inline) {
-      this.deliver(out);
-      for (const g of touched) this.replication.afterApply(g.shard, false);
-      this.carryOut();
-    }
-    if (queued !== null) {
-      this.deliver(queued.out);
-      for (const g of queued.touched) this.replication.afterApply(g.shard);
-      this.carryOut();
-    }
+    // Entries whose append may not be on stable storage yet wait for this round's fsync (the state batch may
+    // commit before the log's next fsync).
+    const syncFirst = rd.inline && this.o.walSync !== null && rd.shards.some(({ shard, ready }) => ready.committedEntries.some((e) => e.index > this.groups[shard]!.synced));
+    if (rd.inline && !syncFirst) this.applyInline(rd);
     if (early.length > 0) this.sendOut(early);
     if (this.o.walSync !== null && rd.mustSync) {
       try {
@@ -416,6 +470,8 @@ export class RaftHost implements RoundLoop {
         return;
       }
     }
+    for (const { shard } of rd.shards) this.groups[shard]!.synced = Math.max(this.groups[shard]!.synced, lastIndexes[shard]!);
+    if (syncFirst) this.applyInline(rd);
     if (late.length > 0) this.sendOut(late);
     this.replication.sent(rd);
     this.startApplier();
@@ -484,43 +540,56 @@ export class RaftHost implements RoundLoop {
   }
 
   /**
-   * A round that is not applied inline while entries wait for the applier also applies a slice of them in its
-   * transaction: at a steady rate the applier always has a few, and a slice of its own would be a second commit,
-   * writing to the WAL again pages the round's commit wrote. Not with a snapshot or a conf change in the round, nor
-   * while the applier waits for disk space.
+   * Step 2: the log side of the round in one transaction of the log's file (one fsync with --fsync always).
+   * Answers each shard's last log index after it (by shard; the others' entries are undefined).
    */
-  private queuedInRound(rd: ReplicaRound): { out: AppliedOut[]; touched: Set<ShardGroup>; mark: number } | null {
-    if (rd.inline || rd.confChange || this.applierFull || this.fullRetry !== null || this.replication.applyBacklog() === 0) return null;
-    if (rd.shards.some(({ ready }) => ready.snapshot !== null)) return null;
-    return { out: [], touched: new Set(), mark: this.replication.applyMark() };
-  }
-
-  /** Step 2: the log side of the round in one transaction (one fsync with --fsync always). */
-  private persist(rd: ReplicaRound, inline: { out: AppliedOut[]; touched: Set<ShardGroup> } | null, queued: { out: AppliedOut[]; touched: Set<ShardGroup> } | null = null): void {
+  private persist(rd: ReplicaRound): number[] {
     const startNs = process.hrtime.bigint();
-    const start = performance.now();
-    this.inTransaction(() => {
+    const last: number[] = [];
+    this.inLogTransaction(() => {
       for (const { shard, ready } of rd.shards) {
         const g = this.groups[shard]!;
-        if (ready.snapshot !== null) this.installRows(g, ready.snapshot);
+        if (ready.snapshot !== null) g.storage.applySnapshot(ready.snapshot);
+        // What this round rewrites is not on stable storage until its fsync, whatever was there before.
+        if (ready.entries.length > 0) g.synced = Math.min(g.synced, ready.entries[0]!.index - 1);
+        if (ready.snapshot !== null) g.synced = Math.min(g.synced, ready.snapshot.metadata.index);
         g.storage.append(ready.entries);
         if (ready.hardState !== null) g.storage.setHardState(ready.hardState);
-        if (inline === null || ready.committedEntries.length === 0) continue;
-        for (const e of ready.committedEntries) this.applyEntry(g, e, inline.out);
-        inline.touched.add(g);
-        this.appliedIndexes.write(g.shard, g.applied);
+        last[shard] = g.storage.lastIndex();
       }
-      if (queued !== null) this.applyQueued(queued.out, queued.touched, start);
     });
-    const ms = Number(process.hrtime.bigint() - startNs) / 1e6;
-    this.o.metrics.appendDurationMs.observe(ms);
-    if (queued !== null && queued.out.length > 0) {
-      this.o.metrics.commitDurationMs.observe(ms);
-      this.o.metrics.commitBatchSize.observe(queued.out.length);
+    this.o.metrics.appendDurationMs.observe(Number(process.hrtime.bigint() - startNs) / 1e6);
+    return last;
+  }
+
+  /** The committed entries of an `inline` round (few and small), applied into the state batch. */
+  private applyInline(rd: ReplicaRound): void {
+    const out: AppliedOut[] = [];
+    const touched = new Set<ShardGroup>();
+    const mark = this.replication.applyMark();
+    try {
+      this.batch.begin();
+      this.inTransaction(() => {
+        for (const { shard, ready } of rd.shards) {
+          if (ready.committedEntries.length === 0) continue;
+          const g = this.groups[shard]!;
+          for (const e of ready.committedEntries) this.applyEntry(g, e, out);
+          touched.add(g);
+          this.appliedIndexes.write(g.shard, g.applied);
+        }
+      });
+    } catch (err) {
+      if (!isDiskFullError(err)) return this.fail(err);
+      // The savepoint rolled back: the entries go to the applier, which retries once space returns.
+      this.replication.rewindApply(mark);
+      for (const g of touched) this.replication.rewind(g.shard, this.storedApplied(g.shard, g.storage));
+      this.replication.deferInline(rd);
+      return this.diskFilled('applier', err);
     }
-    if (inline === null || inline.out.length === 0) return;
-    this.o.metrics.commitDurationMs.observe(ms);
-    this.o.metrics.commitBatchSize.observe(inline.out.length);
+    this.batch.added(out.length);
+    this.deliver(out);
+    for (const g of touched) this.replication.afterApply(g.shard, false);
+    this.carryOut();
   }
 
   // --- the applier --------------------------------------------------------------------------------------
@@ -566,12 +635,12 @@ export class RaftHost implements RoundLoop {
     }
   }
 
-  /** One transaction: queued entries until the slice's time or entry bound, with each touched applied_index. */
+  /** One savepoint in the state batch: queued entries until the slice's time or entry bound, with each touched applied_index. */
   private applySlice(out: AppliedOut[], touched: Set<ShardGroup>): void {
     const start = performance.now();
+    this.batch.begin();
     this.inTransaction(() => this.applyQueued(out, touched, start));
-    this.o.metrics.commitDurationMs.observe(performance.now() - start);
-    this.o.metrics.commitBatchSize.observe(out.length);
+    this.batch.added(out.length);
   }
 
   /** Inside a transaction: queued entries until the slice's time (from `start`) or entry bound, and their applied_index. */
@@ -590,8 +659,8 @@ export class RaftHost implements RoundLoop {
     for (const g of touched) this.appliedIndexes.write(g.shard, g.applied);
   }
 
+  /** The state side of an installed snapshot (its log side went into the round's log transaction). */
   private installRows(g: ShardGroup, snap: Snapshot): void {
-    g.storage.applySnapshot(snap);
     restoreShardImage(this.o.db, g.shard, snap.data);
     this.replication.snapshotInstalled(g.shard, snap.metadata.index);
     this.appliedIndexes.write(g.shard, g.applied);
@@ -684,8 +753,27 @@ export class RaftHost implements RoundLoop {
    * copying the shard's rows happens only when a follower actually needs them.
    */
   private compact(g: ShardGroup, upTo: number): void {
-    if (g.storage.snapshotIndex() < upTo) g.storage.createSnapshot(g.applied as LogIndex, g.raw.confState(), new Uint8Array(0));
-    g.storage.compact(upTo as LogIndex);
+    if (this.compactionHolds > 0) return;
+    // Never past what the state file holds durably: a crash replays the log from there.
+    const to = Math.min(upTo, this.batch.durableApplied(g.shard));
+    if (to <= g.storage.firstIndex() - 1) return;
+    this.inLogTransaction(() => {
+      if (g.storage.snapshotIndex() < to) g.storage.createSnapshot(to as LogIndex, g.raw.confState(), new Uint8Array(0));
+      g.storage.compact(to as LogIndex);
+    });
+  }
+
+  /** Until the returned release is called no log is compacted and the state batch commits every turn (a backup). */
+  holdForCopy(): () => void {
+    this.compactionHolds++;
+    const releaseBatch = this.batch.hold();
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.compactionHolds--;
+      releaseBatch();
+    };
   }
 
   /** Committed entries waiting for the applier (the proposer refuses client writes above stallLimits.applyQueueEntriesMax). */
@@ -712,6 +800,7 @@ export class RaftHost implements RoundLoop {
     if (this.running !== null) await this.running;
     this.failed = true; // no new round
     await this.drainApplies();
+    await this.batch.close();
     this.replication.close();
     this.carryOut();
   }

@@ -464,6 +464,12 @@ export class Replication {
     for (const { shard, ready } of round.shards) for (const entry of ready.committedEntries) this.applyQueue.push({ shard, entry });
   }
 
+  /** An inline round whose applies rolled back (a full disk): its committed entries go to the applier after all. */
+  deferInline(round: ReplicaRound): void {
+    assert(this.round === round && round.inline, 'deferInline() names the inline round in flight');
+    for (const { shard, ready } of round.shards) for (const entry of ready.committedEntries) this.applyQueue.push({ shard, entry });
+  }
+
   /** Raft takes the round as done; then term changes, firing start, reads, snapshot and compaction requests. */
   advance(round: ReplicaRound): void {
     assert(this.round === round, 'advance() names the round in flight');

@@ -23,7 +23,7 @@ import { backupLimits } from '../core/limits.js';
 import { PunctualError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { sqliteOpenOptions } from '../platform/sqlite.js';
-import { dbFilePath, schemaVersion, type Db } from './db.js';
+import { dbFilePath, logFilePath, schemaVersion, type Db } from './db.js';
 import { privateFile, secureDataDir } from './files.js';
 import { pack, unpack } from './rows.js';
 
@@ -47,12 +47,18 @@ export class BackupTaker {
   private copying: Promise<unknown> | null = null;
   private closed = false;
 
+  /**
+   * `log`: the node's Raft log file, copied into the backup after the state (one file, as restore reads it);
+   * `hold`: while the copy runs, no log is compacted and the state's write batch commits every turn (the online
+   * backup steps between the event loop's turns, and no transaction may stay open across them).
+   */
   constructor(
     private readonly db: Db,
     private readonly dataDir: string,
     private readonly nodeId: string,
     private readonly logger: Logger,
     private readonly nowMs: () => number = Date.now,
+    private readonly logFile: { log: Db; hold(): () => void } | null = null,
   ) {
     removeLeftovers(dataDir, logger);
   }
@@ -65,10 +71,12 @@ export class BackupTaker {
     const path = join(this.dataDir, `${tempPrefix}${randomUUID()}${tempSuffix}`);
     let fd: number;
     const startedMs = this.nowMs();
+    const release = this.logFile?.hold() ?? (() => undefined);
     try {
       const copy = this.copy(path, startedMs);
       this.copying = copy;
       await copy;
+      if (this.logFile !== null) copyLog(this.logFile.log, path);
       // Opened, then unlinked at once: the open descriptor keeps the copy readable until the stream closes it, and
       // nothing is left on disk whatever happens to the stream (or the process) from here on.
       fd = openSync(path, 'r');
@@ -77,6 +85,7 @@ export class BackupTaker {
       if (err instanceof BackupAborted) throw new PunctualError('unavailable', err.message, [], 'shutting_down');
       throw err;
     } finally {
+      release();
       this.copying = null;
       rmSync(path, { force: true });
     }
@@ -104,6 +113,28 @@ export class BackupTaker {
         return backupLimits.pagesPerStep;
       },
     });
+  }
+}
+
+/**
+ * Writes the Raft tables of the log file into the copy of the state file. Compaction is held meanwhile, so the
+ * log still holds every entry after the copy's applied indexes.
+ */
+function copyLog(log: Db, copyPath: string): void {
+  const copy = new Database(copyPath, { ...sqliteOpenOptions(), fileMustExist: true });
+  try {
+    copy.prepare('ATTACH DATABASE ? AS lg').run(log.name);
+    copy.transaction(() => {
+      for (const t of ['raft_entries', 'raft_hard_state', 'raft_snapshot']) {
+        copy.exec(`DELETE FROM main.${t}`);
+        copy.exec(`INSERT INTO main.${t} SELECT * FROM lg.${t}`);
+      }
+    })();
+    copy.exec('DETACH DATABASE lg');
+    // One file: nothing may stay in a WAL beside it.
+    copy.pragma('wal_checkpoint(TRUNCATE)');
+  } finally {
+    copy.close();
   }
 }
 
@@ -228,7 +259,7 @@ export function resetToSingleVoter(db: Db, info: BackupInfo, nodeId: string): vo
 export function restoreBackup(o: RestoreOptions): RestoreResult {
   if (!existsSync(o.from)) throw new RestoreError(`${o.from}: no such file`);
   const target = dbFilePath(o.dataDir);
-  if (existsSync(target)) throw new RestoreError(`${o.dataDir} already holds a database: restore into a new, empty data directory`);
+  if (existsSync(target) || existsSync(logFilePath(o.dataDir))) throw new RestoreError(`${o.dataDir} already holds a database: restore into a new, empty data directory`);
   const made = !existsSync(o.dataDir);
   secureDataDir(o.dataDir);
   const temp = join(o.dataDir, `restore-${randomUUID()}${tempSuffix}`);

@@ -78,6 +78,11 @@ export interface CheckpointerOptions {
   hardMaxBytes: number;
   truncateBusyMs: number;
   truncateRetryMs: number;
+  /**
+   * Runs right before a TRUNCATE checkpoint: the state file's write batch commits here, since the checkpoint needs
+   * the writer lock that an open batch holds.
+   */
+  beforeTruncate?: () => void;
 }
 
 /** What one PASSIVE checkpoint of the worker reported: the WAL file's size after it, and its frames. */
@@ -137,6 +142,7 @@ export class Checkpointer {
       hardMaxBytes: options.hardMaxBytes ?? nodeLimits.walBytesHardMax,
       truncateBusyMs: options.truncateBusyMs ?? nodeLimits.walTruncateBusyMs,
       truncateRetryMs: options.truncateRetryMs ?? nodeLimits.walTruncateRetryMs,
+      beforeTruncate: options.beforeTruncate,
     };
     this.truncator = new Database(dbPath, sqliteOpenOptions());
     this.truncator.pragma('synchronous = FULL');
@@ -189,6 +195,7 @@ export class Checkpointer {
     const startedMs = performance.now();
     let busy: boolean;
     try {
+      this.o.beforeTruncate?.();
       busy = (this.truncator.pragma('wal_checkpoint(TRUNCATE)') as Array<{ busy: number }>)[0]!.busy === 1;
     } catch (err) {
       this.failed({ error: (err as Error).message, code: (err as { code?: string }).code });

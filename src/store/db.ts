@@ -22,6 +22,7 @@ import { sqliteOpenOptions } from '../platform/sqlite.js';
 import { privateFile, secureDataDir } from './files.js';
 import { ensureMetadataIndex } from './metadata-index.js';
 import { migrateLifecycle } from './lifecycle-schema.js';
+import { ensureRaftSchema } from './raft-storage.js';
 
 export type FsyncMode = 'always' | 'batch' | 'off';
 export type Db = Database.Database;
@@ -73,6 +74,84 @@ export function dbFilePath(dataDir: string): string {
   return join(dataDir, 'punctual.db');
 }
 
+/** The Raft log of every group this node holds (raft-storage.ts): its own file, committed and fsynced every round. */
+export function logFilePath(dataDir: string): string {
+  return join(dataDir, 'raft-log.db');
+}
+
+/** The node's two files: the state (punctual.db: the scheduler's rows, written in batches) and the Raft log. */
+export interface NodeDbs {
+  state: Db;
+  log: Db;
+}
+
+/**
+ * Opens both files of a data directory. A directory made before the log had its own file (or a restored backup,
+ * which is one file) holds its Raft tables in punctual.db: they are moved into raft-log.db first (copied and made
+ * durable, then deleted from the state file; a crash in between finds the copy and only deletes).
+ */
+export function openNodeDbs(dataDir: string, fsync: FsyncMode): NodeDbs {
+  const state = openNodeDb(dataDir, fsync);
+  let log: Db;
+  try {
+    log = openLogFile(privateFile(logFilePath(dataDir)), fsync);
+  } catch (err) {
+    state.close();
+    throw err;
+  }
+  try {
+    moveRaftTables(state, log);
+  } catch (err) {
+    log.close();
+    state.close();
+    throw err;
+  }
+  return { state, log };
+}
+
+/** The log file: the Raft tables only, with the same pragmas as the state file. */
+export function openLogFile(path: string, fsync: FsyncMode): Db {
+  const db = new Database(path, sqliteOpenOptions());
+  try {
+    db.pragma('journal_mode = WAL');
+    db.pragma(`synchronous = ${synchronousPragma(fsync)}`);
+    if (fsync === 'batch') db.pragma('wal_autocheckpoint = 0');
+    db.pragma(`journal_size_limit = ${nodeLimits.walJournalSizeLimitBytes}`);
+    db.pragma('cache_size = -16384');
+    ensureRaftSchema(db);
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+  return db;
+}
+
+const raftTables = ['raft_entries', 'raft_hard_state', 'raft_snapshot'] as const;
+
+function hasRaftRows(db: Db, schemaName = 'main'): boolean {
+  return raftTables.some((t) => db.prepare(`SELECT 1 FROM ${schemaName}.${t} LIMIT 1`).get() !== undefined);
+}
+
+/** Moves Raft tables found in the state file into the log file (see openNodeDbs). */
+export function moveRaftTables(state: Db, log: Db): void {
+  if (!hasRaftRows(state)) return;
+  if (!hasRaftRows(log)) {
+    log.prepare('ATTACH DATABASE ? AS st').run(state.name);
+    try {
+      log.transaction(() => {
+        for (const t of raftTables) log.exec(`INSERT INTO main.${t} SELECT * FROM st.${t}`);
+      })();
+    } finally {
+      log.exec('DETACH DATABASE st');
+    }
+    // Durable before the state file forgets them: a checkpoint fsyncs the WAL and the file.
+    log.pragma('wal_checkpoint(TRUNCATE)');
+  }
+  state.transaction(() => {
+    for (const t of raftTables) state.exec(`DELETE FROM ${t}`);
+  })();
+}
+
 /** Opens (creating if needed) `<dataDir>/punctual.db` with WAL and the schema; the directory and files private. */
 export function openNodeDb(dataDir: string, fsync: FsyncMode): Db {
   secureDataDir(dataDir);
@@ -91,6 +170,8 @@ export function openDbFile(path: string, fsync: FsyncMode): Db {
     db.pragma('cache_size = -65536');
     db.pragma('temp_store = MEMORY');
     db.exec(schema);
+    // Empty in a running node's state file (the log has its own): a backup carries them, and a restore moves them.
+    ensureRaftSchema(db);
     checkSchemaVersion(db);
     ensureMetadataIndex(db);
     migrateLifecycle(db);

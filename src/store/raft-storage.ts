@@ -331,6 +331,12 @@ export class SqliteRaftStorage implements LogStorageWriter {
     return { metadata: { ...this.snap }, data };
   }
 
+  /** The stored snapshot's data as written (empty for a compaction marker or none). */
+  snapshotData(): Uint8Array {
+    const row = this.s.snapData.get(this.group) as { data: Uint8Array } | undefined;
+    return row ? plainBytes(row.data) : new Uint8Array(0);
+  }
+
   private snapDataBytes(): number {
     const row = this.s.snapBytes.get(this.group) as { n: number } | undefined;
     return row?.n ?? 0;
