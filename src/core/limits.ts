@@ -493,7 +493,7 @@ export const stallLimits = {
   fireBatchMax: 256,
   /**
    * How long the engine's own records (fired, skipped, outcomes) wait for company before they are proposed. They
-   * delay no callback, and fewer, larger commits leave more CPU for firing (docs/performance.md).
+   * delay no callback, and fewer, larger commits leave more CPU for firing (bench/NOTES.md, "A job at a steady rate").
    */
   engineItemsDelayMs: 10,
   /**
