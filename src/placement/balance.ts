@@ -10,7 +10,7 @@ import type { NodeId } from '../core/ids.js';
 import type { NodeTally, PlanContext } from './context.js';
 import { isUp } from './liveness.js';
 import { votersOf } from './operator.js';
-import { leaderTarget, replicaTarget } from './targets.js';
+import { leaderTarget, replicaScore, targetAmong } from './targets.js';
 import type { GroupInfo, Step } from './types.js';
 
 interface Band {
@@ -70,8 +70,13 @@ function moveOne(ctx: PlanContext, band: Band, source: NodeTally): boolean {
     !band.under(source, source.replicas - 1) &&
     source.replicas / source.info.weight - t.replicas / t.info.weight >= 2 &&
     (sourceOver || band.under(t));
+  const open = ctx
+    .placeable()
+    .filter((t) => t !== source && ctx.mayReceive(t) && accept(t))
+    .sort((a, b) => replicaScore(a) - replicaScore(b));
+  if (open.length === 0) return false;
   for (const g of order) {
-    const target = replicaTarget(ctx, g, accept, false);
+    const target = targetAmong(ctx, g, open, false);
     if (target === null) continue;
     const t = target.info.id;
     let off: Step[] = [];

@@ -7,6 +7,7 @@ import type { NodeId } from '../core/ids.js';
 import type { Rand } from '../core/prng.js';
 import type { PlacementConfig } from './config.js';
 import { isPlaceable, livenessOf } from './liveness.js';
+import { leadershipFrozen } from './operator.js';
 import type { ClusterModel, GroupId, GroupInfo, InFlight, NodeInfo, NodeLiveness, Operator, Step } from './types.js';
 
 export interface NodeTally {
@@ -210,7 +211,7 @@ export class PlanContext {
 
   /** The forecast holds a hot instant for this group: its leadership stays where it is (the veto hook). */
   leaderMoveVetoed(group: GroupInfo): boolean {
-    return group.busyUntilMs > this.nowMs;
+    return leadershipFrozen(group, this.nowMs);
   }
 }
 

@@ -14,7 +14,7 @@ export {
   supportPeerCounts,
   supportPeers,
 } from './liveness.js';
-export { applyStep, hasQuorum, quorum, stepRefusal, stepTimeoutMs, votersOf } from './operator.js';
+export { applyStep, hasQuorum, leadershipFrozen, quorum, stepRefusal, stepTimeoutMs, votersOf } from './operator.js';
 export type { SlotEntry, SlotSpace } from './slots.js';
 export { legacyShardRange, reverseBits, SlotTable, slotOf, slotOfHash, slotSpace, splitPoint } from './slots.js';
 export type {

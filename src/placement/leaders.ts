@@ -18,10 +18,12 @@ export function balanceLeaders(ctx: PlanContext): void {
   if (nodes.length < 2) return;
   const exhausted = new Set<NodeId>();
   while (ctx.budgetLeft > 0) {
-    const sources = nodes.filter((t) => !exhausted.has(t.info.id) && ctx.mayHandLeadershipAway(t.info.id));
+    // At rest no node leads 2 more than the least-leading one: nothing to look at (the common case, so it is cheap).
+    const least = Math.min(...nodes.map((t) => (t.leaders + 1) / t.info.weight));
+    const sources = nodes.filter((t) => !exhausted.has(t.info.id) && leaderScore(t) - least >= 1 - 1e-9 && ctx.mayHandLeadershipAway(t.info.id));
+    if (sources.length === 0) return;
     sources.sort((a, b) => leaderScore(b) - leaderScore(a) || (a.info.id < b.info.id ? -1 : 1));
-    const source = sources[0];
-    if (source === undefined) return;
+    const source = sources[0]!;
     if (!transferOne(ctx, source)) exhausted.add(source.info.id);
   }
 }

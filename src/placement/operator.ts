@@ -113,6 +113,15 @@ function splitGroup(group: GroupInfo, atSlot: number, newGroup: GroupId): { grou
   return { group: left, born };
 }
 
+/**
+ * The veto hook: the due forecast holds a hot instant for this group before busyUntilMs, so its leadership must not
+ * move now (a transfer drains the group and holds its firing for an election). Checked when planning and again by
+ * the executor right before a transfer step starts.
+ */
+export function leadershipFrozen(group: GroupInfo, nowMs: number): boolean {
+  return group.busyUntilMs > nowMs;
+}
+
 /** How long a step may take before its operator fails: a learner's by its snapshot's size (PD: by region size). */
 export function stepTimeoutMs(step: Step, group: GroupInfo, config: PlacementConfig): number {
   if (step.kind === 'transferLeader') return config.transferTimeoutMs;

@@ -24,11 +24,29 @@ export function replicaTarget(
   accept: (t: NodeTally) => boolean,
   allowReversal: boolean,
 ): NodeTally | null {
+  const open = ctx.placeable().filter((t) => ctx.mayReceive(t) && accept(t));
+  return targetAmong(ctx, group, open.sort((a, b) => replicaScore(a) - replicaScore(b)), allowReversal);
+}
+
+/**
+ * The pick among `sorted` (open targets, fewest replicas per weight first, computed once for many groups): the two
+ * best that do not hold the group and did not lose it within the reversal window, one of them at random.
+ */
+export function targetAmong(ctx: PlanContext, group: GroupInfo, sorted: readonly NodeTally[], allowReversal: boolean): NodeTally | null {
   const holds = new Set(group.replicas.map((r) => r.node));
-  const open = ctx.placeable().filter((t) => !holds.has(t.info.id) && ctx.mayReceive(t) && accept(t));
-  const fresh = open.filter((t) => !ctx.removedWithinWindow(group.id, t.info.id));
-  const pool = fresh.length > 0 || !allowReversal ? fresh : open;
-  return ctx.pickOfTwoBest(pool, replicaScore);
+  const fresh: NodeTally[] = [];
+  let reversal: NodeTally | null = null;
+  for (const t of sorted) {
+    if (holds.has(t.info.id)) continue;
+    if (ctx.removedWithinWindow(group.id, t.info.id)) {
+      reversal ??= t;
+      continue;
+    }
+    fresh.push(t);
+    if (fresh.length === 2) break;
+  }
+  if (fresh.length === 0) return allowReversal ? reversal : null;
+  return ctx.pickOfTwoBest(fresh, replicaScore);
 }
 
 /** The placeable voter (other than `except`) that should lead `group` next: fewest leaders per weight. */
