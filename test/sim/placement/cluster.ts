@@ -117,6 +117,7 @@ export class SimCluster {
     readonly opts: SimOptions,
     private readonly replicationFactor = opts.config.replicationFactorDefault,
     private readonly clockMs: () => number = () => 0,
+    private readonly onPlan: ((model: ClusterModel, ops: readonly Operator[]) => void) | null = null,
   ) {
     const root = new Prng(opts.seed);
     this.rand = root.fork();
@@ -204,8 +205,10 @@ export class SimCluster {
     const cutoff = this.nowMs - this.opts.config.reversalWindowMs;
     if (this.history.length > 0 && this.history[0]!.atMs < cutoff) this.history = this.history.filter((c) => c.atMs >= cutoff);
     const t0 = this.clockMs();
-    const p = plan(this.model(), this.memory, this.nowMs, this.opts.config, this.driverRand);
+    const model = this.model();
+    const p = plan(model, this.memory, this.nowMs, this.opts.config, this.driverRand);
     this.planMsTotal += this.clockMs() - t0;
+    this.onPlan?.(model, p.operators);
     this.plans++;
     this.memory = p.memory;
     for (const op of p.operators) {
@@ -363,6 +366,32 @@ export class SimCluster {
       if ([...this.groups.values()].some((g) => g.replicas.some((r) => r.node === id))) continue;
       this.nodes.delete(id);
     }
+  }
+
+  /**
+   * The first operator of `ops` that is unsafe on the model it was planned from: one of its steps, run in order on
+   * the group as the driver saw it (liveness at plan time), is refused (a quorum planned away, a node twice, a
+   * leader removed). Null when all are safe.
+   */
+  static unsafeOperator(model: ClusterModel, ops: readonly Operator[], config: PlacementConfig): string | null {
+    const at = Math.max(...model.nodes.map((n) => n.lastHeartbeatMs));
+    const byId = new Map(model.nodes.map((n) => [n.id, n]));
+    const live = (id: NodeId) => {
+      const n = byId.get(id);
+      return n === undefined ? ('dead' as const) : livenessOf(n, at, config);
+    };
+    for (const op of ops) {
+      let g = model.groups.find((x) => x.id === op.group);
+      if (g === undefined) return `operator ${op.id} names no group`;
+      for (const step of op.steps) {
+        const refusal = stepRefusal(g, step, live);
+        if (refusal !== null) return `operator ${op.id} (${op.reason}), step ${step.kind}: ${refusal}`;
+        g = applyStep(g, step).group;
+        const bad = checkGroup(g);
+        if (bad !== null) return `operator ${op.id}: ${bad}`;
+      }
+    }
+    return null;
   }
 
   // --- measures
