@@ -1,5 +1,5 @@
 /**
- * The retention soak (docs/performance.md "Retention soak"): one real `punctual serve` node with a short
+ * The retention soak (docs/performance.md; its runs: bench/NOTES.md "Retention soak"): one real `punctual serve` node with a short
  * `--retention`, an open loop of one-off jobs at `--rate` callbacks/s for `--minutes`, and the size of the node's
  * data directory (database, WAL and the rest) sampled every `--sample-s` seconds. With retention working, the size
  * stops growing once the first jobs reach the end of their retention: the curve flattens. Each sample also has the

@@ -1,14 +1,14 @@
 #!/usr/bin/env node
-// Holds the line of docs/design.md: the pure folders (src/raft, src/timerwheel, src/scheduler, src/nodecore) take
-// time, randomness and IO only through src/core. Fails (exit 1) on any forbidden use outside *.test.ts files.
+// Holds the line of docs/design.md: the pure folders (src/raft, src/timerwheel, src/scheduler, src/placement,
+// src/nodecore) take time, randomness and IO only through src/core. Fails (exit 1) on any forbidden use outside *.test.ts files.
 // src/nodecore sits above the services for their types: its value imports may reach only pure code (`valueImports`),
 // so no IO comes in through a module it loads.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, sep } from 'node:path';
 
-const pure = ['src/raft', 'src/timerwheel', 'src/scheduler', 'src/nodecore'];
+const pure = ['src/raft', 'src/timerwheel', 'src/scheduler', 'src/placement', 'src/nodecore'];
 /** Where src/nodecore may import values from (type-only imports may reach any lower layer). */
-const valueImports = [/^src\/(core|raft|timerwheel|scheduler|nodecore)\//, /^src\/dispatch\/backoff\.ts$/];
+const valueImports = [/^src\/(core|raft|timerwheel|scheduler|placement|nodecore)\//, /^src\/dispatch\/backoff\.ts$/];
 const forbidden = [
   [/\bDate\.now\s*\(/, 'Date.now()'],
   [/\bnew Date\s*\(\s*\)/, 'new Date()'],

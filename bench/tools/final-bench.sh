@@ -1,5 +1,5 @@
 #!/bin/bash
-# Measurement script (not a test): the lead table of docs/performance.md.
+# Measurement script (not a test): the tables of docs/performance.md.
 # The issue-11 lead table, on a quiet machine: every scenario of `punctual bench` on the build in ./dist,
 # results in bench/results (latest-<scenario>.json), a one-line summary per run in $LOG.
 #   bash bench/tools/final-bench.sh LOG ROUNDS   (from the repository root, after npm run build)

@@ -2,9 +2,13 @@
  * verifySignature and verifyingHandler against REAL callbacks: a built `punctual serve` process signs them with
  * a task's two secrets (a rotation: signing_secret and signing_secret_next), a node:http receiver records them,
  * and the verifier must accept each as sent, and refuse it tampered (body, deduplication key, URL), under a wrong
- * secret, and outside the timestamp tolerance. Needs `npm run build` (npm test does it).
+ * secret, and outside the timestamp tolerance. The Standard Webhooks reference library (`standardwebhooks`),
+ * which receivers are told to use, checks the same callbacks beside it and must agree on every verdict. Needs
+ * `npm run build` (npm test does it).
  */
+import type { IncomingHttpHeaders } from 'node:http';
 import { request } from 'node:http';
+import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Punctual } from './client.js';
 import { SignatureError, verifySignature, verifyingHandler, type VerifiedRequest } from './verify.js';
@@ -19,6 +23,27 @@ let receiver: Receiver;
 let client: Punctual;
 /** What verifyingHandler handed to the application. */
 const handled: VerifiedRequest[] = [];
+
+/**
+ * The secret as a Standard Webhooks library takes it (docs/security.md, The key): a whsec_ secret as it is, any
+ * other as whsec_ + the base64 of its UTF-8 bytes, since the node keys the HMAC with those bytes.
+ */
+function standardSecret(secret: string): string {
+  return secret.startsWith('whsec_') ? secret : 'whsec_' + Buffer.from(secret, 'utf8').toString('base64');
+}
+
+/** The reference library's verdict: 'accepted', or its error message (it throws WebhookVerificationError). */
+function referenceVerdict(secret: string, body: Buffer, headers: IncomingHttpHeaders): string {
+  const present = Object.entries(headers).filter((e): e is [string, string | string[]] => e[1] !== undefined);
+  const flat = Object.fromEntries(present.map(([k, v]) => [k, Array.isArray(v) ? v.join(', ') : v]));
+  try {
+    new Webhook(standardSecret(secret)).verify(body, flat);
+  } catch (err) {
+    if (err instanceof WebhookVerificationError) return err.message;
+    throw err;
+  }
+  return 'accepted';
+}
 
 function reason(fn: () => unknown): string {
   try {
@@ -103,6 +128,30 @@ describe('verifySignature on callbacks a real node sent', () => {
     const t = Number(/t=(\d+)/.exec(String(hit.headers['x-punctual-signature']))![1]);
     const url = `${receiver.base}/hook?x=1`;
     expect(reason(() => verifySignature(hit.body, hit.headers, current, { url, toleranceMs, nowMs: t + toleranceMs + 1 }))).toBe('timestamp_too_old');
+  });
+
+  it('the Standard Webhooks reference library (standardwebhooks) accepts it with either secret, and agrees with verifySignature on every forgery', () => {
+    // as sent: both secrets of the rotation, the plain one mapped to whsec_ form as docs/security.md says
+    for (const secret of [current, next]) {
+      expect(referenceVerdict(secret, hit.body, hit.headers), secret).toBe('accepted');
+      expect(reason(() => verifySignature(hit.body, hit.headers, secret)), secret).toBe('accepted');
+    }
+    expect(new Webhook(current).verify(hit.body, hit.headers as Record<string, string>)).toEqual({ to: 'ada', n: 1 });
+    // the plain secret handed over unmapped is another key: the mapping is what makes it verify
+    expect(referenceVerdict('whsec_' + Buffer.from(next).toString('hex'), hit.body, hit.headers)).toBe('No matching signature found');
+    // each forgery: the reference library refuses it, and so does ours
+    const tampered = Buffer.from(hit.body.toString().replace('"n":1', '"n":2'));
+    const forgeries: [string, string, Buffer, IncomingHttpHeaders][] = [
+      ['a wrong secret', wrong, hit.body, hit.headers],
+      ['a tampered body', current, tampered, hit.headers],
+      ['another webhook-id', current, hit.body, { ...hit.headers, 'webhook-id': 'sig-1:1', 'x-deduplication-key': 'sig-1:1' }],
+      ['another webhook-timestamp', current, hit.body, { ...hit.headers, 'webhook-timestamp': String(Number(hit.headers['webhook-timestamp']) - 1) }],
+      ['no webhook-signature', current, hit.body, { ...hit.headers, 'webhook-signature': undefined }],
+    ];
+    for (const [what, secret, body, headers] of forgeries) {
+      expect(referenceVerdict(secret, body, headers), what).not.toBe('accepted');
+      expect(reason(() => verifySignature(body, headers, secret)), what).not.toBe('accepted');
+    }
   });
 
   it('needs a signature: none, or only the deprecated v1 unless allowV1', () => {

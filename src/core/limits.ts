@@ -497,7 +497,7 @@ export const stallLimits = {
   fireBatchMax: 256,
   /**
    * How long the engine's own records (fired, skipped, outcomes) wait for company before they are proposed. They
-   * delay no callback, and fewer, larger commits leave more CPU for firing (docs/performance.md).
+   * delay no callback, and fewer, larger commits leave more CPU for firing (bench/NOTES.md, "A job at a steady rate").
    */
   engineItemsDelayMs: 10,
   /**
@@ -691,3 +691,72 @@ export const overviewLimits = {
   historyIntervalsMax: 360,
 } as const;
 assert(overviewLimits.historyIntervalMs * overviewLimits.historyIntervalsMax === 60 * 60 * 1000, 'the overview history must cover one hour');
+
+// --- src/placement (the placement driver: which nodes hold which shard groups; not yet wired into the node)
+export const placementLimits = {
+  /** Slots a new cluster's job space is cut into at least (a legacy --shards count rounds it up: src/placement/slots.ts). */
+  slotsMin: 4_096,
+  /** Replicas of each group (voters); 5 is the other supported setting. */
+  replicationFactorDefault: 3,
+  /** Replicas one node may hold: Kudu's recommended tablets per server; a split past it is refused. */
+  replicasPerNodeMax: 1_000,
+  // liveness (CockroachDB store liveness: one heartbeat per node pair, never per group)
+  /** Every node heartbeats each peer it owes support to this often. */
+  livenessHeartbeatMs: 100,
+  /** Support given by one heartbeat lasts this long; a leader's lease is its quorum's support. */
+  livenessSupportMs: 500,
+  /** A node unheard of for this long is suspect: no new replicas or leaderships go to it. */
+  suspectAfterMs: 3_000,
+  /** A node unheard of for this long is dead: its replicas are re-created elsewhere (CockroachDB's 5 min). */
+  deadAfterMs: 5 * 60 * 1000,
+  // replica balance (CockroachDB's range_rebalance_threshold and its minimum of 2 replicas)
+  /** A node is overfull when above its share by more than this fraction... */
+  rebalanceThresholdFraction: 0.05,
+  /** ...and by at least this many replicas (both must hold; underfull is the mirror image). */
+  rebalanceThresholdReplicasMin: 2,
+  // throttles and anti-thrash (PD's store limit 15/min; CockroachDB's 1 lease transfer/s, PD's batch of 4)
+  /** Replicas added to one node per minute (each is a snapshot into it), repairs included. */
+  addsPerNodePerMinuteMax: 15,
+  /** Replicas removed from one live node per minute. */
+  removesPerNodePerMinuteMax: 15,
+  /** Snapshots into one node at once, and out of one node (a group leader sends them) at once. */
+  snapshotsPerNodeMax: 2,
+  /** Leaderships one node hands away per second, repairs (drain, decommission) included. */
+  leaderTransfersPerNodePerSecondMax: 4,
+  /** Operators in flight in the whole cluster: this fraction of the groups, and at least operatorsInFlightMin. */
+  operatorsInFlightFraction: 0.05,
+  operatorsInFlightMin: 8,
+  /** A group moved by a rebalance (replica or split) is left alone this long after (repairs do not wait). */
+  groupCooldownMs: 15_000,
+  /** A group whose leadership moved is not moved again by leader balance for this long. */
+  leaderCooldownMs: 10_000,
+  /**
+   * A rebalance never removes a replica added to that node within this window, nor adds one removed from it within
+   * it (a reversed move, issue 24's target: 0 within 1 h). CockroachDB's newReplicaGracePeriod is 5 min.
+   */
+  reversalWindowMs: 60 * 60 * 1000,
+  // operator steps: timeouts (executed elsewhere; a step past its timeout fails its operator)
+  /** A conf change (add learner, promote, remove) or a split must apply within this long. */
+  confChangeTimeoutMs: 10_000,
+  /** A leadership transfer (drain at most 1 s, then the election) must be done within this long. */
+  transferTimeoutMs: 5_000,
+  /** Snapshot rate assumed for a learner's timeout (CockroachDB's kv.snapshot_rebalance.max_rate). */
+  snapshotBytesPerS: 32 * 1024 * 1024,
+  /** A learner's catch-up may take this many times its snapshot's time at snapshotBytesPerS, plus confChangeTimeoutMs. */
+  snapshotTimeoutFactor: 3,
+  // splits (TiKV's load split: sustained 10 s; a size cap; no merges in v1)
+  /** A group above this many bytes is split in two. */
+  splitSizeBytes: 256 * 1024 * 1024,
+  /** A group firing above this rate for splitLoadSustainMs is split in two. */
+  splitFiresPerS: 2_000,
+  splitLoadSustainMs: 10_000,
+  /** Splits in flight at once (each rewrites the group's rows on every replica). */
+  splitsInFlightMax: 4,
+} as const;
+assert(placementLimits.suspectAfterMs > placementLimits.livenessSupportMs, 'a node is suspect only after its support lapsed');
+assert(placementLimits.livenessHeartbeatMs * 2 < placementLimits.livenessSupportMs, 'support must outlive two heartbeats');
+assert(placementLimits.deadAfterMs > placementLimits.suspectAfterMs, 'a node is dead only after it was suspect');
+assert(placementLimits.reversalWindowMs >= placementLimits.groupCooldownMs, 'the reversal window covers the cooldown');
+assert((placementLimits.slotsMin & (placementLimits.slotsMin - 1)) === 0, 'slotsMin must be a power of two');
+assert(placementLimits.slotsMin >= cliLimits.shardsMax, 'every legacy shard must own at least one slot');
+assert(placementLimits.replicationFactorDefault % 2 === 1, 'an even replication factor adds no failure tolerance');

@@ -108,7 +108,7 @@ export interface FiringCoreOptions {
    * fraction), in place of spinning on setImmediate for a due time's last millisecond. A spin keeps a core busy
    * for as long as something is due every millisecond (a steady rate), taken from the main loop and the receivers
    * on the same machine; a sleep is as precise and costs none. The main loop spins: work that arrives during a
-   * sleep would wait for it and then delay the send's own write (docs/performance.md "The firing thread by default").
+   * sleep would wait for it and then delay the send's own write (bench/NOTES.md "The firing thread by default").
    */
   sleepUntil?: (dueAtMs: number) => void;
   emit(events: FiringEvents, transfer: ArrayBuffer[]): void;

@@ -48,7 +48,7 @@ export function adminRoutes(op: Op): Route[] {
   const doc: Operation = {
     tag: 'Operations',
     summary: 'A consistent online copy of this node\'s database (SQLite), streamed',
-    description: 'Waits until this node has applied every write acknowledged before the request, then copies the database page by page while the node keeps firing. One backup at a time per node (409 while another runs). The file holds every task\'s signing secrets: keep it as a secret.',
+    description: 'Waits until this node has applied every write acknowledged before the request, then copies the database page by page while the node keeps firing. One backup at a time per node (409 while another runs). The file holds every task\'s signing secrets: keep it as a secret. Needs the admin scope.',
     query: noQuery,
     answers: { 200: { description: 'The SQLite file (Content-Length and Content-Disposition set).', contentType: backupContentType } },
     errors: [409, 503],

@@ -166,6 +166,7 @@ export function deadLetterRoutes(op: Op): Route[] {
     op('GET', '/v1/dead-letters', {
       tag,
       summary: 'Jobs that exhausted their retries (FAILED), newest failure first',
+      description: 'Dead letters: jobs whose last occurrence failed for good, newest failed_at first, with the failed attempt\'s error class, error, status code and attempt count. Filters: task, error_class, and a failure time range (since inclusive, until exclusive). limit 1..1000 (default 100); follow next_cursor until it is null. Needs the read scope.',
       query: deadLetterQuery,
       answers: { 200: { description: 'A page; follow next_cursor until it is null.', schema: { type: 'object', required: ['dead_letters', 'next_cursor'], properties: { dead_letters: { type: 'array', items: deadLetterAnswer }, next_cursor: { type: ['string', 'null'] } } } } },
       errors: [503],
@@ -173,6 +174,7 @@ export function deadLetterRoutes(op: Op): Route[] {
     op('GET', '/v1/dead-letters:groups', {
       tag,
       summary: 'Dead letters counted per task and error class',
+      description: 'Every dead letter counted per task and error class (http_3xx, http_4xx, http_5xx, timeout, connection, tls, target_refused, other) with the latest failure time, ordered by task then class; at most 1000 groups. Needs the read scope.',
       query: noQuery,
       answers: { 200: { description: 'At most 1000 groups.', schema: { type: 'object', required: ['groups'], properties: { groups: { type: 'array', items: { type: 'object', properties: { task: { type: ['string', 'null'] }, error_class: { enum: [...errorClasses] }, count: { type: 'integer' }, last_failed_at: { type: 'string', format: 'date-time' } } } } } } } },
       errors: [503],
@@ -180,6 +182,7 @@ export function deadLetterRoutes(op: Op): Route[] {
     op('POST', '/v1/dead-letters:replay', {
       tag,
       summary: 'Run dead letters once more (by ids or by filter; a dry run only counts)',
+      description: 'Runs each matching dead letter once more now, as POST /v1/jobs/{id}/run does: by up to 1000 ids, or by a filter whose newest 1000 matches are replayed (repeat for the rest). Answers how many matched and how many were replayed; dry_run only counts. A job is replayed only if still FAILED when the command applies, so two replays at once run it once. Needs the write scope.',
       body: { schema: replayFields.json, required: true },
       answers: { 200: { description: 'How many matched and how many were replayed.', schema: { type: 'object', required: ['matched', 'replayed'], properties: { matched: { type: 'integer' }, replayed: { type: 'integer' } } } } },
       errors: [503],

@@ -128,6 +128,7 @@ export function buildOpenApi(routes: readonly Route[]): OpenApiDocument {
   const tags = new Set<string>();
   for (const route of routes) {
     if (route.doc === undefined) continue; // reported by documentationGaps()
+    if (route.aliasOf !== undefined) continue; // listed once, under the path it spells differently
     const path = openApiPath(route);
     paths[path] ??= {};
     paths[path]![route.method.toLowerCase()] = operation(route, route.doc);
@@ -144,8 +145,13 @@ export function buildOpenApi(routes: readonly Route[]): OpenApiDocument {
         'durations are integers of ms named *_ms; unknown fields are refused by name; null is the same as absent for optional fields ' +
         '(except payload, and metadata in PATCH). Errors are application/problem+json with a stable code and, for a 400, every bad field. ' +
         'Every default, limit and choice: docs/api.md in the repository.',
+      // The project has no public address yet; a url belongs here once it has one.
+      contact: { name: 'The Punctual project' },
       license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
     },
+    // Relative: the node that served the document, whichever it is (every node answers the whole API), so the
+    // document names nothing of the deployment and stays the same bytes on every node.
+    servers: [{ url: '/', description: 'The node that served this document.' }],
     tags: [...tags].map((name) => ({ name, description: tagDescriptions[name] ?? name })),
     paths,
     components: {
@@ -157,9 +163,14 @@ export function buildOpenApi(routes: readonly Route[]): OpenApiDocument {
   };
 }
 
-/** Routes the router answers that the document does not describe: `METHOD /path` each. */
+/**
+ * Routes the router answers that the document does not describe: `METHOD /path` each. An alias counts as
+ * described when the route it names is (same method, documented).
+ */
 export function documentationGaps(routes: readonly Route[]): string[] {
-  return routes.filter((r) => r.doc === undefined).map((r) => `${r.method} /${r.segments.join('/')}`);
+  const documented = new Set(routes.filter((r) => r.doc !== undefined && r.aliasOf === undefined).map((r) => `${r.method} ${openApiPath(r)}`));
+  const described = (r: Route): boolean => (r.aliasOf === undefined ? r.doc !== undefined : documented.has(`${r.method} ${r.aliasOf}`));
+  return routes.filter((r) => !described(r)).map((r) => `${r.method} /${r.segments.join('/')}`);
 }
 
 let cachedJson: { routes: readonly Route[]; body: string } | null = null;

@@ -107,6 +107,12 @@ export interface Route {
   open?: boolean;
   /** What the OpenAPI document says of this route; a route without it fails test/openapi (add it with op()). */
   doc?: Operation;
+  /**
+   * Another spelling of the documented route at this path (`/ui/` of `/ui`): the same answers, listed once in the
+   * document under that path. OpenAPI tools read a trailing-slash key as a path of its own, so listing both would
+   * describe one page as two operations.
+   */
+  aliasOf?: string;
   handler: (ctx: RouteContext) => Promise<ApiResponse>;
 }
 
@@ -381,7 +387,7 @@ const idempotencyKey = {
 function calendarRoutes(): Route[] {
   const tag = 'Calendars';
   return [
-    op('GET', '/v1/calendars', { tag, summary: 'List every calendar, in name order', query: noQuery, answers: { 200: json('Every calendar.', calendarListAnswer) } }, async ({ query, deps }) => {
+    op('GET', '/v1/calendars', { tag, summary: 'List every calendar, in name order', description: 'Every exclusion calendar this node holds (every shard holds a copy), in name order. There is no paging, so the route takes no query parameter: any given is a 400 naming it. Needs the read scope.', query: noQuery, answers: { 200: json('Every calendar.', calendarListAnswer) } }, async ({ query, deps }) => {
       parseNoQuery(query);
       return jsonResponse(200, { calendars: (await deps.api.listCalendars()).map(calendarView) });
     }),
@@ -391,6 +397,7 @@ function calendarRoutes(): Route[] {
       {
         tag,
         summary: 'Create or replace a calendar',
+        description: 'Creates the calendar under this name (201) or replaces it whole (200). Its dates and ranges are local dates in its time zone; a recurring job naming it in schedule.exclude does not run on them from its next computed occurrence on. At most 1000 dates and ranges in all. Needs the admin scope.',
         params: taskName,
         body: { schema: calendarFields.json, required: true },
         answers: { 200: json('Replaced.', calendarAnswer), 201: json('Created.', calendarAnswer) },
@@ -402,12 +409,12 @@ function calendarRoutes(): Route[] {
       },
       'admin',
     ),
-    op('GET', '/v1/calendars/:name', { tag, summary: 'Read a calendar', params: taskName, answers: { 200: json('The calendar.', calendarAnswer) }, errors: [404] }, async ({ params, deps }) =>
+    op('GET', '/v1/calendars/:name', { tag, summary: 'Read a calendar', description: 'The calendar with its dates sorted, each once. 404 when no calendar has this name. Needs the read scope.', params: taskName, answers: { 200: json('The calendar.', calendarAnswer) }, errors: [404] }, async ({ params, deps }) =>
       jsonResponse(200, calendarView(await deps.api.getCalendar(parseTaskName(params.name!))))),
     op(
       'DELETE',
       '/v1/calendars/:name',
-      { tag, summary: 'Delete a calendar', description: 'Jobs naming it keep the name; it excludes nothing until put back.', params: taskName, answers: { 204: { description: 'Deleted.' } }, errors: [404] },
+      { tag, summary: 'Delete a calendar', description: 'Deletes the calendar (204; 404 when absent). Allowed while jobs name it: they keep the name in schedule.exclude, and it excludes nothing until a calendar of that name is put back. Needs the admin scope.', params: taskName, answers: { 204: { description: 'Deleted.' } }, errors: [404] },
       async ({ params, deps }) => {
         await deps.api.deleteCalendar(parseTaskName(params.name!));
         return noContent;
@@ -420,7 +427,7 @@ function calendarRoutes(): Route[] {
 function taskRoutes(): Route[] {
   const tag = 'Tasks';
   return [
-    op('GET', '/v1/tasks', { tag, summary: 'List every task, in name order', query: noQuery, answers: { 200: json('Every task (secrets as "***").', taskListAnswer) } }, async ({ query, deps }) => {
+    op('GET', '/v1/tasks', { tag, summary: 'List every task, in name order', description: 'Every task, in name order, with every default filled in; signing secrets are never echoed (a set secret reads "***"). There is no paging, so the route takes no query parameter. Needs the read scope.', query: noQuery, answers: { 200: json('Every task (secrets as "***").', taskListAnswer) } }, async ({ query, deps }) => {
       parseNoQuery(query); // a list route: `?limit=` or a typo must not be silently ignored (there is no paging)
       return jsonResponse(200, { tasks: (await deps.api.listTasks()).map(taskView) });
     }),
@@ -430,7 +437,7 @@ function taskRoutes(): Route[] {
       {
         tag,
         summary: 'Create or replace a task',
-        description: 'PUT replaces the whole task: give the signing secrets again or they are dropped.',
+        description: 'Creates the task (201) or replaces it whole (200): where and how its jobs\' callbacks are sent (URL, method, headers, timeout, retries, signing secrets, max_concurrency, retention). PUT replaces every field: give the signing secrets again or they are dropped ("***" is refused, so a GET-edit-PUT cannot write the placeholder). A callback URL the node\'s callback policy refuses is a 400 on url. Needs the admin scope.',
         params: taskName,
         body: { schema: taskBodySchema.json, required: true },
         answers: { 200: json('Replaced.', taskAnswer), 201: json('Created.', taskAnswer) },
@@ -438,12 +445,12 @@ function taskRoutes(): Route[] {
       putTask,
       'admin',
     ),
-    op('GET', '/v1/tasks/:name', { tag, summary: 'Read a task', params: taskName, answers: { 200: json('The task (secrets as "***").', taskAnswer) }, errors: [404] }, async ({ params, deps }) =>
+    op('GET', '/v1/tasks/:name', { tag, summary: 'Read a task', description: 'The task with every default filled in; a set signing secret reads "***". 404 when no task has this name. Needs the read scope.', params: taskName, answers: { 200: json('The task (secrets as "***").', taskAnswer) }, errors: [404] }, async ({ params, deps }) =>
       jsonResponse(200, taskView(await deps.api.getTask(parseTaskName(params.name!))))),
     op(
       'DELETE',
       '/v1/tasks/:name',
-      { tag, summary: 'Delete a task', params: taskName, answers: { 204: { description: 'Deleted.' } }, errors: [404, 409] },
+      { tag, summary: 'Delete a task', description: 'Deletes the task (204). 404 when absent; 409 while live jobs use it (cancel them or let them finish first). Needs the admin scope.', params: taskName, answers: { 204: { description: 'Deleted.' } }, errors: [404, 409] },
       async ({ params, deps }) => {
         await deps.api.deleteTask(parseTaskName(params.name!));
         return noContent;
@@ -463,6 +470,7 @@ function jobRoutes(): Route[] {
       {
         tag,
         summary: 'Create a job',
+        description: 'Creates a one-off or recurring job that calls a task (or an inline callback) on its schedule: 201 with the job and its Location. Idempotent: the same id, or the same Idempotency-Key without an id, with the same body answers 200 with the existing job; with a different body 409. Without either the id is a random UUID. A crowded due instant adds a Punctual-Hot-Instant header (information only). 429 and 503 carry Retry-After and a reason saying whether a repeat is safe. Needs the write scope.',
         headers: idempotencyKey,
         body: { schema: jobSchema.json, required: true },
         answers: {
@@ -476,7 +484,7 @@ function jobRoutes(): Route[] {
     op(
       'GET',
       '/v1/jobs',
-      { tag, summary: 'List jobs, in id order', query: jobListQuery, answers: { 200: json('A page of jobs; follow next_cursor until it is null.', jobListAnswer) } },
+      { tag, summary: 'List jobs, in id order', description: 'A page of jobs in id (byte) order, from this node\'s replicas. Filters combine with AND: state, task, up to 4 metadata.KEY=VALUE pairs (top-level scalar metadata, indexed), and a next_fire_at range. limit 1..1000 (default 100); follow the opaque next_cursor until it is null. An unknown query parameter is a 400 naming it. Needs the read scope.', query: jobListQuery, answers: { 200: json('A page of jobs; follow next_cursor until it is null.', jobListAnswer) } },
       listJobs,
     ),
     op(
@@ -485,7 +493,7 @@ function jobRoutes(): Route[] {
       {
         tag,
         summary: 'Create many jobs',
-        description: 'Each item is answered on its own, in input order, with the status it would have had alone.',
+        description: 'Creates up to 10000 jobs in one request (body at most 64 MiB). Always 200 when the batch was read: each item is answered on its own, in input order, with the status and problem it would have had alone, so one bad item never fails the others. With an Idempotency-Key, item i without an id uses the key KEY#i, so a retried batch is idempotent item by item. Needs the write scope.',
         headers: idempotencyKey,
         body: { schema: batchFields.json, required: true },
         answers: { 200: json('One result per item.', batchAnswer) },
@@ -499,6 +507,7 @@ function jobRoutes(): Route[] {
       {
         tag,
         summary: 'Preview the next fire times of a schedule',
+        description: 'The next count (default 10, at most 1000) fire times at or after from (default now) that a job with this schedule would have, with its exclusions and DST policy applied; with id, the times of that job under spread_ms. Creates nothing. A cron that never matches, or a preview that runs out of its bounded search, is a 400 on schedule.cron. Needs the write scope (a POST, like the job writes it prepares).',
         body: { schema: previewFields.json, required: false },
         answers: { 200: json('The next occurrences at or after from.', previewAnswer) },
       },
@@ -513,23 +522,26 @@ function oneJobRoutes(): Route[] {
   const action = (path: string, summary: string, handler: Route['handler'], extra: Partial<Operation> = {}): Route =>
     op('POST', path, { tag, summary, params: jobId, answers: theJob, errors: [404, ...writeErrors], ...extra }, handler);
   return [
-    op('GET', '/v1/jobs/:id', { tag, summary: 'Read a job', params: jobId, answers: theJob, errors: [404] }, async ({ params, deps }) =>
+    op('GET', '/v1/jobs/:id', { tag, summary: 'Read a job', description: 'The job: its state (PENDING, QUEUED, RUNNING, SUCCEEDED, FAILED, PAUSED, CANCELLED), schedule, next_fire_at and last execution. 404 when no job has this id (or retention deleted it). Needs the read scope.', params: jobId, answers: theJob, errors: [404] }, async ({ params, deps }) =>
       jsonResponse(200, jobView(await deps.api.getJob(parseJobId(params.id!))))),
     op(
       'PATCH',
       '/v1/jobs/:id',
-      { tag, summary: 'Change a job', description: 'Rescheduled atomically.', params: jobId, body: { schema: patchFields.json, required: true }, answers: theJob, errors: [404, ...writeErrors] },
+      { tag, summary: 'Change a job', description: 'Changes any of schedule, payload (or payload_base64 or payload_ref), metadata (null clears) and misfire_threshold_ms, and reschedules the job atomically from the moment of the patch, skipping any occurrence that already fired (a patch made as an occurrence fires does not run it twice). An empty object changes only updated_at. Needs the write scope.', params: jobId, body: { schema: patchFields.json, required: true }, answers: theJob, errors: [404, ...writeErrors] },
       patchJob,
     ),
-    op('DELETE', '/v1/jobs/:id', { tag, summary: 'Cancel a job (as POST .../cancel)', params: jobId, answers: theJob, errors: [404, ...writeErrors] }, jobAction('cancelJob')),
-    action('/v1/jobs/:id/cancel', 'Cancel a job', jobAction('cancelJob')),
-    action('/v1/jobs/:id/pause', 'Pause a job', jobAction('pauseJob')),
-    action('/v1/jobs/:id/resume', 'Resume a job', jobAction('resumeJob')),
-    action('/v1/jobs/:id/run', 'Run a job now, besides its schedule', runJob, { headers: idempotencyKey }),
+    op('DELETE', '/v1/jobs/:id', { tag, summary: 'Cancel a job (as POST .../cancel)', description: 'The same as POST /v1/jobs/{id}/cancel: 200 with the job, now CANCELLED (not 204: the job stays readable). Once the cancel is acknowledged the job never fires again; cancelling a cancelled job is fine, a finished job is a 409. Needs the write scope.', params: jobId, answers: theJob, errors: [404, ...writeErrors] }, jobAction('cancelJob')),
+    action('/v1/jobs/:id/cancel', 'Cancel a job', jobAction('cancelJob'), { description: 'Answers the job, now CANCELLED. Once acknowledged, the job never fires again (an attempt already in flight may still arrive). Cancelling a cancelled job is fine; a finished job is a 409. The body is ignored. Needs the write scope.' }),
+    action('/v1/jobs/:id/pause', 'Pause a job', jobAction('pauseJob'), { description: 'Answers the job, now PAUSED: it fires nothing until resumed. Pausing a paused job is fine; a one-off job whose callback is in flight, or a finished job, is a 409 (a recurring job whose run is in flight can pause: that run finishes). The body is ignored. Needs the write scope.' }),
+    action('/v1/jobs/:id/resume', 'Resume a job', jobAction('resumeJob'), { description: 'Answers the job, live again; occurrences missed while paused follow its misfire policy. Resuming a live job is fine; a finished or cancelled job is a 409. The body is ignored. Needs the write scope.' }),
+    action('/v1/jobs/:id/run', 'Run a job now, besides its schedule', runJob, {
+      headers: idempotencyKey,
+      description: 'Answers the job; one extra run now, as a new occurrence with its own deduplication key, besides the schedule. A FAILED job (a dead letter) runs again as a replay. With an Idempotency-Key a repeat answers the job without running it again (the job remembers its latest 16 run keys); without one every request is a new run. 429 wheel_full while the leader\'s timer wheel is full. Needs the write scope.',
+    }),
     op(
       'GET',
       '/v1/jobs/:id/executions',
-      { tag, summary: 'List a job\'s executions, newest first', params: jobId, query: pageQuery, answers: { 200: json('A page of executions.', executionListAnswer) }, errors: [404] },
+      { tag, summary: 'List a job\'s executions, newest first', description: 'One execution per occurrence, newest scheduled_at first: its state, latest attempt, status code, error, lateness and every attempt (node, fencing token, times). The execution id is the callback\'s X-Deduplication-Key. limit 1..1000 (default 100); follow next_cursor until it is null. Needs the read scope.', params: jobId, query: pageQuery, answers: { 200: json('A page of executions.', executionListAnswer) }, errors: [404] },
       listExecutions,
     ),
   ];
@@ -538,13 +550,14 @@ function oneJobRoutes(): Route[] {
 function clusterRoutes(): Route[] {
   const tag = 'Cluster';
   return [
-    op('GET', '/v1/cluster', { tag, summary: 'This node\'s view of the cluster', answers: { 200: json('Nodes and shards.', clusterAnswer) } }, cluster),
+    op('GET', '/v1/cluster', { tag, summary: 'This node\'s view of the cluster', description: 'The nodes this node knows (peer and API addresses, reachable or not) and every shard with its leader, term, commit and applied indexes, members and learners, as this node sees them now. Needs the read scope.', answers: { 200: json('Nodes and shards.', clusterAnswer) } }, cluster),
     op(
       'POST',
       '/v1/cluster/nodes',
       {
         tag,
         summary: 'Add a node (started with serve --join)',
+        description: 'Adds a node started with serve --join as a learner of every shard and promotes it to voter once it caught up; answers 201 when done. 504 when it did not catch up in time: it stays where it got and the same request resumes. 409 when it is already a voter everywhere, its address is another member\'s, another change runs, or a single node has no peer authentication. Needs the admin scope.',
         body: { schema: addNodeFields.json, required: true },
         answers: { 201: json('A voter of every shard.', membershipAnswer) },
         errors: [409, 503, 504],
@@ -555,7 +568,7 @@ function clusterRoutes(): Route[] {
     op(
       'DELETE',
       '/v1/cluster/nodes/:id',
-      { tag, summary: 'Remove a node', params: { id: nodeIdSchema }, answers: { 200: json('The membership after.', membershipAnswer) }, errors: [404, 409, 503, 504] },
+      { tag, summary: 'Remove a node', description: 'Removes the node from every shard\'s membership; a shard it leads is handed over first, drained as a planned transfer. Answers the membership after. 404 for a node that is no member; 409 when it is the only voter of a shard. Needs the admin scope.', params: { id: nodeIdSchema }, answers: { 200: json('The membership after.', membershipAnswer) }, errors: [404, 409, 503, 504] },
       removeNode,
       'admin',
     ),
@@ -565,6 +578,7 @@ function clusterRoutes(): Route[] {
       {
         tag,
         summary: 'Move a shard\'s leadership',
+        description: 'Asks the shard\'s leader to hand leadership to the node named in to. The leader drains the shard first (no new callback, the ones in flight recorded, at most about 1 s), then starts the transfer and answers 202; GET /v1/cluster shows the new leader once elected. 503 when a transfer is already under way or the node stopped leading during the drain. Needs the admin scope.',
         params: { shard: shardSchema },
         body: { schema: transferFields.json, required: true },
         answers: { 202: json('The transfer has started.', transferAnswer) },
@@ -579,13 +593,14 @@ function clusterRoutes(): Route[] {
 function clockRoutes(): Route[] {
   const tag = 'Clock';
   return [
-    op('GET', '/v1/clock', { tag, summary: 'The scheduler\'s clock', query: noQuery, answers: { 200: json('system or manual, and its time.', clockAnswer) } }, getClock),
+    op('GET', '/v1/clock', { tag, summary: 'The scheduler\'s clock', description: 'Whether the scheduler runs on the system clock or a manual one (serve --clock manual), and the time it uses for created_at, delay_ms, next_fire_at and the executions. Needs the read scope.', query: noQuery, answers: { 200: json('system or manual, and its time.', clockAnswer) } }, getClock),
     op(
       'POST',
       '/v1/clock:advance',
       {
         tag,
         summary: 'Advance a manual clock (serve --clock manual)',
+        description: 'For integration tests: moves a manual clock by by_ms or to a time, deadline by deadline, firing every occurrence and retry due on the way at its own instant and in order, and answers once their outcomes are applied. Callbacks are real requests that take no virtual time. Stops after 10000 attempts or 30 s of real time with complete: false (repeat with the same to). 409 on a node on the system clock. Needs the admin scope.',
         body: { schema: clockAdvanceFields.json, required: true },
         answers: { 200: json('Once everything due up to the new time fired.', clockAdvanceAnswer) },
         errors: [409, 503],
@@ -601,11 +616,11 @@ function referenceRoutes(): Route[] {
   const tag = 'Operations';
   return [
     {
-      ...op('GET', '/v1/openapi.json', { tag, summary: 'This OpenAPI 3.1 document', answers: { 200: json('The document.', { type: 'object' }) } }, async () => openApiResponse(routes)),
+      ...op('GET', '/v1/openapi.json', { tag, summary: 'This OpenAPI 3.1 document', description: 'The OpenAPI 3.1 description of this API, generated from the schemas the node validates requests with; the same bytes from every node of a version. Open without a token: it describes the software, nothing of the deployment.', answers: { 200: json('The document.', { type: 'object' }) } }, async () => openApiResponse(routes)),
       open: true,
     },
     {
-      ...op('GET', '/docs', { tag, summary: 'A readable API reference made from the document', answers: { 200: { description: 'HTML, no scripts.', contentType: 'text/html' } } }, async () =>
+      ...op('GET', '/docs', { tag, summary: 'A readable API reference made from the document', description: 'One static HTML page rendered from this document: no script, nothing fetched from another origin (it works offline). Open without a token.', answers: { 200: { description: 'HTML, no scripts.', contentType: 'text/html' } } }, async () =>
         docsResponse(routes)),
       open: true,
     },
@@ -621,15 +636,16 @@ export const routes: readonly Route[] = [
   ...clusterRoutes(),
   ...clockRoutes(),
   ...adminRoutes(op),
-  op('GET', '/healthz', { tag: 'Operations', summary: 'The process answers', answers: { 200: json('Alive.', healthAnswer) } }, async ({ deps }) =>
+  op('GET', '/healthz', { tag: 'Operations', summary: 'The process answers', description: 'Liveness: 200 whenever the process serves HTTP, whatever the state of its shards. Open without a token; use /readyz to know whether it can take work.', answers: { 200: json('Alive.', healthAnswer) } }, async ({ deps }) =>
     jsonResponse(200, { status: 'ok', node_id: deps.api.nodeId })),
-  op('GET', '/readyz', { tag: 'Operations', summary: 'Every shard has a leader and this node caught up', answers: { 200: json('Ready.', readyAnswer) }, errors: [503] }, readyz),
-  op('GET', '/metrics', { tag: 'Operations', summary: 'Prometheus metrics', answers: { 200: { description: 'Prometheus text format.', contentType: 'text/plain' } } }, metrics),
+  op('GET', '/readyz', { tag: 'Operations', summary: 'Every shard has a leader and this node caught up', description: 'Readiness: 200 once every shard has a known leader and this node has caught up with the log; 503 (problem+json, detail names the reason) until then, and for a node removed from the cluster. Open without a token.', answers: { 200: json('Ready.', readyAnswer) }, errors: [503] }, readyz),
+  op('GET', '/metrics', { tag: 'Operations', summary: 'Prometheus metrics', description: 'This node\'s metrics in the Prometheus text format: fire lateness, callbacks, Raft, storage, queues, the due profile of the next minute. Open unless the node runs with --metrics-auth, which asks for a token.', answers: { 200: { description: 'Prometheus text format.', contentType: 'text/plain' } } }, metrics),
   ...referenceRoutes(),
   ...uiRoutes(op), // the dashboard and its read-only routes (ui.ts)
   op('GET', '/v1/due-profile', {
     tag: 'Operations',
     summary: 'PENDING occurrences per second of the next N seconds, and the measured drain rate',
+    description: 'How many PENDING occurrences fall due in each second of the next seconds (1..600, default 60), counted from this node\'s store (any node answers; a follower may lag by what it has not applied), and drain_rate_per_s: the rate this node started callbacks at while it had more due than it could send at once, null until measured. Needs the read scope.',
     query: dueProfileQuery,
     answers: { 200: json('From this node\'s replicas (every node holds every shard).', { type: 'object', required: ['from', 'per_second', 'drain_rate_per_s'], properties: { from: { type: 'string', format: 'date-time' }, per_second: { type: 'array', items: { type: 'integer' } }, drain_rate_per_s: { type: ['number', 'null'] } } }) },
   }, dueProfile),

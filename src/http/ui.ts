@@ -155,20 +155,25 @@ const whoamiAnswer = {
   properties: { name: { type: ['string', 'null'] }, scope: { enum: ['read', 'write', 'admin', null] }, auth_required: { type: 'boolean' } },
 };
 
+const pageDescription =
+  'The dashboard\'s HTML page (docs/ui.md in the repository): open without a token, since the page holds the token form and sends the token as a bearer header to /v1. Served under a strict Content-Security-Policy, revalidated on every load; 404 on a build without the dashboard.';
+const assetDescription = 'A script, stylesheet or image the dashboard page names by its hashed file name; cached for a year (the name changes with the content). 404 for a name the build does not have.';
+
 /** The dashboard's files (open: the page holds the token form) and its two read-only routes. */
 export function uiRoutes(op: Op): Route[] {
   const tag = 'Dashboard';
-  const page = (path: string, file: string | null, summary: string): Route => ({
-    ...op('GET', path, { tag, summary, answers: { 200: { description: 'The dashboard (docs/ui.md), under a strict Content-Security-Policy.', contentType: file === null ? 'application/octet-stream' : 'text/html' } }, errors: [404] }, (ctx) =>
+  const page = (path: string, file: string | null, summary: string, description: string): Route => ({
+    ...op('GET', path, { tag, summary, description, answers: { 200: { description: 'The dashboard (docs/ui.md), under a strict Content-Security-Policy.', contentType: file === null ? 'application/octet-stream' : 'text/html' } }, errors: [404] }, (ctx) =>
       serveUi(file ?? `assets/${ctx.params.file!}`, ctx)),
     open: true,
   });
   const fileParam = { file: assetFileSchema };
   return [
-    page('/ui', 'index.html', 'The dashboard'),
-    page('/ui/', 'index.html', 'The dashboard'),
-    { ...page('/ui/assets/:file', null, 'A file of the dashboard (cached for a year)'), handler: (ctx) => serveUi(`assets/${readAssetFile(ctx.params.file!)}`, ctx), doc: { tag, summary: 'A file of the dashboard (cached for a year)', params: fileParam, answers: { 200: { description: 'Script, style or image.', contentType: 'application/octet-stream' } }, errors: [404] } },
-    op('GET', '/v1/overview', { tag, summary: 'This node\'s figures: jobs by state, the last hour of callbacks, fire lateness', answers: { 200: { description: 'Never forwarded: each node answers for itself.', schema: overviewAnswer } }, errors: [503] }, overview),
-    op('GET', '/v1/whoami', { tag, summary: 'The token\'s name and scope', answers: { 200: { description: 'A node without tokens answers anonymous, admin.', schema: whoamiAnswer } } }, whoami),
+    page('/ui', 'index.html', 'The dashboard', pageDescription),
+    // Browsers reach the page as /ui/ too; it is /ui under another spelling, not an operation of the API.
+    { ...page('/ui/', 'index.html', 'The dashboard', pageDescription), aliasOf: '/ui' },
+    { ...page('/ui/assets/:file', null, 'A file of the dashboard (cached for a year)', assetDescription), handler: (ctx) => serveUi(`assets/${readAssetFile(ctx.params.file!)}`, ctx), doc: { tag, summary: 'A file of the dashboard (cached for a year)', description: assetDescription, params: fileParam, answers: { 200: { description: 'Script, style or image.', contentType: 'application/octet-stream' } }, errors: [404] } },
+    op('GET', '/v1/overview', { tag, summary: 'This node\'s figures: jobs by state, the last hour of callbacks, fire lateness', description: 'Jobs per stored state in this node\'s replicas, the callback attempts this node sent and how many failed per 10-second interval over the last hour, and the histogram of its fire lateness since it started. Never forwarded: in a cluster each node answers for itself. 503 on a node that keeps no such figures. Needs the read scope.', answers: { 200: { description: 'Never forwarded: each node answers for itself.', schema: overviewAnswer } }, errors: [503] }, overview),
+    op('GET', '/v1/whoami', { tag, summary: 'The token\'s name and scope', description: 'The name and scope (read, write or admin) of the token that made the request, and whether this node requires tokens at all; the dashboard hides what the scope would refuse. Needs the read scope.', answers: { 200: { description: 'A node without tokens answers anonymous, admin.', schema: whoamiAnswer } } }, whoami),
   ];
 }

@@ -46,7 +46,8 @@ describe('the document', () => {
     expect(served.body).toBe(first);
     const again = await makeHarness().app.handle({ method: 'GET', path: '/v1/openapi.json', headers: {}, body: new Uint8Array() });
     expect(createHash('sha256').update(again.body as string).digest('hex')).toBe(createHash('sha256').update(first).digest('hex'));
-    expect(first).not.toMatch(/127\.0\.0\.1|localhost|"servers"/); // nothing of the deployment
+    expect(first).not.toMatch(/127\.0\.0\.1|localhost|https?:/); // nothing of the deployment
+    expect(JSON.parse(first).servers).toEqual([{ url: '/', description: expect.any(String) }]); // relative: the node that served it
   });
 });
 
@@ -56,12 +57,16 @@ describe('every route of the router is in the document', () => {
     // a route registered without op() is named (this is what fails when one is added the old way)
     const undocumented = { method: 'GET', segments: ['v1', 'overview'], scope: 'read' as const, handler: routes[0]!.handler };
     expect(documentationGaps([...routes, undocumented])).toEqual(['GET /v1/overview']);
+    // an alias is described by the route it names, and only when that one is documented
+    const alias = { ...undocumented, segments: ['v1', 'overview', ''], aliasOf: '/v1/overview' };
+    expect(documentationGaps([...routes, alias])).toEqual([]);
+    expect(documentationGaps([...routes, { ...alias, aliasOf: '/v1/nowhere' }])).toEqual(['GET /v1/overview/']);
   });
 
   it('each route is an operation of its path and method, with exactly its path parameters', () => {
     const seen = new Set<string>();
     for (const route of routes) {
-      const path = openApiPath(route);
+      const path = route.aliasOf ?? openApiPath(route); // an alias (/ui/ of /ui) is its route's operation
       const op = document.paths[path]?.[route.method.toLowerCase()];
       expect(op, `${route.method} ${path}`).toBeDefined();
       seen.add(`${route.method.toLowerCase()} ${path}`);

@@ -51,7 +51,7 @@ describe('simulator: determinism', () => {
 
 describe('simulator: mutation check (each RaftBugs switch is caught)', () => {
   const cases = [
-    // Caught first at seed 112 (two leaders in one term) with the default options; see docs/testing.md.
+    // Caught first at seed 112 (two leaders in one term) with the default options; see bench/NOTES.md, "Mutation check".
     { bug: 'voteWithoutPersist' as const, within: 400 },
     // Caught first at seed 11 (a leader commits an older-term entry by counting).
     { bug: 'commitPreviousTermByCount' as const, within: 100 },

@@ -1,6 +1,6 @@
 /**
  * Seeds of the whole-node simulator that once found a bug, replayed with the CLI's default options (20 s of
- * faults, 15 s of liveness): each must pass every invariant. docs/testing.md ("What the whole-node simulator
+ * faults, 15 s of liveness): each must pass every invariant. bench/NOTES.md ("What the whole-node simulator
  * found") tells each one's story; `npm run sim -- --seed N --trace` replays it with its event trace.
  */
 import { describe, expect, it } from 'vitest';
