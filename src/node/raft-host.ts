@@ -176,6 +176,8 @@ export class RaftHost implements RoundLoop {
   private stuck: ReplicaRound | null = null;
   private roundFull = false;
   private applierFull = false;
+  /** The state batch's commit failed on a full disk and is retried by the batch itself. */
+  private stateFull = false;
   private fullRetry: NodeJS.Timeout | null = null;
   /**
    * Runs fn in a transaction, or in a savepoint inside one. Made once: better-sqlite3 builds a new wrapper for
@@ -203,11 +205,12 @@ export class RaftHost implements RoundLoop {
     this.batch = new StateBatch(o.db, {
       intervalMs: o.stateBatch?.intervalMs ?? nodeLimits.stateBatchIntervalMs,
       entriesMax: o.stateBatch?.entriesMax ?? nodeLimits.stateBatchEntriesMax,
+      retryMs: quarantineLimits.diskFullRetryMs,
       sync: stateSync === null ? null : () => stateSync.sync(),
       applied: () => this.groups.map((g) => g.applied),
       onFatal: (err) => this.fail(err),
-      onFull: (err) => this.diskFilled('applier', err),
-      onSpace: () => this.spaceBack('applier'),
+      onFull: (err, lost) => this.batchFull(err, lost),
+      onSpace: () => this.spaceBack('batch'),
       onCommit: (ms, entries) => {
         this.o.metrics.commitDurationMs.observe(ms);
         this.o.metrics.commitBatchSize.observe(entries);
@@ -406,7 +409,7 @@ export class RaftHost implements RoundLoop {
 
   /** True while a write failed on a full disk and has not succeeded since: proposals are refused (507). */
   diskFull(): boolean {
-    return this.roundFull || this.applierFull;
+    return this.roundFull || this.applierFull || this.stateFull;
   }
 
   schedule(): void {
@@ -449,7 +452,9 @@ export class RaftHost implements RoundLoop {
         this.inTransaction(() => {
           for (const { shard, ready } of rd.shards) if (ready.snapshot !== null) this.installRows(this.groups[shard]!, ready.snapshot);
         });
-        if (!this.batch.commit()) throw new Error('the state batch holding an installed snapshot could not commit');
+        // A full disk leaves it to the batch's retries (the rows are written again from the log's copy of the
+        // snapshot if SQLite rolled them back).
+        this.batch.commit();
       } catch (err) {
         // The log already holds the snapshot: a restart restores the rows from it.
         return this.fail(err);
@@ -488,9 +493,68 @@ export class RaftHost implements RoundLoop {
     this.replication.rewind(g.shard, this.storedApplied(g.shard, g.storage));
   }
 
-  private diskFilled(which: 'round' | 'applier', err: unknown): void {
+  /**
+   * The state batch's commit failed on a full disk. Rolled back (`lost`), the state file is behind what the node
+   * applied and answered: every shard's entries since the file's applied index are applied again from the log
+   * into a new batch, silently (NodeCore and the proposers heard them already; apply is deterministic), and the
+   * batch's retries commit it once space returns.
+   */
+  private batchFull(err: unknown, lost: boolean): void {
+    if (lost) {
+      try {
+        this.rewriteFromLog();
+      } catch (e) {
+        return this.fail(e);
+      }
+    }
+    this.diskFilled('batch', err);
+  }
+
+  private rewriteFromLog(): void {
+    this.batch.begin();
+    this.inTransaction(() => {
+      for (const g of this.groups) {
+        let from = this.appliedIndexes.of(g.shard);
+        const to = g.applied;
+        if (to <= from) continue;
+        // A snapshot installed in the lost batch: its rows again, from the log's copy.
+        if (from < g.storage.firstIndex() - 1) {
+          restoreShardImage(this.o.db, g.shard, g.storage.snapshotData());
+          from = g.storage.firstIndex() - 1;
+        }
+        for (let lo = from + 1; lo <= to; ) {
+          const entries = g.storage.entries(lo as LogIndex, (to + 1) as LogIndex, 16 * 1024 * 1024);
+          for (const e of entries) this.reapply(g, e);
+          lo += entries.length;
+        }
+        this.appliedIndexes.write(g.shard, to);
+      }
+    });
+  }
+
+  /** applyEntry without telling anyone: the entry's effects were delivered when it first applied. */
+  private reapply(g: ShardGroup, e: Entry): void {
+    if (e.type !== 'normal' || e.data.length === 0) return;
+    let command: Command;
+    try {
+      command = decodeCommand(e.data);
+    } catch (err) {
+      if (!(err instanceof CommandDecodeError)) throw err;
+      this.quarantine(g, e, null, err);
+      return;
+    }
+    try {
+      this.inTransaction(() => apply(g.store, command, e.term));
+    } catch (err) {
+      if (isStorageError(err)) throw err;
+      this.quarantine(g, e, command.type, err);
+    }
+  }
+
+  private diskFilled(which: 'round' | 'applier' | 'batch', err: unknown): void {
     const first = !this.diskFull();
     if (which === 'round') this.roundFull = true;
+    else if (which === 'batch') this.stateFull = true;
     else this.applierFull = true;
     this.o.node.setStorageFull(true);
     if (first) {
@@ -508,8 +572,9 @@ export class RaftHost implements RoundLoop {
     }, quarantineLimits.diskFullRetryMs);
   }
 
-  private spaceBack(which: 'round' | 'applier'): void {
+  private spaceBack(which: 'round' | 'applier' | 'batch'): void {
     if (which === 'round') this.roundFull = false;
+    else if (which === 'batch') this.stateFull = false;
     else this.applierFull = false;
     if (this.diskFull()) return;
     this.o.node.setStorageFull(false);

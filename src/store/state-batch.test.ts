@@ -33,6 +33,7 @@ function batch(over: Partial<StateBatchOptions> = {}): StateBatch {
   return new StateBatch(db, {
     intervalMs: 30,
     entriesMax: 1_000,
+    retryMs: 50,
     sync: null,
     applied: () => applied,
     onFatal: (err) => {

@@ -21,14 +21,19 @@ export interface StateBatchOptions {
   intervalMs: number;
   /** Applied entries after which the batch commits at its next turn. */
   entriesMax: number;
+  /** After a commit failed on a full disk, the next try comes this much later. */
+  retryMs: number;
   /** fsyncs the state file's WAL (--fsync batch); null when the commit itself is durable enough. */
   sync: (() => Promise<void>) | null;
   /** What the state holds as applied per shard right now (read at each commit: it is what the commit makes durable). */
   applied(): readonly number[];
-  /** A commit failed in a way that loses applied state (rolled back): the node must restart and replay the log. */
+  /** A commit failed other than on a full disk: the file cannot be trusted (the node exits; a restart replays the log). */
   onFatal(err: unknown): void;
-  /** A commit failed on a full disk and the batch is still open: it is retried at the next interval. */
-  onFull(err: unknown): void;
+  /**
+   * A commit failed on a full disk; it is retried every interval until one succeeds. `lost`: SQLite rolled the
+   * batch back, so the caller must write its applied state again (from the log) before the retry.
+   */
+  onFull(err: unknown, lost: boolean): void;
   /** A commit succeeded after onFull. */
   onSpace(): void;
   /** Each commit: how long COMMIT took and how many entries it covered (metrics). */
@@ -104,15 +109,19 @@ export class StateBatch {
     try {
       this.db.exec('COMMIT');
     } catch (err) {
-      if (isDiskFullError(err) && this.db.inTransaction) {
-        if (!this.full) this.o.onFull(err);
-        this.full = true;
-        if (!this.closed) this.timer = setTimeout(() => ((this.timer = null), this.commit()), this.o.intervalMs);
+      if (!isDiskFullError(err)) {
+        this.open = this.db.inTransaction;
+        this.o.onFatal(err);
         return false;
       }
-      // Rolled back: the applied state in memory (the core's view, answered proposers) is ahead of the file.
-      this.open = false;
-      this.o.onFatal(err);
+      // SQLite may keep the transaction or roll it back; rolled back, the caller writes it again.
+      this.open = this.db.inTransaction;
+      if (!this.open) this.entries = 0;
+      this.full = true;
+      this.o.onFull(err, !this.open);
+      // One timer at a time: onFull may have opened a new batch, which armed its interval.
+      if (this.timer !== null) clearTimeout(this.timer);
+      this.timer = this.closed ? null : setTimeout(() => ((this.timer = null), this.commit()), this.o.retryMs);
       return false;
     }
     this.o.onCommit?.(performance.now() - start, this.entries);
