@@ -74,6 +74,7 @@ export function openShardLogs(dbs: NodeDbs, shards: number, voters: readonly str
     if (voters.length > 0) bootstrapGroup(dbs.log, shard, [...voters].sort() as NodeId[]);
     const storage = new SqliteRaftStorage(dbs.log, shard, { markerSnapshots: true });
     restoreFromLog(dbs.state, appliedIndexes, shard, storage);
+    commitThroughApplied(storage, storedApplied(appliedIndexes, shard, storage));
     storages.push(storage);
   }
   return {
@@ -81,6 +82,20 @@ export function openShardLogs(dbs: NodeDbs, shards: number, voters: readonly str
     stores: storages.map((_, shard) => new SqliteShardStore(dbs.state, shard)),
     applied: storages.map((storage, shard) => storedApplied(appliedIndexes, shard, storage)),
   };
+}
+
+/**
+ * Raft persists a hard state whose only change is the commit index without an fsync (etcd's MustSync), so after a
+ * power loss the state file may hold entries applied past the log's durable commit index. They were applied only
+ * once committed, and only once their append was on stable storage: the commit index is raised to them.
+ */
+function commitThroughApplied(storage: SqliteRaftStorage, applied: number): void {
+  const hs = storage.initialState().hardState;
+  if (applied <= hs.commit) return;
+  if (applied > storage.lastIndex()) {
+    throw new Error(`shard ${storage.group}: the state file holds entries through ${applied}, past the log's last entry ${storage.lastIndex()}: the two files do not belong together`);
+  }
+  storage.setHardState({ ...hs, commit: applied as LogIndex });
 }
 
 /**
@@ -444,19 +459,20 @@ export class RaftHost implements RoundLoop {
       return this.diskFilled('round', err);
     }
     if (this.roundFull) this.spaceBack('round');
-    // A follower's installed snapshot: its rows into the state file, committed at once (openShardLogs repairs a
-    // crash between the two commits from the log's copy of the snapshot).
+    // A follower's installed snapshot: its rows into the state batch, which commits once the log's fsync answered
+    // (never durable before the log holds the snapshot; openShardLogs repairs a crash between the two from the
+    // log's copy of the snapshot).
+    let unblock: (() => void) | null = null;
     if (rd.shards.some(({ ready }) => ready.snapshot !== null)) {
+      unblock = this.batch.block();
       try {
         this.batch.begin();
         this.inTransaction(() => {
           for (const { shard, ready } of rd.shards) if (ready.snapshot !== null) this.installRows(this.groups[shard]!, ready.snapshot);
         });
-        // A full disk leaves it to the batch's retries (the rows are written again from the log's copy of the
-        // snapshot if SQLite rolled them back).
-        this.batch.commit();
       } catch (err) {
         // The log already holds the snapshot: a restart restores the rows from it.
+        unblock();
         return this.fail(err);
       }
     }
@@ -476,6 +492,11 @@ export class RaftHost implements RoundLoop {
       }
     }
     for (const { shard } of rd.shards) this.groups[shard]!.synced = Math.max(this.groups[shard]!.synced, lastIndexes[shard]!);
+    // The snapshot's rows commit now (a full disk leaves them to the batch's retries, written again from the log).
+    if (unblock !== null) {
+      unblock();
+      this.batch.commit();
+    }
     if (syncFirst) this.applyInline(rd);
     if (late.length > 0) this.sendOut(late);
     this.replication.sent(rd);

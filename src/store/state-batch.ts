@@ -51,6 +51,9 @@ export class StateBatch {
   private closed = false;
   private durable: number[];
   private syncing: Promise<void> = Promise.resolve();
+  /** While above zero no commit happens (a follower's snapshot install waits for its log's fsync); `pending` then. */
+  private blocks = 0;
+  private pending = false;
   commits = 0;
 
   constructor(
@@ -101,6 +104,10 @@ export class StateBatch {
    * (a full disk: the batch stays open and is retried).
    */
   commit(): boolean {
+    if (this.blocks > 0) {
+      this.pending = true;
+      return false;
+    }
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
     if (!this.open) return true;
@@ -143,6 +150,24 @@ export class StateBatch {
       );
     }
     return true;
+  }
+
+  /**
+   * No commit until the returned release is called (then one at once if any was asked for meanwhile): the rows
+   * of a snapshot whose log write is not fsynced yet must not become durable before it.
+   */
+  block(): () => void {
+    this.blocks++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.blocks--;
+      if (this.blocks === 0 && this.pending) {
+        this.pending = false;
+        this.commit();
+      }
+    };
   }
 
   /** Until the returned release is called, every batch commits at the end of the turn that wrote it. */

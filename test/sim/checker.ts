@@ -23,6 +23,7 @@ export type ViolationKind =
   | 'commit_previous_term'
   | 'applied_mismatch'
   | 'apply_gap'
+  | 'state_behind_compaction'
   | 'two_lease_holders'
   | 'acked_proposal_lost'
   | 'liveness'

@@ -30,7 +30,14 @@ export class SimDisk implements LogStorageWriter {
   private journal: Op[] = [];
   syncs = 0;
 
-  constructor(bootstrap: ConfState) {
+  /**
+   * `markerSnapshots` (the node's disks, as src/store/raft-storage.ts): a stored snapshot past the bootstrap with
+   * empty data is a compaction marker, and snapshot() answers null for it so Raft asks the host for a real one.
+   */
+  constructor(
+    bootstrap: ConfState,
+    private readonly markerSnapshots = false,
+  ) {
     this.live = new MemoryStorage(bootstrap);
     this.durable = new MemoryStorage(bootstrap);
   }
@@ -51,7 +58,14 @@ export class SimDisk implements LogStorageWriter {
     return this.live.lastIndex();
   }
   snapshot(): Snapshot | null {
-    return this.live.snapshot();
+    const snap = this.live.snapshot();
+    if (this.markerSnapshots && snap !== null && snap.metadata.index > 1 && snap.data.length === 0) return null;
+    return snap;
+  }
+
+  /** The stored snapshot, a marker included (what a restart reads). */
+  storedSnapshot(): Snapshot {
+    return this.live.snapshot()!;
   }
 
   append(entries: readonly Entry[]): void {

@@ -30,6 +30,7 @@ import type { NodeClock } from './clock.js';
 import { decodeImage, encodeImage } from './image.js';
 import type { SchedulerChecker } from './invariants.js';
 import { DigestStore } from './digest-store.js';
+import { SimStateFile } from './state-file.js';
 import type { FedCore } from './fed-core.js';
 import type { Answer, SimReceivers } from './receivers.js';
 
@@ -64,12 +65,14 @@ class Group {
   restoredAt = 0;
   hash = emptyStateHash;
   readonly disk: SimDisk;
+  /** The state file: the store as the last batch commit wrote it. */
+  readonly state = new SimStateFile();
 
   constructor(
     readonly shard: number,
     bootstrap: ConfState,
   ) {
-    this.disk = new SimDisk(bootstrap);
+    this.disk = new SimDisk(bootstrap, true);
   }
 
   get raw(): RawNode {
@@ -178,27 +181,81 @@ export class SimNode {
     for (const g of this.groups) g.rep = this.rep;
     this.rep.start(this.monoMs);
     this.scheduleInterval();
+    this.scheduleBatch();
     this.core.load(this.wallMs);
     this.settle();
   }
 
+  /**
+   * The store as the state file holds it; or, when the file is behind the log's first entry (a follower crashed
+   * between installing a snapshot into its log and committing its rows), the log's copy of that snapshot, which is
+   * never a compaction marker: compaction stops at the state file's durable applied index.
+   */
   private openGroup(g: Group): void {
-    const snap = g.disk.snapshot()!;
-    const { store, hash } = decodeImage(snap.data, emptyStateHash);
+    const snap = g.disk.storedSnapshot();
+    const st = g.state.current();
+    let data: Uint8Array;
+    if (st !== null && st.applied >= snap.metadata.index) {
+      data = st.image;
+      g.restoredAt = st.applied;
+    } else {
+      if (snap.metadata.index > 1 && snap.data.length === 0) {
+        fail('state_behind_compaction', `${this.id} s${g.shard}: the state file holds ${st?.applied ?? 0}, the log was compacted through a marker at ${snap.metadata.index}`);
+      }
+      data = snap.data;
+      g.restoredAt = snap.metadata.index;
+    }
+    const { store, hash } = decodeImage(data, emptyStateHash);
     g.store = store;
     g.hash = hash;
-    g.restoredAt = snap.metadata.index;
-    const hs = g.disk.initialState().hardState;
+    let hs = g.disk.initialState().hardState;
+    // A commit-only hard state is not fsynced (Raft's mustSync), so the state file may hold more than the log's
+    // durable commit index: what was applied was committed, and its entries are durable (RaftHost: openShardLogs).
+    if (g.restoredAt > hs.commit) {
+      if (g.restoredAt > g.disk.lastIndex()) fail('state_behind_compaction', `${this.id} s${g.shard}: the state file holds ${g.restoredAt}, past the log's last entry ${g.disk.lastIndex()}`);
+      hs = { ...hs, commit: g.restoredAt as LogIndex };
+      g.disk.setHardState(hs);
+    }
     g.term = hs.term;
-    g.commit = Math.max(hs.commit, snap.metadata.index);
+    g.commit = hs.commit;
   }
 
   /** kill -9 / power loss: unsynced writes go (maybe a torn prefix stays); requests on the wire still arrive. */
   crash(tornRate: number): number {
     this.down = true;
     let lost = 0;
-    for (const g of this.groups) lost += g.disk.crash(this.rand, tornRate);
+    for (const g of this.groups) {
+      lost += g.disk.crash(this.rand, tornRate);
+      if (g.state.crash(this.rand, tornRate)) lost++;
+    }
     return lost;
+  }
+
+  /**
+   * The state batch (RaftHost's StateBatch): every stateBatchIntervalMs the shards whose store moved are committed
+   * to their state files, and each commit's fsync answers a little later.
+   */
+  private scheduleBatch(): void {
+    const inc = this.incarnation;
+    this.w.at(this, this.w.nowMs + nodeLimits.stateBatchIntervalMs, 'state-batch', () => {
+      if (inc !== this.incarnation) return;
+      this.commitState();
+      this.scheduleBatch();
+    });
+  }
+
+  private commitState(only: Group | null = null): void {
+    const inc = this.incarnation;
+    for (const g of only === null ? this.groups : [only]) {
+      if (g.applied <= (g.state.current()?.applied ?? 0)) continue;
+      g.state.commit(g.applied, encodeImage(g.store, g.hash));
+      const state = g.state;
+      const committed = state.current();
+      this.w.at(this, this.w.nowMs + 1 + this.rand.int(5), 'state-fsync', () => {
+        // A crash in between took the commit back (or kept it): only this process's own commit is synced.
+        if (inc === this.incarnation && state.current() === committed) state.sync();
+      });
+    }
   }
 
   // ------------------------------------------------------------------ time (Replication.tick / catchUp)
@@ -376,6 +433,8 @@ export class SimNode {
       if (rd.inline) for (const e of ready.committedEntries) (inline ??= []).push({ g, e });
     }
     for (const { shard, ready } of rd.shards) if (ready.mustSync) this.groups[shard]!.disk.sync();
+    // An installed snapshot's rows are committed once the log holds it durably (RaftHost: after the round's fsync).
+    for (const { shard, ready } of rd.shards) if (ready.snapshot !== null) this.commitState(this.groups[shard]!);
     const { early, late } = this.rep.persisted(rd);
     if (wasLeader !== null) for (const { shard, ready } of rd.shards) if (ready.softState !== null) this.softState(this.groups[shard]!, ready, wasLeader[shard]!);
     this.carryOut();
@@ -481,8 +540,16 @@ export class SimNode {
    * disk's snapshots always carry the store's image (a restart reads it), so both write one at the applied index.
    */
   private compact(g: Group, upTo: number | null): void {
-    if (g.applied > g.disk.snapshot()!.metadata.index) g.disk.createSnapshot(g.applied as LogIndex, g.raw.confState(), encodeImage(g.store, g.hash));
-    if (upTo !== null && upTo >= g.disk.firstIndex()) g.disk.compact(upTo as LogIndex);
+    const snapIndex = g.disk.storedSnapshot().metadata.index;
+    if (upTo === null) {
+      if (g.applied > snapIndex || g.disk.snapshot() === null) g.disk.createSnapshot(g.applied as LogIndex, g.raw.confState(), encodeImage(g.store, g.hash));
+      return;
+    }
+    // Never past what the state file holds durably; the snapshot for it is a marker (RaftHost.compact).
+    const to = Math.min(upTo, g.state.durableApplied());
+    if (to < g.disk.firstIndex()) return;
+    if (to > snapIndex) g.disk.createSnapshot(to as LogIndex, g.raw.confState(), new Uint8Array(0));
+    g.disk.compact(to as LogIndex);
   }
 
   /** Carries out one node.ready() (NodeShell pump; the core's proposals are in their logs). Returns whether it had any work. */
