@@ -111,6 +111,13 @@ export interface FiringCoreOptions {
    * sleep would wait for it and then delay the send's own write (docs/performance.md "The firing thread by default").
    */
   sleepUntil?: (dueAtMs: number) => void;
+  /**
+   * On the firing thread only: starts and outcomes wait up to this long (ms) for others to travel with (answers to
+   * withdrawals and drops go at once, and take them along): every message wakes the main loop, and at a steady rate
+   * a message per start and per outcome cost the thread more than the send. 0 or absent: reported on the next turn
+   * (on the main loop, where an event is a call; the starts of a chunk after its writes).
+   */
+  eventsDelayMs?: number;
   emit(events: FiringEvents, transfer: ArrayBuffer[]): void;
 }
 
@@ -185,6 +192,8 @@ export class FiringCore {
   private timerAtMs = 0;
   private spin: NodeJS.Immediate | null = null;
   private flushing: NodeJS.Immediate | null = null;
+  /** Starts and outcomes waiting for others to travel with (eventsDelayMs). */
+  private eventsTimer: NodeJS.Timeout | null = null;
   private warming: NodeJS.Immediate | null = null;
   /** Staged deliveries whose request is not built yet, in the order handed over (built a chunk per turn). */
   private unprepared: Staged[] = [];
@@ -227,7 +236,7 @@ export class FiringCore {
           this.waiting.delete(id);
         }
         this.started.push(id, startedAtMs);
-        if (!this.sending) this.scheduleFlush();
+        if (!this.sending) this.scheduleEventsFlush();
       },
     });
   }
@@ -447,7 +456,7 @@ export class FiringCore {
     } else if (this.goneQueued.delete(id)) return; // withdrawn or dropped in the queue, then drained by close
     this.outcomes.push(id, outcomeKinds.indexOf(o.kind), o.statusCode ?? -1, o.retryAfterMs ?? -1, o.startedAtMs, o.finishedAtMs);
     this.errors.push(o.error);
-    this.scheduleFlush();
+    this.scheduleEventsFlush();
   }
 
   // --- the near-horizon wheel ------------------------------------------------------------------------------
@@ -509,7 +518,7 @@ export class FiringCore {
     } finally {
       this.sending = false;
     }
-    if (this.started.length > 0) this.scheduleFlush();
+    if (this.started.length > 0) this.scheduleEventsFlush();
     if (this.dueHead < this.dueNow.length) {
       this.spin ??= setImmediate(() => this.wake());
       return;
@@ -521,11 +530,24 @@ export class FiringCore {
   // --- events out ----------------------------------------------------------------------------------------
 
   private scheduleFlush(): void {
-    this.flushing ??= setImmediate(() => this.flush(false));
+    this.flushing ??= setImmediate(this.flushBound);
   }
 
+  /** Starts and outcomes: reported after eventsDelayMs unless something else is flushed first (it carries them). */
+  private scheduleEventsFlush(): void {
+    const delayMs = this.o.eventsDelayMs ?? 0;
+    if (delayMs <= 0) return this.scheduleFlush();
+    if (this.flushing !== null || this.eventsTimer !== null) return;
+    this.eventsTimer = setTimeout(this.flushBound, delayMs);
+  }
+
+  private readonly flushBound = (): void => this.flush(false);
+
   private flush(closed: boolean): void {
+    if (this.flushing !== null) clearImmediate(this.flushing);
     this.flushing = null;
+    if (this.eventsTimer !== null) clearTimeout(this.eventsTimer);
+    this.eventsTimer = null;
     const started = this.started.length > 0 ? Float64Array.from(this.started) : null;
     const outcomes = this.outcomes.length > 0 ? Float64Array.from(this.outcomes) : null;
     const events: FiringEvents = { started, outcomes, errors: this.errors, withdrawn: this.withdrawn, dropped: this.dropped, closed };
@@ -560,6 +582,9 @@ export class FiringCore {
     this.dueHead = 0;
     await this.dispatcher.close(graceMs);
     if (this.flushing !== null) clearImmediate(this.flushing);
+    this.flushing = null;
+    if (this.eventsTimer !== null) clearTimeout(this.eventsTimer);
+    this.eventsTimer = null;
     // The last outcomes (close settles every attempt) travel with the closed event.
     await new Promise<void>((resolve) => setImmediate(resolve));
     this.flush(true);

@@ -21,6 +21,13 @@ export interface FiringThreadData {
   offsetMs: number;
 }
 
+/**
+ * How long starts and outcomes wait for others to cross to the main loop with them (FiringCore's eventsDelayMs):
+ * the main side holds a start's record for longer than this anyway (the engine's item delay), and an outcome
+ * becomes a record on its next group commit.
+ */
+const eventsDelayMs = 2;
+
 /** A test-only message: the thread exits at once, as a crash would (firing-port.test.ts). */
 export const crashMessage = 'firing-thread:crash';
 /** Runs the warm-up of the send path (warm-up.ts); answered by an event carrying its report. */
@@ -40,6 +47,7 @@ if (port !== null) {
     payloadRefBytesMax: data.payloadRefBytesMax,
     // The clock reads dueAtMs once monoEpochMs() + offsetMs reaches it.
     sleepUntil: (dueAtMs) => sleepUntil(dueAtMs - clock.offsetMs),
+    eventsDelayMs,
     emit: (events, transfer) => port.postMessage(events, transfer),
   });
   port.postMessage({ started: null, outcomes: null, errors: [], withdrawn: [], dropped: [], closed: false, ready: true } satisfies FiringEvents);
