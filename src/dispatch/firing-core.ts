@@ -378,10 +378,15 @@ export class FiringCore {
         this.scheduleFlush();
         return;
       }
-      case 'lease':
+      case 'lease': {
+        const before = this.leases.get(op.shard);
         this.leases.set(op.shard, { term: op.term, untilMs: op.untilMs });
+        // A deadline of the same term that is not trusted now would hold every held delivery again: every batch
+        // carries each shard's lease, and re-holding thousands per batch was a visible item of a hot instant.
+        if (this.o.leaseNow === undefined && before !== undefined && before.term === op.term && monoEpochMs() >= op.untilMs) return;
         this.releaseHeld(op.shard);
         return;
+      }
       case 'revoke':
         this.revokedTerms.set(op.shard, Math.max(op.term, this.revokedTerms.get(op.shard) ?? -1));
         for (const s of this.waiting.values()) if (s.shard === op.shard && s.term <= op.term) this.drop(s);
