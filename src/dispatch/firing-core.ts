@@ -230,15 +230,36 @@ export class OffsetClock implements Clock {
  */
 type StagedState = 'staged' | 'held' | 'queued' | 'sent' | 'gone';
 
-interface Staged {
-  id: number;
-  shard: number;
+/**
+ * A delivery with what the core keeps of it, in one object: the Dispatcher's hooks (admit, onStart) get it back as
+ * the delivery they were handed and find it without a lookup table.
+ */
+class Staged implements Delivery {
+  prepared: PreparedRequest | null = null;
+  state: StagedState = 'staged';
   /** The term of its fencing token. */
-  term: number;
-  dueAtMs: number;
-  delivery: Delivery;
-  prepared: PreparedRequest | null;
-  state: StagedState;
+  readonly term: number;
+
+  constructor(
+    readonly id: number,
+    readonly shard: number,
+    readonly dueAtMs: number,
+    readonly jobId: string,
+    readonly scheduledAtMs: number,
+    readonly attempt: number,
+    readonly fencingToken: string,
+    readonly spec: CallbackSpec,
+    readonly body: Uint8Array,
+    readonly bodyEncoding: 'json' | 'base64' | undefined,
+    readonly concurrencyKey: string,
+    readonly payloadRef: PayloadRef | null,
+  ) {
+    this.term = Number(fencingToken.slice(fencingToken.indexOf('.') + 1));
+  }
+
+  get delivery(): Delivery {
+    return this;
+  }
 }
 
 export class FiringCore {
@@ -246,7 +267,6 @@ export class FiringCore {
   private readonly specs = new Map<number, CallbackSpec>();
   /** Not started yet: staged, held for a lease, or queued in the Dispatcher. */
   private readonly waiting = new Map<number, Staged>();
-  private readonly ids = new WeakMap<Delivery, number>();
   /** Due ms -> deliveries staged for it; `dueHeap` is a min-heap of the keys. */
   private readonly buckets = new Map<number, Staged[]>();
   /** Due ms -> per URL, how many were staged for it (withdrawals not counted off: it only sizes the warm-up). */
@@ -304,8 +324,7 @@ export class FiringCore {
       payloadRefBytesMax: this.o.payloadRefBytesMax,
       admit: (d) => this.admit(d),
       onStart: (d, startedAtMs) => {
-        const id = this.ids.get(d);
-        if (id === undefined) return;
+        const id = (d as Staged).id;
         const s = this.waiting.get(id);
         if (s !== undefined) {
           s.state = 'sent';
@@ -360,9 +379,10 @@ export class FiringCore {
         this.specs.delete(op.id);
         return;
       case 'send': {
-        // The main side's own delivery, copied: the Dispatcher's hooks find an order by its delivery object.
-        const { id, shard, dueAtMs, delivery } = op.order;
-        return this.accept(id, shard, dueAtMs, { ...delivery });
+        const { id, shard, dueAtMs, delivery: d } = op.order;
+        return this.accept(
+          new Staged(id, shard, dueAtMs, d.jobId, d.scheduledAtMs, d.attempt, d.fencingToken, d.spec, d.body, d.bodyEncoding, d.concurrencyKey, d.payloadRef ?? null),
+        );
       }
       case 'orders':
         return this.acceptOrders(op, 0, op.n);
@@ -413,29 +433,30 @@ export class FiringCore {
       const tokenEnd = jobEnd + nums[b + F_TOKEN_LEN]!;
       const bodyLen = nums[b + F_BODY_LEN]!;
       const ref = nums[b + F_REF]!;
-      const delivery: Delivery = {
-        jobId: strs.slice(at, jobEnd),
-        scheduledAtMs: nums[b + F_SCHEDULED]!,
-        attempt: nums[b + F_ATTEMPT]!,
-        fencingToken: strs.slice(jobEnd, tokenEnd),
-        spec: this.specs.get(nums[b + F_SPEC]!)!,
-        body: bodyLen === 0 ? emptyBody : new Uint8Array(op.buf, nums[b + F_BODY]!, bodyLen),
-        bodyEncoding: encodings[nums[b + F_ENC]!],
-        concurrencyKey: strs.slice(tokenEnd, tokenEnd + nums[b + F_CK_LEN]!),
-        payloadRef: ref < 0 ? null : op.refs![ref]!,
-      };
-      this.accept(nums[b + F_ID]!, nums[b + F_SHARD]!, nums[b + F_DUE]!, delivery);
+      this.accept(
+        new Staged(
+          nums[b + F_ID]!,
+          nums[b + F_SHARD]!,
+          nums[b + F_DUE]!,
+          strs.slice(at, jobEnd),
+          nums[b + F_SCHEDULED]!,
+          nums[b + F_ATTEMPT]!,
+          strs.slice(jobEnd, tokenEnd),
+          this.specs.get(nums[b + F_SPEC]!)!,
+          bodyLen === 0 ? emptyBody : new Uint8Array(op.buf, nums[b + F_BODY]!, bodyLen),
+          encodings[nums[b + F_ENC]!],
+          strs.slice(tokenEnd, tokenEnd + nums[b + F_CK_LEN]!),
+          ref < 0 ? null : op.refs![ref]!,
+        ),
+      );
     }
   }
 
-  private accept(id: number, shard: number, dueAtMs: number, delivery: Delivery): void {
-    const spec = delivery.spec;
-    this.ids.set(delivery, id);
-    const token = delivery.fencingToken;
-    const term = Number(token.slice(token.indexOf('.') + 1));
-    const s: Staged = { id, shard, term, dueAtMs, delivery, prepared: null, state: 'staged' };
+  private accept(s: Staged): void {
+    const spec = s.spec;
+    const dueAtMs = s.dueAtMs;
     if (this.closing) return this.drop(s);
-    this.waiting.set(id, s);
+    this.waiting.set(s.id, s);
     // Due: sent with the next chunk (sendDue, at the end of this batch), in the order handed over.
     if (dueAtMs === 0 || dueAtMs <= this.o.clock.nowMs()) return void this.dueNow.push(s);
     // Staged: the head and signature built on later turns, a chunk at a time (signed with the due time:
@@ -517,13 +538,11 @@ export class FiringCore {
    * it waited is not sent, nor one whose lease is not trusted at this moment (held again), nor one of a term over.
    */
   private admit(d: Delivery): boolean {
-    const id = this.ids.get(d);
-    const s = id === undefined ? undefined : this.waiting.get(id);
+    const id = (d as Staged).id;
+    const s = this.waiting.get(id);
     if (s === undefined || s.state !== 'queued') {
-      if (id !== undefined) {
-        this.goneQueued.delete(id);
-        this.refused.add(id);
-      }
+      this.goneQueued.delete(id);
+      this.refused.add(id);
       return false;
     }
     const v = this.verdict(s);
