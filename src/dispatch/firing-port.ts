@@ -103,12 +103,9 @@ function defaultThreadEntry(): ThreadEntry | null {
   }
 }
 
-/**
- * How long orders staged ahead may wait on this side for others to cross with them, and how far ahead of its due
- * time an order must be to wait (the thread still has to build its request and open connections for it).
- */
-const stageHoldMs = 10;
-const stageHoldMarginMs = 40;
+/** Orders staged ahead wait on this side for others to cross with them (limits.firingStageHoldMs and its margin). */
+const stageHoldMs = limits.firingStageHoldMs;
+const stageHoldMarginMs = limits.firingStageHoldMarginMs;
 
 function notSent(error: string, nowMs: number): AttemptOutcome {
   return { kind: 'retryable', statusCode: null, error, retryAfterMs: null, startedAtMs: nowMs, finishedAtMs: nowMs };

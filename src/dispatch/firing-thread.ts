@@ -5,7 +5,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { createLogger, type LogLevel } from '../core/log.js';
-import { nodeLimits } from '../core/limits.js';
+import { limits, nodeLimits } from '../core/limits.js';
 import { FiringCore, OffsetClock, sleepUntil, type BatchCursor, type FiringBatch, type FiringEvents } from './firing-core.js';
 import { TargetPolicy, type TargetPolicyData } from './target-policy.js';
 import { warmUpSendPath, type WarmUpReport } from './warm-up.js';
@@ -26,7 +26,7 @@ export interface FiringThreadData {
  * the main side holds a start's record for longer than this anyway (the engine's item delay), and an outcome
  * becomes a record on its next group commit.
  */
-const eventsDelayMs = 2;
+const eventsDelayMs = limits.firingEventsDelayMs;
 
 /** A test-only message: the thread exits at once, as a crash would (firing-port.test.ts). */
 export const crashMessage = 'firing-thread:crash';
