@@ -125,6 +125,12 @@ export const limits = {
   firingStageLeadMsMax: 1_000,
   /** Staged orders the node holds at most; past this the core decides and sends the rest at their due time. */
   firingStagedMax: 50_000,
+  /** Starts and outcomes on the firing thread wait this long for others to cross to the main loop with them. */
+  firingEventsDelayMs: 2,
+  /** Orders staged ahead wait this long on the main side for others to cross to the firing thread with them ... */
+  firingStageHoldMs: 10,
+  /** ... when due at least this much after the hold (the thread still builds the request and opens connections). */
+  firingStageHoldMarginMs: 40,
   /** While deliveries wait in the thread, the main side sends the shards' lease deadlines this often. */
   firingLeaseRefreshMs: 10,
   /** Unexpected exits of the firing thread after which the node sends from its main loop instead. */

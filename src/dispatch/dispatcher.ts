@@ -171,6 +171,13 @@ interface Target {
   path: string;
   /** origin + path: the URL as requested (no fragment), which the v2 signature binds. */
   url: string;
+  /** `protocol//hostname:port` as undici names the origin when it asks for a connection (OriginSockets' key). */
+  socketsKey: string;
+  /** What a warm connection is opened with (the parts undici's connect options carry). */
+  hostname: string;
+  host: string;
+  protocol: string;
+  port: string;
 }
 
 /** What every attempt of one CallbackSpec object shares (specs are treated as immutable). */
@@ -631,10 +638,7 @@ class Engine {
     if (this.closing !== null) return;
     const target = this.target(url);
     if (typeof target === 'string') return;
-    const u = new URL(target.origin);
-    const port = u.port !== '' ? u.port : u.protocol === 'https:' ? '443' : '80';
-    // undici names an IPv6 host without its brackets when it asks for a connection.
-    const key = `${u.protocol}//${u.hostname.replace(/^\[(.*)\]$/, '$1')}:${port}`;
+    const key = target.socketsKey;
     const stats = (this.agent.stats as Record<string, { free: number } | undefined>)[target.origin];
     const origin = this.origins.get(key);
     const spares = origin === undefined ? 0 : origin.ready.size + origin.connecting;
@@ -642,7 +646,7 @@ class Engine {
     const room = limits.dispatchConnectionsPerOriginMax - (origin?.open ?? 0);
     const want = Math.min(count, limits.dispatchConnectionsPerOriginMax) - (stats?.free ?? 0) - spares;
     const n = Math.min(want, room);
-    for (let i = 0; i < n; i++) this.openSpare(key, u);
+    for (let i = 0; i < n; i++) this.openSpare(key, target);
   }
 
   private origin(key: string): OriginSockets {
@@ -679,9 +683,8 @@ class Engine {
     });
   }
 
-  private openSpare(key: string, u: URL): void {
-    const port = u.port !== '' ? u.port : u.protocol === 'https:' ? '443' : '80';
-    const opts = { hostname: u.hostname, host: u.host, protocol: u.protocol, port, servername: null, localAddress: null } as unknown as buildConnector.Options;
+  private openSpare(key: string, t: Target): void {
+    const opts = { hostname: t.hostname, host: t.host, protocol: t.protocol, port: t.port, servername: null, localAddress: null } as unknown as buildConnector.Options;
     const origin = this.origin(key);
     origin.connecting++;
     this.countedConnect(key, opts, (err, socket) => {
@@ -866,5 +869,8 @@ function parseTarget(url: string): Target | string {
     return `unsupported url scheme ${parsed.protocol}`;
   }
   const path = parsed.pathname + parsed.search;
-  return { origin: parsed.origin, path, url: parsed.origin + path };
+  const port = parsed.port !== '' ? parsed.port : parsed.protocol === 'https:' ? '443' : '80';
+  // undici names an IPv6 host without its brackets when it asks for a connection.
+  const socketsKey = `${parsed.protocol}//${parsed.hostname.replace(/^\[(.*)\]$/, '$1')}:${port}`;
+  return { origin: parsed.origin, path, url: parsed.origin + path, socketsKey, hostname: parsed.hostname, host: parsed.host, protocol: parsed.protocol, port };
 }

@@ -11,7 +11,7 @@
  * It decides nothing the replicated state has not decided: the main side stages or sends what the engine
  * decided, withdraws what a cancel, a pause or a lost leadership took back, and tells it each shard's lease
  * deadline. A delivery whose shard's deadline has passed is held (never sent) until a later deadline arrives or
- * the shard is revoked. Everything crosses as plain data: ops in, batched events out.
+ * the shard is revoked. Everything crosses as plain data: ops in (orders packed, OrdersOp), batched events out.
  */
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
@@ -21,22 +21,90 @@ import { Dispatcher, type AttemptOutcome, type Delivery, type PreparedRequest } 
 import type { TargetPolicy, TargetPolicyData } from './target-policy.js';
 import type { WarmUpReport } from './warm-up.js';
 
-/** One delivery to send now (dueAtMs 0) or at dueAtMs (node clock, epoch ms). */
-export interface SendOp {
-  o: 'send';
+/**
+ * One order as the main side holds it: a delivery to send now (dueAtMs 0) or at dueAtMs (node clock, epoch ms), with
+ * the id of its spec in the thread (0 on the main loop, where the delivery's own spec object is used).
+ */
+export interface Order {
   id: number;
   specId: number;
   shard: number;
   dueAtMs: number;
-  jobId: string;
-  scheduledAtMs: number;
-  attempt: number;
-  fencingToken: string;
-  body: Uint8Array;
-  enc: 'json' | 'base64' | undefined;
-  ck: string;
-  /** The body by reference (fetched when the attempt starts), or null. */
-  ref: PayloadRef | null;
+  delivery: Delivery;
+}
+
+/**
+ * Consecutive orders of one batch as they cross to the thread: their numbers and bodies in ONE transferred buffer and
+ * their strings in one string, so a batch of thousands is not a structured clone of thousands of objects (packOrders).
+ */
+export interface OrdersOp {
+  o: 'orders';
+  n: number;
+  /** n * orderFields float64s (see the layout below), then the bodies' bytes. */
+  buf: ArrayBuffer;
+  /** Each order's jobId, fencingToken and concurrencyKey, back to back (lengths in buf). */
+  strs: string;
+  /** The payload refs of the orders that have one (rare), by index from buf; null when none has. */
+  refs: PayloadRef[] | null;
+}
+
+/** On the main loop only: the order with the main side's delivery, nothing to pack. */
+export interface LocalSendOp {
+  o: 'send';
+  order: Order;
+}
+
+// The float64 fields of one packed order.
+const F_ID = 0, F_SPEC = 1, F_SHARD = 2, F_DUE = 3, F_SCHEDULED = 4, F_ATTEMPT = 5, F_ENC = 6, F_STR = 7, F_JOB_LEN = 8,
+  F_TOKEN_LEN = 9, F_CK_LEN = 10, F_BODY = 11, F_BODY_LEN = 12, F_REF = 13;
+const orderFields = 14;
+const encodings = [undefined, 'json', 'base64'] as const;
+const emptyBody = new Uint8Array(0);
+
+/** Packs orders (their specs already known to the thread by specId) into one OrdersOp. */
+export function packOrders(orders: readonly Order[], from = 0, to = orders.length): OrdersOp {
+  const n = to - from;
+  const numBytes = n * orderFields * 8;
+  let bodyBytes = 0;
+  for (let i = from; i < to; i++) bodyBytes += orders[i]!.delivery.body.length;
+  const buf = new ArrayBuffer(numBytes + bodyBytes);
+  const nums = new Float64Array(buf, 0, n * orderFields);
+  const bytes = bodyBytes > 0 ? new Uint8Array(buf) : null;
+  let strs = '';
+  let refs: PayloadRef[] | null = null;
+  let bodyAt = numBytes;
+  for (let i = from, b = 0; i < to; i++, b += orderFields) {
+    const { id, specId, shard, dueAtMs, delivery: d } = orders[i]!;
+    nums[b + F_ID] = id;
+    nums[b + F_SPEC] = specId;
+    nums[b + F_SHARD] = shard;
+    nums[b + F_DUE] = dueAtMs;
+    nums[b + F_SCHEDULED] = d.scheduledAtMs;
+    nums[b + F_ATTEMPT] = d.attempt;
+    nums[b + F_ENC] = d.bodyEncoding === undefined ? 0 : d.bodyEncoding === 'json' ? 1 : 2;
+    nums[b + F_STR] = strs.length;
+    nums[b + F_JOB_LEN] = d.jobId.length;
+    nums[b + F_TOKEN_LEN] = d.fencingToken.length;
+    nums[b + F_CK_LEN] = d.concurrencyKey.length;
+    strs += d.jobId + d.fencingToken + d.concurrencyKey;
+    nums[b + F_BODY] = bodyAt;
+    nums[b + F_BODY_LEN] = d.body.length;
+    if (d.body.length > 0) bytes!.set(d.body, bodyAt);
+    bodyAt += d.body.length;
+    if (d.payloadRef != null) {
+      refs ??= [];
+      nums[b + F_REF] = refs.length;
+      refs.push(d.payloadRef);
+    } else nums[b + F_REF] = -1;
+  }
+  return { o: 'orders', n, buf, strs, refs };
+}
+
+/** Where the thread is in a batch it takes a part at a time (FiringCore.handlePart). */
+export interface BatchCursor {
+  op: number;
+  /** The next order inside an OrdersOp. */
+  order: number;
 }
 
 /**
@@ -49,7 +117,8 @@ export interface ShardLease {
 }
 
 export type FiringOp =
-  | SendOp
+  | OrdersOp
+  | LocalSendOp
   /** Specs cross once and are referred to by id while deliveries use them (tasks share one spec object). */
   | { o: 'spec'; id: number; spec: CallbackSpec }
   | { o: 'unspec'; id: number }
@@ -65,6 +134,13 @@ export interface FiringBatch {
   /** The node clock minus performance.timeOrigin + performance.now() on the main side (ms). */
   offsetMs: number;
   ops: FiringOp[];
+}
+
+/** The buffers a batch's OrdersOps hand over (postMessage's transfer list: moved, not copied). */
+export function batchTransfer(batch: FiringBatch): ArrayBuffer[] {
+  const out: ArrayBuffer[] = [];
+  for (const op of batch.ops) if (op.o === 'orders') out.push(op.buf);
+  return out;
 }
 
 /** Outcome kinds as numbers in FiringEvents.outcomes. */
@@ -111,6 +187,13 @@ export interface FiringCoreOptions {
    * sleep would wait for it and then delay the send's own write (bench/NOTES.md "The firing thread by default").
    */
   sleepUntil?: (dueAtMs: number) => void;
+  /**
+   * On the firing thread only: starts and outcomes wait up to this long (ms) for others to travel with (answers to
+   * withdrawals and drops go at once, and take them along): every message wakes the main loop, and at a steady rate
+   * a message per start and per outcome cost the thread more than the send. 0 or absent: reported on the next turn
+   * (on the main loop, where an event is a call; the starts of a chunk after its writes).
+   */
+  eventsDelayMs?: number;
   emit(events: FiringEvents, transfer: ArrayBuffer[]): void;
 }
 
@@ -147,15 +230,36 @@ export class OffsetClock implements Clock {
  */
 type StagedState = 'staged' | 'held' | 'queued' | 'sent' | 'gone';
 
-interface Staged {
-  id: number;
-  shard: number;
+/**
+ * A delivery with what the core keeps of it, in one object: the Dispatcher's hooks (admit, onStart) get it back as
+ * the delivery they were handed and find it without a lookup table.
+ */
+class Staged implements Delivery {
+  prepared: PreparedRequest | null = null;
+  state: StagedState = 'staged';
   /** The term of its fencing token. */
-  term: number;
-  dueAtMs: number;
-  delivery: Delivery;
-  prepared: PreparedRequest | null;
-  state: StagedState;
+  readonly term: number;
+
+  constructor(
+    readonly id: number,
+    readonly shard: number,
+    readonly dueAtMs: number,
+    readonly jobId: string,
+    readonly scheduledAtMs: number,
+    readonly attempt: number,
+    readonly fencingToken: string,
+    readonly spec: CallbackSpec,
+    readonly body: Uint8Array,
+    readonly bodyEncoding: 'json' | 'base64' | undefined,
+    readonly concurrencyKey: string,
+    readonly payloadRef: PayloadRef | null,
+  ) {
+    this.term = Number(fencingToken.slice(fencingToken.indexOf('.') + 1));
+  }
+
+  get delivery(): Delivery {
+    return this;
+  }
 }
 
 export class FiringCore {
@@ -163,7 +267,6 @@ export class FiringCore {
   private readonly specs = new Map<number, CallbackSpec>();
   /** Not started yet: staged, held for a lease, or queued in the Dispatcher. */
   private readonly waiting = new Map<number, Staged>();
-  private readonly ids = new WeakMap<Delivery, number>();
   /** Due ms -> deliveries staged for it; `dueHeap` is a min-heap of the keys. */
   private readonly buckets = new Map<number, Staged[]>();
   /** Due ms -> per URL, how many were staged for it (withdrawals not counted off: it only sizes the warm-up). */
@@ -185,6 +288,8 @@ export class FiringCore {
   private timerAtMs = 0;
   private spin: NodeJS.Immediate | null = null;
   private flushing: NodeJS.Immediate | null = null;
+  /** Starts and outcomes waiting for others to travel with (eventsDelayMs). */
+  private eventsTimer: NodeJS.Timeout | null = null;
   private warming: NodeJS.Immediate | null = null;
   /** Staged deliveries whose request is not built yet, in the order handed over (built a chunk per turn). */
   private unprepared: Staged[] = [];
@@ -219,24 +324,50 @@ export class FiringCore {
       payloadRefBytesMax: this.o.payloadRefBytesMax,
       admit: (d) => this.admit(d),
       onStart: (d, startedAtMs) => {
-        const id = this.ids.get(d);
-        if (id === undefined) return;
+        const id = (d as Staged).id;
         const s = this.waiting.get(id);
         if (s !== undefined) {
           s.state = 'sent';
           this.waiting.delete(id);
         }
         this.started.push(id, startedAtMs);
-        if (!this.sending) this.scheduleFlush();
+        if (!this.sending) this.scheduleEventsFlush();
       },
     });
   }
 
   handle(batch: FiringBatch): void {
+    this.handlePart(batch, { op: 0, order: 0 }, Number.POSITIVE_INFINITY);
+  }
+
+  /**
+   * Applies the batch from `at` on, at most `budget` ops and orders (an OrdersOp counts its orders), and moves `at`
+   * past them; true once the batch is done. The thread takes a large batch this way over several turns.
+   */
+  handlePart(batch: FiringBatch, at: BatchCursor, budget: number): boolean {
     if (this.o.clock instanceof OffsetClock) this.o.clock.offsetMs = batch.offsetMs;
-    for (const op of batch.ops) this.apply(op);
+    const ops = batch.ops;
+    let left = budget;
+    while (at.op < ops.length && left > 0) {
+      const op = ops[at.op]!;
+      if (op.o === 'orders') {
+        const end = Math.min(op.n, at.order + left);
+        this.acceptOrders(op, at.order, end);
+        left -= end - at.order;
+        if (end < op.n) {
+          at.order = end;
+          break;
+        }
+        at.order = 0;
+      } else {
+        this.apply(op);
+        left--;
+      }
+      at.op++;
+    }
     this.sendDue();
     this.arm();
+    return at.op >= ops.length;
   }
 
   private apply(op: FiringOp): void {
@@ -247,8 +378,14 @@ export class FiringCore {
       case 'unspec':
         this.specs.delete(op.id);
         return;
-      case 'send':
-        return this.accept(op);
+      case 'send': {
+        const { id, shard, dueAtMs, delivery: d } = op.order;
+        return this.accept(
+          new Staged(id, shard, dueAtMs, d.jobId, d.scheduledAtMs, d.attempt, d.fencingToken, d.spec, d.body, d.bodyEncoding, d.concurrencyKey, d.payloadRef ?? null),
+        );
+      }
+      case 'orders':
+        return this.acceptOrders(op, 0, op.n);
       case 'withdraw': {
         const results = new Uint8Array(op.ids.length);
         op.ids.forEach((id, i) => {
@@ -261,10 +398,15 @@ export class FiringCore {
         this.scheduleFlush();
         return;
       }
-      case 'lease':
+      case 'lease': {
+        const before = this.leases.get(op.shard);
         this.leases.set(op.shard, { term: op.term, untilMs: op.untilMs });
+        // A deadline of the same term that is not trusted now would hold every held delivery again: every batch
+        // carries each shard's lease, and re-holding thousands per batch was a visible item of a hot instant.
+        if (this.o.leaseNow === undefined && before !== undefined && before.term === op.term && monoEpochMs() >= op.untilMs) return;
         this.releaseHeld(op.shard);
         return;
+      }
       case 'revoke':
         this.revokedTerms.set(op.shard, Math.max(op.term, this.revokedTerms.get(op.shard) ?? -1));
         for (const s of this.waiting.values()) if (s.shard === op.shard && s.term <= op.term) this.drop(s);
@@ -280,42 +422,59 @@ export class FiringCore {
     }
   }
 
-  private accept(op: SendOp): void {
-    const spec = this.specs.get(op.specId)!;
-    const delivery: Delivery = {
-      jobId: op.jobId,
-      scheduledAtMs: op.scheduledAtMs,
-      attempt: op.attempt,
-      fencingToken: op.fencingToken,
-      spec,
-      body: op.body,
-      bodyEncoding: op.enc,
-      concurrencyKey: op.ck,
-      payloadRef: op.ref,
-    };
-    this.ids.set(delivery, op.id);
-    const term = Number(op.fencingToken.slice(op.fencingToken.indexOf('.') + 1));
-    const s: Staged = { id: op.id, shard: op.shard, term, dueAtMs: op.dueAtMs, delivery, prepared: null, state: 'staged' };
+  /** Orders [from, to) of a packed OrdersOp, each as its Delivery (strings sliced from one, bodies views of one buffer). */
+  private acceptOrders(op: OrdersOp, from: number, to: number): void {
+    const nums = new Float64Array(op.buf, 0, op.n * orderFields);
+    const strs = op.strs;
+    for (let i = from; i < to; i++) {
+      const b = i * orderFields;
+      const at = nums[b + F_STR]!;
+      const jobEnd = at + nums[b + F_JOB_LEN]!;
+      const tokenEnd = jobEnd + nums[b + F_TOKEN_LEN]!;
+      const bodyLen = nums[b + F_BODY_LEN]!;
+      const ref = nums[b + F_REF]!;
+      this.accept(
+        new Staged(
+          nums[b + F_ID]!,
+          nums[b + F_SHARD]!,
+          nums[b + F_DUE]!,
+          strs.slice(at, jobEnd),
+          nums[b + F_SCHEDULED]!,
+          nums[b + F_ATTEMPT]!,
+          strs.slice(jobEnd, tokenEnd),
+          this.specs.get(nums[b + F_SPEC]!)!,
+          bodyLen === 0 ? emptyBody : new Uint8Array(op.buf, nums[b + F_BODY]!, bodyLen),
+          encodings[nums[b + F_ENC]!],
+          strs.slice(tokenEnd, tokenEnd + nums[b + F_CK_LEN]!),
+          ref < 0 ? null : op.refs![ref]!,
+        ),
+      );
+    }
+  }
+
+  private accept(s: Staged): void {
+    const spec = s.spec;
+    const dueAtMs = s.dueAtMs;
     if (this.closing) return this.drop(s);
-    this.waiting.set(op.id, s);
+    this.waiting.set(s.id, s);
     // Due: sent with the next chunk (sendDue, at the end of this batch), in the order handed over.
-    if (op.dueAtMs === 0 || op.dueAtMs <= this.o.clock.nowMs()) return void this.dueNow.push(s);
+    if (dueAtMs === 0 || dueAtMs <= this.o.clock.nowMs()) return void this.dueNow.push(s);
     // Staged: the head and signature built on later turns, a chunk at a time (signed with the due time:
     // docs/security.md), so a batch of thousands does not hold this loop past the due ms of its first ones; one
     // still unbuilt at its due ms is built as it is sent. The connection warmed.
     this.unprepared.push(s);
     this.preparing ??= setImmediate(this.prepareSomeBound);
-    let bucket = this.buckets.get(op.dueAtMs);
+    let bucket = this.buckets.get(dueAtMs);
     if (bucket === undefined) {
       bucket = [];
-      this.buckets.set(op.dueAtMs, bucket);
-      heapPush(this.dueHeap, op.dueAtMs);
+      this.buckets.set(dueAtMs, bucket);
+      heapPush(this.dueHeap, dueAtMs);
     }
     bucket.push(s);
-    let urls = this.bucketUrls.get(op.dueAtMs);
+    let urls = this.bucketUrls.get(dueAtMs);
     if (urls === undefined) {
       urls = new Map();
-      this.bucketUrls.set(op.dueAtMs, urls);
+      this.bucketUrls.set(dueAtMs, urls);
     }
     const n = (urls.get(spec.url) ?? 0) + 1;
     urls.set(spec.url, n);
@@ -379,13 +538,11 @@ export class FiringCore {
    * it waited is not sent, nor one whose lease is not trusted at this moment (held again), nor one of a term over.
    */
   private admit(d: Delivery): boolean {
-    const id = this.ids.get(d);
-    const s = id === undefined ? undefined : this.waiting.get(id);
+    const id = (d as Staged).id;
+    const s = this.waiting.get(id);
     if (s === undefined || s.state !== 'queued') {
-      if (id !== undefined) {
-        this.goneQueued.delete(id);
-        this.refused.add(id);
-      }
+      this.goneQueued.delete(id);
+      this.refused.add(id);
       return false;
     }
     const v = this.verdict(s);
@@ -447,7 +604,7 @@ export class FiringCore {
     } else if (this.goneQueued.delete(id)) return; // withdrawn or dropped in the queue, then drained by close
     this.outcomes.push(id, outcomeKinds.indexOf(o.kind), o.statusCode ?? -1, o.retryAfterMs ?? -1, o.startedAtMs, o.finishedAtMs);
     this.errors.push(o.error);
-    this.scheduleFlush();
+    this.scheduleEventsFlush();
   }
 
   // --- the near-horizon wheel ------------------------------------------------------------------------------
@@ -509,7 +666,7 @@ export class FiringCore {
     } finally {
       this.sending = false;
     }
-    if (this.started.length > 0) this.scheduleFlush();
+    if (this.started.length > 0) this.scheduleEventsFlush();
     if (this.dueHead < this.dueNow.length) {
       this.spin ??= setImmediate(() => this.wake());
       return;
@@ -521,11 +678,24 @@ export class FiringCore {
   // --- events out ----------------------------------------------------------------------------------------
 
   private scheduleFlush(): void {
-    this.flushing ??= setImmediate(() => this.flush(false));
+    this.flushing ??= setImmediate(this.flushBound);
   }
 
+  /** Starts and outcomes: reported after eventsDelayMs unless something else is flushed first (it carries them). */
+  private scheduleEventsFlush(): void {
+    const delayMs = this.o.eventsDelayMs ?? 0;
+    if (delayMs <= 0) return this.scheduleFlush();
+    if (this.flushing !== null || this.eventsTimer !== null) return;
+    this.eventsTimer = setTimeout(this.flushBound, delayMs);
+  }
+
+  private readonly flushBound = (): void => this.flush(false);
+
   private flush(closed: boolean): void {
+    if (this.flushing !== null) clearImmediate(this.flushing);
     this.flushing = null;
+    if (this.eventsTimer !== null) clearTimeout(this.eventsTimer);
+    this.eventsTimer = null;
     const started = this.started.length > 0 ? Float64Array.from(this.started) : null;
     const outcomes = this.outcomes.length > 0 ? Float64Array.from(this.outcomes) : null;
     const events: FiringEvents = { started, outcomes, errors: this.errors, withdrawn: this.withdrawn, dropped: this.dropped, closed };
@@ -560,6 +730,9 @@ export class FiringCore {
     this.dueHead = 0;
     await this.dispatcher.close(graceMs);
     if (this.flushing !== null) clearImmediate(this.flushing);
+    this.flushing = null;
+    if (this.eventsTimer !== null) clearTimeout(this.eventsTimer);
+    this.eventsTimer = null;
     // The last outcomes (close settles every attempt) travel with the closed event.
     await new Promise<void>((resolve) => setImmediate(resolve));
     this.flush(true);

@@ -310,6 +310,73 @@ describe.each(modes)('FiringPort (%s)', (mode) => {
     expect(arrivedAtLastStart).toBeGreaterThan(0);
   });
 
+  it('orders handed over in batches the thread takes over several turns: each arrives once, with its own fields; a withdrawal between them takes back only its own', async () => {
+    const r = await receiver();
+    const p = port(mode);
+    const signed = spec(r.url, { signingSecret: 'plain-secret', maxConcurrency: 1_000 });
+    const plain = spec(r.url, { headers: { 'x-tenant': 'b' }, maxConcurrency: 1_000 });
+    const perTurn = nodeLimits.firingThreadOpsPerTurnMax;
+    const expected = new Map<string, { d: Delivery; body: string }>();
+    const settled = new Map<string, Array<AttemptOutcome | null>>();
+    const done = (o: AttemptOutcome | null, key: string): void => void settled.set(key, [...(settled.get(key) ?? []), o]);
+    const withdrawn: string[] = [];
+    const results: Array<Promise<unknown>> = [];
+    let n = 0;
+    // Sent now, staged soon, or staged well ahead (held on the main side), mixed so that every kind meets the
+    // boundaries of the thread's turns.
+    const kindOf = (i: number): 'now' | 'soon' | 'far' => ['now', 'now', 'soon', 'soon', 'far'][(i * 7) % 5] as 'now' | 'soon' | 'far';
+    // One macrotask: orders of every kind; then a withdrawal;
+    // then more of each, so a batch holds runs of orders on both sides of another op and is longer than a turn.
+    const hand = (count: number): void => {
+      const nowMs = Date.now();
+      for (let i = 0; i < count; i++, n++) {
+        // Bodies of different lengths (some empty), a concurrency key with a character of two UTF-16 units.
+        const body = n % 5 === 0 ? '' : `{"n":${n},"pad":"${'x'.repeat(n % 37)}"}`;
+        const d = delivery(n % 2 === 0 ? signed : plain, {
+          jobId: `job-batch-${n}`,
+          attempt: 1 + (n % 4),
+          fencingToken: `${n % 3}.${1 + (n % 2)}`,
+          body: new TextEncoder().encode(body),
+          bodyEncoding: n % 7 === 0 ? 'base64' : 'json',
+          concurrencyKey: `tâche-\u{1D11E}-${n % 3}`,
+        });
+        const key = keyOf(d);
+        expected.set(key, { d, body });
+        if (kindOf(n) === 'now') p.sendTo(d, done, key);
+        else p.stageTo(d, nowMs + (kindOf(n) === 'soon' ? 30 : 400), done, key);
+      }
+    };
+    hand(2 * perTurn + 7);
+    const back = [...expected.values()].filter((_, i) => kindOf(i) === 'far' && i % 2 === 0).map(({ d }) => d);
+    for (const d of back) withdrawn.push(keyOf(d));
+    results.push(p.withdraw(back.map((d) => `${d.jobId}\n${d.scheduledAtMs}`)));
+    hand(3 * perTurn + 5);
+    // A second batch while the thread is still taking the first.
+    await new Promise((resolve) => setImmediate(resolve));
+    hand(2 * perTurn + 3);
+    expect(await results[0]).toEqual(back.map(() => 'withdrawn'));
+    await until(() => settled.size === expected.size);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    for (const [key, outcomes] of settled) {
+      expect(outcomes, key).toHaveLength(1);
+      expect(outcomes[0]?.kind ?? 'withdrawn', key).toBe(withdrawn.includes(key) ? 'withdrawn' : 'succeeded');
+    }
+    const arrived = r.arrivals.map((a) => a.key);
+    expect(new Set(arrived).size).toBe(arrived.length);
+    expect(arrived.sort()).toEqual([...expected.keys()].filter((k) => !withdrawn.includes(k)).sort());
+    for (const a of r.arrivals) {
+      const { d, body } = expected.get(a.key)!;
+      expect(a.headers['x-punctual-job-id']).toBe(d.jobId);
+      expect(a.headers['x-punctual-attempt']).toBe(String(d.attempt));
+      expect(a.headers['x-punctual-fencing-token']).toBe(d.fencingToken);
+      expect(a.headers['x-punctual-scheduled-at']).toBe(String(d.scheduledAtMs));
+      expect(a.body).toBe(body);
+      expect(a.headers['content-type']).toBe(body === '' ? undefined : d.bodyEncoding === 'base64' ? 'application/octet-stream' : 'application/json');
+      expect(a.headers['x-tenant']).toBe(d.spec === plain ? 'b' : undefined);
+      expect(a.headers['x-punctual-signature'] !== undefined).toBe(d.spec === signed);
+    }
+  });
+
   it('learns listeners added after start (the API port bound later)', async () => {
     const first = await receiver();
     const r = await receiver();

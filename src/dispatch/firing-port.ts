@@ -5,7 +5,8 @@
  * shard's firing term and lease deadline (pulled from `lease` and pushed with each batch and every
  * limits.firingLeaseRefreshMs while something waits in the thread).
  *
- * Calls of one macrotask go out as ONE message (flushed in a microtask); events come back batched the same way.
+ * Calls of one macrotask go out as ONE message (flushed in a microtask), its orders packed in one transferred buffer;
+ * orders staged well ahead may wait up to stageHoldMs for the next message. Events come back batched.
  * The thread is started from firing-thread.js beside this module (the built code), or inside the single
  * executable from the bundle of it embedded there; where neither exists (the TypeScript sources under vitest)
  * the same FiringCore runs on the main loop instead (`mode` says which). On the main loop the lease is asked at
@@ -24,7 +25,7 @@ import type { Logger, LogLevel } from '../core/log.js';
 import { limits } from '../core/limits.js';
 import type { CallbackSpec } from '../scheduler/types.js';
 import type { AttemptOutcome, Delivery } from './dispatcher.js';
-import { FiringCore, monoEpochMs, outcomeKinds, type FiringBatch, type FiringEvents, type FiringOp, type SendOp, type ShardLease } from './firing-core.js';
+import { FiringCore, batchTransfer, monoEpochMs, outcomeKinds, packOrders, type FiringBatch, type FiringEvents, type FiringOp, type Order, type ShardLease } from './firing-core.js';
 import { crashMessage, warmUpMessage, type FiringThreadData } from './firing-thread.js';
 import { TargetPolicy } from './target-policy.js';
 import { warmUpSendPath, type WarmUpReport } from './warm-up.js';
@@ -73,10 +74,11 @@ export interface FiringPortOptions {
 
 export type ThreadEntry = string | URL | { source: string };
 
-interface Entry {
-  id: number;
-  delivery: Delivery;
-  shard: number;
+/** A delivery handed over and not settled; it is also its own order in the queue of ops (`o: 'entry'`). */
+interface Entry extends Order {
+  readonly o: 'entry';
+  /** The spec's id in the current thread (0 on the main loop). */
+  specId: number;
   /** 0 = send now. */
   dueAtMs: number;
   key: string;
@@ -101,6 +103,10 @@ function defaultThreadEntry(): ThreadEntry | null {
   }
 }
 
+/** Orders staged ahead wait on this side for others to cross with them (limits.firingStageHoldMs and its margin). */
+const stageHoldMs = limits.firingStageHoldMs;
+const stageHoldMarginMs = limits.firingStageHoldMarginMs;
+
 function notSent(error: string, nowMs: number): AttemptOutcome {
   return { kind: 'retryable', statusCode: null, error, retryAfterMs: null, startedAtMs: nowMs, finishedAtMs: nowMs };
 }
@@ -113,8 +119,11 @@ export class FiringPort implements CallbackSender {
   private readonly unstartedByKey = new Map<string, Entry>();
   private staged = 0;
   private nextId = 1;
-  private ops: FiringOp[] = [];
+  /** What goes to the core with the next flush, in order: ops, and entries (orders, packed there). */
+  private ops: Array<FiringOp | Entry> = [];
   private flushQueued = false;
+  /** A flush of staged orders only, held so that a steady stream of them wakes the thread once per hold. */
+  private holdTimer: NodeJS.Timeout | null = null;
   private worker: Worker | null = null;
   private core: FiringCore | null = null;
   private restarts = 0;
@@ -307,23 +316,22 @@ export class FiringPort implements CallbackSender {
     const id = this.nextId++;
     const shard = Number.parseInt(delivery.fencingToken, 10) || 0;
     const key = `${delivery.jobId}\n${delivery.scheduledAtMs}`;
-    const e: Entry = { id, delivery, shard, dueAtMs, key, submittedAtMs: this.o.clock.nowMs(), started: false, done, tag };
+    const nowMs = this.o.clock.nowMs();
+    const e: Entry = { o: 'entry', id, specId: 0, delivery, shard, dueAtMs, key, submittedAtMs: nowMs, started: false, done, tag };
     this.entries.set(id, e);
     if (dueAtMs === 0) this.waitingNow++;
     else this.staged++;
     this.unstartedByKey.set(key, e);
     this.leaseShards.add(shard);
-    this.ops.push(this.sendOp(e));
-    this.scheduleFlush();
+    this.queue(e);
+    // Only an order staged far enough ahead may wait for the hold: the thread still prepares and warms it in time.
+    this.scheduleFlush(dueAtMs === 0 || dueAtMs - nowMs <= stageHoldMs + stageHoldMarginMs);
   }
 
-  private sendOp(e: Entry): SendOp {
-    const d = e.delivery;
-    return {
-      o: 'send', id: e.id, specId: this.specId(d.spec), shard: e.shard, dueAtMs: e.dueAtMs,
-      jobId: d.jobId, scheduledAtMs: d.scheduledAtMs, attempt: d.attempt, fencingToken: d.fencingToken,
-      body: d.body, enc: d.bodyEncoding, ck: d.concurrencyKey, ref: d.payloadRef ?? null,
-    };
+  /** Queues the entry's order, its spec defined in the thread first if it does not know it. */
+  private queue(e: Entry): void {
+    e.specId = this.worker !== null ? this.specId(e.delivery.spec) : 0;
+    this.ops.push(e);
   }
 
   /** The spec's id in the current thread, defined there first if needed; counted until its entry settles. */
@@ -349,19 +357,30 @@ export class FiringPort implements CallbackSender {
     this.specRefs.delete(id);
     this.specIds.delete(spec);
     this.ops.push({ o: 'unspec', id });
-    this.scheduleFlush();
+    this.scheduleFlush(false);
   }
 
   private push(op: FiringOp): void {
     this.ops.push(op);
-    this.scheduleFlush();
+    this.scheduleFlush(true);
   }
 
-  private scheduleFlush(): void {
+  /**
+   * Urgent: the calls of this macrotask go out in a microtask. Otherwise (orders staged well ahead, spec releases)
+   * they may wait up to stageHoldMs for company: to the thread every message is a wake-up, which at a steady rate
+   * cost as much as the send itself. Anything urgent takes what waits along, in order. On the main loop, a call.
+   */
+  private scheduleFlush(urgent: boolean): void {
     if (this.flushQueued) return;
-    this.flushQueued = true;
-    queueMicrotask(() => this.flush());
+    if (urgent || this.worker === null) {
+      this.flushQueued = true;
+      queueMicrotask(this.flushBound);
+      return;
+    }
+    this.holdTimer ??= setTimeout(this.flushBound, stageHoldMs);
   }
+
+  private readonly flushBound = (): void => this.flush();
 
   private measureOffset(): number {
     const sample = this.o.clock.nowMs() - monoEpochMs();
@@ -373,12 +392,33 @@ export class FiringPort implements CallbackSender {
 
   private flush(): void {
     this.flushQueued = false;
+    if (this.holdTimer !== null) clearTimeout(this.holdTimer);
+    this.holdTimer = null;
     if (this.ops.length === 0) return;
     const ops: FiringOp[] = [];
     // Each shard's lease deadline goes before its deliveries.
     if (this.o.lease !== undefined && this.core === null) for (const shard of this.leaseShards) ops.push(this.leaseOp(shard));
-    for (const op of this.ops) ops.push(op);
+    const queued = this.ops;
     this.ops = [];
+    const toThread = this.worker !== null;
+    // Consecutive orders cross as one packed op (one buffer moved, not an object cloned per order).
+    for (let i = 0; i < queued.length; ) {
+      const op = queued[i]!;
+      if (op.o !== 'entry') {
+        ops.push(op);
+        i++;
+        continue;
+      }
+      if (!toThread) {
+        ops.push({ o: 'send', order: op });
+        i++;
+        continue;
+      }
+      let end = i + 1;
+      while (end < queued.length && queued[end]!.o === 'entry') end++;
+      ops.push(packOrders(queued as Order[], i, end));
+      i = end;
+    }
     this.post({ offsetMs: this.measureOffset(), ops });
     this.armLeaseRefresh();
   }
@@ -400,7 +440,9 @@ export class FiringPort implements CallbackSender {
         this.leaseTimer = null;
         return;
       }
-      this.flushLeasesOnly();
+      // Orders held for company go with the refresh (flush puts every shard's lease first).
+      if (this.ops.length > 0) this.flush();
+      else this.flushLeasesOnly();
     }, limits.firingLeaseRefreshMs);
     this.leaseTimer.unref();
   }
@@ -412,7 +454,7 @@ export class FiringPort implements CallbackSender {
   }
 
   private post(batch: FiringBatch): void {
-    if (this.worker !== null) this.worker.postMessage(batch);
+    if (this.worker !== null) this.worker.postMessage(batch, batchTransfer(batch));
     else if (this.core !== null) this.core.handle(batch);
     // else: the thread is gone after close(); what is still said (a revoke while the node stops) has no one to hear it.
   }
@@ -583,9 +625,9 @@ export class FiringPort implements CallbackSender {
     this.policyResend();
     for (const e of [...this.entries.values()].sort((a, b) => a.id - b.id)) {
       this.leaseShards.add(e.shard);
-      this.ops.push(this.sendOp(e));
+      this.queue(e);
     }
-    this.scheduleFlush();
+    this.scheduleFlush(true);
   }
 
   private policyResend(): void {
@@ -593,6 +635,7 @@ export class FiringPort implements CallbackSender {
   }
 
   private async closeNow(graceMs: number): Promise<void> {
+    // The close op is urgent: what was held goes with it (and is dropped there, as everything staged).
     if (this.leaseTimer !== null) clearInterval(this.leaseTimer);
     this.leaseTimer = null;
     const closed = new Promise<void>((resolve) => (this.closedResolve = resolve));

@@ -5,8 +5,8 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { createLogger, type LogLevel } from '../core/log.js';
-import { nodeLimits } from '../core/limits.js';
-import { FiringCore, OffsetClock, sleepUntil, type FiringBatch, type FiringEvents } from './firing-core.js';
+import { limits, nodeLimits } from '../core/limits.js';
+import { FiringCore, OffsetClock, sleepUntil, type BatchCursor, type FiringBatch, type FiringEvents } from './firing-core.js';
 import { TargetPolicy, type TargetPolicyData } from './target-policy.js';
 import { warmUpSendPath, type WarmUpReport } from './warm-up.js';
 
@@ -20,6 +20,13 @@ export interface FiringThreadData {
   logFormat: 'json' | 'pretty';
   offsetMs: number;
 }
+
+/**
+ * How long starts and outcomes wait for others to cross to the main loop with them (FiringCore's eventsDelayMs):
+ * the main side holds a start's record for longer than this anyway (the engine's item delay), and an outcome
+ * becomes a record on its next group commit.
+ */
+const eventsDelayMs = limits.firingEventsDelayMs;
 
 /** A test-only message: the thread exits at once, as a crash would (firing-port.test.ts). */
 export const crashMessage = 'firing-thread:crash';
@@ -40,26 +47,24 @@ if (port !== null) {
     payloadRefBytesMax: data.payloadRefBytesMax,
     // The clock reads dueAtMs once monoEpochMs() + offsetMs reaches it.
     sleepUntil: (dueAtMs) => sleepUntil(dueAtMs - clock.offsetMs),
+    eventsDelayMs,
     emit: (events, transfer) => port.postMessage(events, transfer),
   });
   port.postMessage({ started: null, outcomes: null, errors: [], withdrawn: [], dropped: [], closed: false, ready: true } satisfies FiringEvents);
   const warmedUp = (warmUp: WarmUpReport | null): void =>
     port.postMessage({ started: null, outcomes: null, errors: [], withdrawn: [], dropped: [], closed: false, warmUp } satisfies FiringEvents);
-  // Batches wait here in arrival order and are handled firingThreadOpsPerTurnMax ops per turn (one setImmediate
-  // each): Node hands a worker every queued message in one go, and the writes of what is due wait for the next turn.
+  // Batches wait here in arrival order and are handled firingThreadOpsPerTurnMax ops or orders per turn (one
+  // setImmediate each): Node hands a worker every queued message in one go, and the writes of what is due wait for
+  // the next turn.
   const batches: FiringBatch[] = [];
-  let opsTaken = 0;
+  const at: BatchCursor = { op: 0, order: 0 };
   let turn: NodeJS.Immediate | null = null;
   const handleSome = (): void => {
     turn = null;
-    const batch = batches[0]!;
-    const end = Math.min(batch.ops.length, opsTaken + nodeLimits.firingThreadOpsPerTurnMax);
-    const whole = opsTaken === 0 && end === batch.ops.length;
-    core.handle(whole ? batch : { offsetMs: batch.offsetMs, ops: batch.ops.slice(opsTaken, end) });
-    if (end < batch.ops.length) opsTaken = end;
-    else {
+    if (core.handlePart(batches[0]!, at, nodeLimits.firingThreadOpsPerTurnMax)) {
       batches.shift();
-      opsTaken = 0;
+      at.op = 0;
+      at.order = 0;
     }
     if (batches.length > 0) turn = setImmediate(handleSome);
   };

@@ -17,7 +17,8 @@ import type { AddressInfo } from 'node:net';
 import { limits } from '../core/limits.js';
 import { silentLogger } from '../core/log.js';
 import type { CallbackSpec } from '../scheduler/types.js';
-import { FiringCore, OffsetClock, outcomeKinds, type FiringOp } from './firing-core.js';
+import type { Delivery } from './dispatcher.js';
+import { FiringCore, OffsetClock, outcomeKinds, packOrders, type FiringOp, type Order } from './firing-core.js';
 import { TargetPolicy } from './target-policy.js';
 
 /** What a warm-up did (the firing side logs it at debug level). */
@@ -97,9 +98,10 @@ export async function warmUpSendPath(): Promise<WarmUpReport> {
       maxConcurrency: limits.firingWarmUpRoundRequests,
     });
     // A throwaway secret: the signing code runs as for a real signed task, with keys no one else has.
+    const specs = [spec(`whsec_${randomBytes(24).toString('base64')}`), spec(null)];
     const ops: FiringOp[] = [
-      { o: 'spec', id: 1, spec: spec(`whsec_${randomBytes(24).toString('base64')}`) },
-      { o: 'spec', id: 2, spec: spec(null) },
+      { o: 'spec', id: 1, spec: specs[0]! },
+      { o: 'spec', id: 2, spec: specs[1]! },
     ];
     const clock = new OffsetClock();
     const body = new TextEncoder().encode('{"warm_up":true}');
@@ -108,13 +110,17 @@ export async function warmUpSendPath(): Promise<WarmUpReport> {
       const n = Math.min(limits.firingWarmUpRoundRequests, limits.firingWarmUpRequests - report.sent);
       // Rounds alternate between sent now and staged for a due ms just ahead (prepare, the wheel, warm connections).
       const dueAtMs = round % 2 === 0 ? 0 : clock.nowMs() + 2;
+      const orders: Order[] = [];
       for (let i = 0; i < n; i++) {
         const id = report.sent + i + 1;
-        ops.push({
-          o: 'send', id, specId: 1 + (i % 2), shard: 0, dueAtMs, jobId: `warm-up-${id}`, scheduledAtMs: dueAtMs || clock.nowMs(),
-          attempt: 1, fencingToken: '0.0', body: i % 4 < 2 ? body : empty, enc: 'json', ck: 'warm-up', ref: null,
-        });
+        const delivery: Delivery = {
+          jobId: `warm-up-${id}`, scheduledAtMs: dueAtMs || clock.nowMs(), attempt: 1, fencingToken: '0.0', spec: specs[i % 2]!,
+          body: i % 4 < 2 ? body : empty, bodyEncoding: 'json', concurrencyKey: 'warm-up', payloadRef: null,
+        };
+        orders.push({ id, specId: 1 + (i % 2), shard: 0, dueAtMs, delivery });
       }
+      // Packed as the thread receives orders, so the warm-up runs that decoding too.
+      ops.push(packOrders(orders));
       core.handle({ offsetMs: 0, ops: ops.splice(0) });
       report.sent += n;
       await until(() => settled >= report.sent, deadline);
