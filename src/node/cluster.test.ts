@@ -154,6 +154,11 @@ describe('a three-node cluster in one process', () => {
     for (let round = 0; round < 6; round++) {
       await Promise.all(Array.from({ length: 60 }, (_, k) => leader.service.patchJob('snap', { metadata: { i: round * 60 + k } })));
     }
+    // Compaction stops at what the leader's state file holds durably: its batch committed and synced, then more
+    // entries for the next compaction check.
+    expect(leader.host.batch.commit()).toBe(true);
+    await leader.host.batch.synced();
+    await Promise.all(Array.from({ length: 30 }, (_, k) => leader.service.patchJob('snap', { metadata: { i: 1000 + k } })));
     await leader.service.patchJob('snap', { metadata: { i: 79 } });
     const back = await startCore(laggingConfig, { compaction, rebalanceIntervalMs: 0 });
     await waitFor('caught up', () => back.host.groups[0].applied >= leader.host.groups[0].applied, 10_000);
