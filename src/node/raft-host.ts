@@ -3,15 +3,17 @@
  * RawNode, when to fire, the waiters, the conversion of monotonic time to ticks, and what each round asks). This
  * file decides nothing about Raft; it carries out what Replication says:
  *  1. take the round (every shard with a Ready at once);
- *  2. ONE SQLite transaction: install snapshots (Raft storage + the shard's rows), append entries, write hard
- *     states; and, for an `inline` round (few and small committed entries), their applies; for another round,
- *     a slice of the entries that wait for the applier (one commit where there would be two);
+ *  2. ONE transaction of the log's file (raft-log.db): append entries, write hard states, install snapshots (their
+ *     rows go into the state batch, which commits once the round's fsync answered);
  *  3. send the early messages (heartbeats, a leader's appends), fsync per --fsync (batch: the WAL on the thread
- *     pool; always: inside the commit; off: none), send the rest;
- *  4. hand the committed entries to the applier (a conf change: wait until it applied them), advance; then carry
- *     out the events: answers, compaction and requested snapshots.
+ *     pool; always: inside the commit; off: none), send the rest; an `inline` round (few and small committed
+ *     entries) applies them into the state batch, before the fsync when every one of them is already durable in
+ *     the log (ShardGroup.synced), else after it;
+ *  4. hand the other committed entries to the applier (a conf change: wait until it applied them), advance; then
+ *     carry out the events: answers, compaction (never past the state's durable applied index) and requested
+ *     snapshots.
  * The applier applies queued entries in log order in transactions of at most stallLimits.applySliceMs /
- * applySliceEntriesMax (src/scheduler apply, each entry in a savepoint, applied_index in the same transaction),
+ * applySliceEntriesMax (src/scheduler apply, each entry in a savepoint of the state batch, with applied_index),
  * yielding to the event loop between slices: a large batch of creates or a hot instant's fired records never
  * holds timers, the firing engine, Raft ticks or heartbeat answers for more than one slice. After each slice it
  * hands each applied entry to the node (src/nodecore/node.ts `Node`: its command reaches NodeCore, then its

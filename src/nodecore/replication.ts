@@ -9,7 +9,7 @@
  *
  * A round, for every shard at once (the Ready contract of src/raft):
  *   ready() -> persist the round's snapshots (calling snapshotInstalled), entries and hard states in one write,
- *   applying `inline` rounds' committed entries in the same write -> persisted(round) gives the messages to send
+ *   applying `inline` rounds' committed entries at once, with the round -> persisted(round) gives the messages to send
  *   before the sync and after it -> sync -> send -> sent(round) queues the committed entries for the applier ->
  *   (a conf change: wait until applyBacklog() is 0) -> advance(round).
  * The applier: nextApply() / beginApply(shard, entry) in a write, then answer(...) per entry and afterApply(shard)
@@ -103,7 +103,7 @@ export interface ReplicaRound {
   readonly shards: readonly RoundShard[];
   /** Some shard's entries, snapshot, term or vote must be durable before the late messages leave. */
   readonly mustSync: boolean;
-  /** Its committed entries are few and small and nothing waits for the applier: apply them in the persist write. */
+  /** Its committed entries are few and small and nothing waits for the applier: apply them with the round, not through the applier's queue. */
   readonly inline: boolean;
   /** A conf change commits: Raft applies it at advance, so advance waits until the applier has applied everything. */
   readonly confChange: boolean;
@@ -398,8 +398,8 @@ export class Replication {
   }
 
   /**
-   * A round whose committed entries are few and small (and nothing waits for the applier) is applied in its own
-   * persist write: one commit per round is what a light, steady load needs. Anything larger goes to the applier.
+   * A round whose committed entries are few and small (and nothing waits for the applier) is applied with its
+   * round: no turn of the applier per round is what a light, steady load needs. Anything larger goes to the applier.
    */
   private inline(shards: readonly RoundShard[]): boolean {
     if (this.applyBacklog() > 0) return false;
@@ -414,7 +414,7 @@ export class Replication {
     return entries <= stallLimits.applySliceEntriesMax && bytes <= stallLimits.inlineApplyBytesMax;
   }
 
-  /** Inside the persist write: the shard's rows are now the snapshot's. Proposals it covers can no longer be told apart. */
+  /** In the round that installs it: the shard's rows are now the snapshot's. Proposals it covers can no longer be told apart. */
   snapshotInstalled(shard: number, index: number): void {
     const s = this.shard(shard);
     s.applied = index;

@@ -2,7 +2,7 @@
  * The state machine reads and writes one shard's state through this interface. Two implementations run the
  * same contract suite (store.contract.ts): MemoryStore (src/scheduler/memory-store.ts, the simulator and unit
  * tests) and SqliteShardStore (src/store, the node). Synchronous on purpose: apply is synchronous, and the
- * node wraps the apply of a whole batch in one SQLite transaction.
+ * node applies into one open SQLite transaction that commits in batches (src/store/state-batch.ts).
  */
 import type { JobSearch } from './search.js';
 import type { CalendarRecord, ExecutionRecord, JobRecord, JobState, TaskRecord } from './types.js';

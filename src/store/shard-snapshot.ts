@@ -2,7 +2,7 @@
  * A shard's state-machine image for Raft snapshots: every row of the shard in the scheduler's tables (tasks,
  * calendars, jobs, executions), read in one synchronous pass (better-sqlite3), so the copy is consistent at the applied
  * index the caller holds; and the shard's applied index (shard_meta.applied_index), written by the node in the
- * same transaction as the state-machine rows it covers.
+ * same transaction of the state batch as the state-machine rows it covers.
  *
  * The image names its columns, so a table that gains a column (another helper's schema work) still restores:
  * columns missing on either side are left to their defaults.
