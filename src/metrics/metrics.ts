@@ -153,19 +153,19 @@ export class NodeMetrics {
     this.jobsSubmitted = new Counter({ name: 'punctual_jobs_submitted_total', help: 'Jobs created', registers });
     this.commitBatchSize = new Histogram({
       name: 'punctual_commit_batch_size',
-      help: 'Commands applied per apply transaction',
+      help: 'Log entries applied per commit of the state file (its write batch)',
       buckets: batchSizeBuckets,
       registers,
     });
     this.commitDurationMs = new Histogram({
       name: 'punctual_commit_duration_ms',
-      help: 'Duration of one apply transaction (a slice of committed entries, or a small round applied inline), in ms',
+      help: 'Duration of the COMMIT of one state-file write batch, in ms',
       buckets: commitBucketsMs,
       registers,
     });
     this.appendDurationMs = new Histogram({
       name: 'punctual_raft_append_duration_ms',
-      help: 'Duration of one Ready round transaction (Raft entries and hard states of every group; small applies inline), in ms',
+      help: 'Duration of one Ready round transaction of the log file (Raft entries and hard states of every group), in ms',
       buckets: commitBucketsMs,
       registers,
     });

@@ -128,6 +128,8 @@ describe('tasks, cluster, metrics', () => {
     await core.service.putTask('hook', callbackSpec(bed.rx.url('/m')));
     await create(core, [jobSpec('m1', { kind: 'once', atMs: core.service.nowMs() })]);
     await waitFor('done', async () => (await core.service.getJob('m1')).state === 'SUCCEEDED');
+    // The state batch's commits are counted as they happen (at most stateBatchIntervalMs apart).
+    await waitFor('a state commit', async () => /punctual_commit_batch_size_count [1-9]/.test((await core.metrics.scrape()).body), 2_000);
     const { body } = await core.metrics.scrape();
     expect(body).toContain('punctual_callbacks_total{outcome="retryable"} 1');
     expect(body).toContain('punctual_callbacks_total{outcome="succeeded"} 1');
