@@ -275,7 +275,9 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
     },
     clocks: { nowMs: () => clock.nowMs(), monoMs: () => performance.now() },
   });
-  const book = new MemberBook(db);
+  // The host exists only below; the book's first writes (seeded from --peers) come before any batch is open.
+  const afterBookWrite = { run: (): void => undefined };
+  const book = new MemberBook(db, () => afterBookWrite.run());
   const peerList = startPeers(book, config.nodeId, config.peers, logger);
   // Metrics read the node, and the shell's dispatcher and the service once they exist (only when scraped).
   const metrics: NodeMetrics = new NodeMetrics({
@@ -324,6 +326,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
   });
   const firing = host.shell;
   p.beforeStateTruncate.run = () => host.batch.commit();
+  afterBookWrite.run = () => void host.batch.commit();
   const membership = new Membership({
     nodeId: config.nodeId,
     book,

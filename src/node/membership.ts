@@ -77,7 +77,14 @@ type Answer = { ok: true; value: unknown } | { ok: false; error: WireError };
 // --- the book ---------------------------------------------------------------------------------------------
 
 export class MemberBook {
-  constructor(private readonly db: Db) {
+  /**
+   * `written`: called after each write of the book (the node commits its state batch there, so a change learned
+   * from a peer survives a kill -9 as before the state was written in batches).
+   */
+  constructor(
+    private readonly db: Db,
+    private readonly written: () => void = () => undefined,
+  ) {
     db.exec(
       'CREATE TABLE IF NOT EXISTS cluster_members (id TEXT PRIMARY KEY, host TEXT NOT NULL, port INTEGER NOT NULL, removed INTEGER NOT NULL, version INTEGER NOT NULL)',
     );
@@ -108,9 +115,11 @@ export class MemberBook {
     const upsert = this.db.prepare(
       'INSERT INTO cluster_members (id, host, port, removed, version) VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET host = excluded.host, port = excluded.port, removed = excluded.removed, version = excluded.version',
     );
+    if (taken.length === 0) return taken;
     this.db.transaction(() => {
       for (const e of taken) upsert.run(e.id, e.host, e.port, e.removed ? 1 : 0, e.version);
     })();
+    this.written();
     return taken;
   }
 
