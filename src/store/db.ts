@@ -113,11 +113,7 @@ export function openNodeDbs(dataDir: string, fsync: FsyncMode): NodeDbs {
 export function openLogFile(path: string, fsync: FsyncMode): Db {
   const db = new Database(path, sqliteOpenOptions());
   try {
-    db.pragma('journal_mode = WAL');
-    db.pragma(`synchronous = ${synchronousPragma(fsync)}`);
-    if (fsync === 'batch') db.pragma('wal_autocheckpoint = 0');
-    db.pragma(`journal_size_limit = ${nodeLimits.walJournalSizeLimitBytes}`);
-    db.pragma('cache_size = -16384');
+    walPragmas(db, fsync, 16_384);
     ensureRaftSchema(db);
   } catch (err) {
     db.close();
@@ -158,16 +154,21 @@ export function openNodeDb(dataDir: string, fsync: FsyncMode): Db {
   return openDbFile(privateFile(dbFilePath(dataDir)), fsync);
 }
 
+/** Both files: WAL, the durability of --fsync, and a page cache of `cacheKiB`. */
+function walPragmas(db: Db, fsync: FsyncMode, cacheKiB: number): void {
+  db.pragma('journal_mode = WAL');
+  db.pragma(`synchronous = ${synchronousPragma(fsync)}`);
+  // --fsync batch: checkpoints (which fsync) run on the Checkpointer's thread, never in a commit.
+  if (fsync === 'batch') db.pragma('wal_autocheckpoint = 0');
+  // Without it the WAL file keeps its largest size forever; the truncation happens in the commit that rewinds it.
+  db.pragma(`journal_size_limit = ${nodeLimits.walJournalSizeLimitBytes}`);
+  db.pragma(`cache_size = -${cacheKiB}`);
+}
+
 export function openDbFile(path: string, fsync: FsyncMode): Db {
   const db = new Database(path, sqliteOpenOptions()); // {} under Node; the embedded addon in the single executable
   try {
-    db.pragma('journal_mode = WAL');
-    db.pragma(`synchronous = ${synchronousPragma(fsync)}`);
-    // --fsync batch: checkpoints (which fsync) run on the Checkpointer's thread, never in a commit.
-    if (fsync === 'batch') db.pragma('wal_autocheckpoint = 0');
-    // Without it the WAL file keeps its largest size forever; the truncation happens in the commit that rewinds it.
-    db.pragma(`journal_size_limit = ${nodeLimits.walJournalSizeLimitBytes}`);
-    db.pragma('cache_size = -65536');
+    walPragmas(db, fsync, 65_536);
     db.pragma('temp_store = MEMORY');
     db.exec(schema);
     // Empty in a running node's state file (the log has its own): a backup carries them, and a restore moves them.
