@@ -482,7 +482,7 @@ export class RaftHost implements RoundLoop {
     this.carryOut();
     // Entries whose append may not be on stable storage yet wait for this round's fsync (the state batch may
     // commit before the log's next fsync).
-    const syncFirst = rd.inline && this.o.walSync !== null && rd.shards.some(({ shard, ready }) => ready.committedEntries.some((e) => e.index > this.groups[shard]!.synced));
+    const syncFirst = rd.inline && this.o.walSync !== null && rd.shards.some(({ shard, ready }) => (ready.committedEntries.at(-1)?.index ?? 0) > this.groups[shard]!.synced);
     if (rd.inline && !syncFirst) this.applyInline(rd);
     if (early.length > 0) this.sendOut(early);
     if (this.o.walSync !== null && rd.mustSync) {
@@ -547,31 +547,13 @@ export class RaftHost implements RoundLoop {
         }
         for (let lo = from + 1; lo <= to; ) {
           const entries = g.storage.entries(lo as LogIndex, (to + 1) as LogIndex, 16 * 1024 * 1024);
-          for (const e of entries) this.reapply(g, e);
+          // Silently: the entries' effects and answers were delivered when they first applied.
+          for (const e of entries) this.applyCommand(g, e);
           lo += entries.length;
         }
         this.appliedIndexes.write(g.shard, to);
       }
     });
-  }
-
-  /** applyEntry without telling anyone: the entry's effects were delivered when it first applied. */
-  private reapply(g: ShardGroup, e: Entry): void {
-    if (e.type !== 'normal' || e.data.length === 0) return;
-    let command: Command;
-    try {
-      command = decodeCommand(e.data);
-    } catch (err) {
-      if (!(err instanceof CommandDecodeError)) throw err;
-      this.quarantine(g, e, null, err);
-      return;
-    }
-    try {
-      this.inTransaction(() => apply(g.store, command, e.term));
-    } catch (err) {
-      if (isStorageError(err)) throw err;
-      this.quarantine(g, e, command.type, err);
-    }
   }
 
   private diskFilled(which: 'round' | 'applier' | 'batch', err: unknown): void {
@@ -764,27 +746,25 @@ export class RaftHost implements RoundLoop {
    */
   private applyEntry(g: ShardGroup, e: Entry, out: AppliedOut[]): void {
     if (!this.replication.beginApply(g.shard, e)) return;
-    if (e.type !== 'normal' || e.data.length === 0) {
-      out.push({ g, index: e.index, term: e.term, command: null, applied: null, error: null });
-      return;
-    }
+    out.push({ g, index: e.index, term: e.term, ...this.applyCommand(g, e) });
+  }
+
+  /** The state-machine side of applyEntry (also what rewriteFromLog applies again): decode, apply or quarantine. */
+  private applyCommand(g: ShardGroup, e: Entry): Pick<AppliedOut, 'command' | 'applied' | 'error' | 'quarantined'> {
+    if (e.type !== 'normal' || e.data.length === 0) return { command: null, applied: null, error: null };
     let command: Command;
     try {
       command = decodeCommand(e.data);
     } catch (err) {
       if (!(err instanceof CommandDecodeError)) throw err;
-      out.push({ g, index: e.index, term: e.term, command: null, applied: null, error: err, quarantined: this.quarantine(g, e, null, err) });
-      return;
+      return { command: null, applied: null, error: err, quarantined: this.quarantine(g, e, null, err) };
     }
-    let applied: Applied | null = null;
     try {
-      applied = this.inTransaction(() => apply(g.store, command, e.term));
+      return { command, applied: this.inTransaction(() => apply(g.store, command, e.term)), error: null };
     } catch (err) {
       if (isStorageError(err)) throw err;
-      out.push({ g, index: e.index, term: e.term, command: null, applied: null, error: err, quarantined: this.quarantine(g, e, command.type, err) });
-      return;
+      return { command: null, applied: null, error: err, quarantined: this.quarantine(g, e, command.type, err) };
     }
-    out.push({ g, index: e.index, term: e.term, command, applied, error: null });
   }
 
   /** Records the entry in raft_quarantine, inside the applying transaction. */
