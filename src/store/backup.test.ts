@@ -113,6 +113,28 @@ describe('BackupTaker', () => {
     await taker.close();
     await expect(taker.take()).rejects.toBeInstanceOf(PunctualError);
   });
+  it('copies the file whole when its first step finds a write transaction open on the connection', async () => {
+    const db = nodeDb('busy', ['n1']);
+    const store = new SqliteShardStore(db, 0);
+    const scratch = join(dir, 'scratch');
+    mkdirSync(scratch);
+    const taker = new BackupTaker(db, scratch, 'n1', silentLogger);
+    // An open batch (the node's state batch between two turns) when the copy's first step runs.
+    db.exec('BEGIN');
+    store.putJob(contractJob('in-open-batch', { shard: 0 }));
+    const taking = taker.take();
+    await new Promise((r) => setTimeout(r, 100));
+    db.exec('COMMIT');
+    const copy = await taking;
+    const chunks: Buffer[] = [];
+    for await (const c of copy.stream) chunks.push(c as Buffer);
+    const path = join(dir, 'busy-copy.db');
+    writeFileSync(path, Buffer.concat(chunks));
+    const restored = new Database(path, { readonly: true });
+    const ids = restored.prepare('SELECT id FROM jobs ORDER BY id').pluck().all() as string[];
+    restored.close();
+    expect(ids).toEqual(['in-open-batch', 'job-0', 'job-1']);
+  });
 });
 
 describe('restore', () => {

@@ -102,17 +102,27 @@ export class BackupTaker {
     await this.copying?.catch(() => undefined);
   }
 
-  private copy(path: string, startedMs: number): Promise<unknown> {
-    privateFile(path);
-    return this.db.backup(path, {
-      progress: () => {
-        if (this.closed) throw new BackupAborted('backup abandoned: the node is shutting down');
-        if (this.nowMs() - startedMs > backupLimits.durationMsMax) {
-          throw new PunctualError('unavailable', `backup abandoned after ${backupLimits.durationMsMax} ms`);
-        }
-        return backupLimits.pagesPerStep;
-      },
-    });
+  private async copy(path: string, startedMs: number): Promise<void> {
+    const check = (): void => {
+      if (this.closed) throw new BackupAborted('backup abandoned: the node is shutting down');
+      if (this.nowMs() - startedMs > backupLimits.durationMsMax) {
+        throw new PunctualError('unavailable', `backup abandoned after ${backupLimits.durationMsMax} ms`);
+      }
+    };
+    for (;;) {
+      privateFile(path);
+      const done = await this.db.backup(path, {
+        progress: () => {
+          check();
+          return backupLimits.pagesPerStep;
+        },
+      });
+      // A first step that found a write transaction open on the connection (SQLITE_BUSY) knows no page count yet,
+      // and better-sqlite3 then ends the backup as if finished and removes the copy: start it again.
+      if (done.totalPages > 0) return;
+      check();
+      await new Promise((resolve) => setImmediate(resolve));
+    }
   }
 }
 
