@@ -453,6 +453,13 @@ export const clusterLimits = {
   retryAfterS: 1,
   /** A linearizable read that cannot use the lease waits at most this long for its ReadIndex round. */
   readIndexTimeoutMs: 2_000,
+  /**
+   * Right after a start, a node waits this many more ticks before campaigning in a group it is not the preferred
+   * leader of, so the preferred node (when up) wins the first election and leaderships are spread from the start.
+   * Only that first election is later when the preferred node is down (by 4 election timeouts, 2 s); the
+   * preferred node wins when it starts up to 1.5 s after the others.
+   */
+  bootCampaignDelayTicks: 40,
   /** How often each node checks whether to hand a shard it leads to that shard's preferred leader. */
   rebalanceIntervalMs: 3_000,
   /** Leadership transfers one node starts per rebalance round. */

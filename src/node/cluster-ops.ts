@@ -23,6 +23,7 @@ import type { NodeConfig } from './api.js';
 import type { ShardGroup } from './group.js';
 import type { RaftHost } from './raft-host.js';
 import { decodeWire, encodeWire, apiKind } from './router.js';
+import { preferredLeader } from '../nodecore/replication.js';
 
 /** The part of PeerTransport this file uses. */
 export interface PeerView {
@@ -278,10 +279,8 @@ export class ClusterOps {
   private preferredTarget(g: ShardGroup): string | null {
     if (g.role !== 'leader' || !g.firing) return null;
     const s = g.raw.status();
-    const voters = [...s.confState.voters].sort();
-    if (voters.length < 2) return null;
-    const preferred = voters[g.shard % voters.length]!;
-    if (preferred === this.config.nodeId || !(this.peers?.reachable(preferred) ?? false)) return null;
+    const preferred = preferredLeader(g.shard, s.confState.voters);
+    if (preferred === null || preferred === this.config.nodeId || !(this.peers?.reachable(preferred) ?? false)) return null;
     const pr = s.progress.get(preferred as NodeId);
     return pr !== undefined && pr.match >= s.commit ? preferred : null;
   }

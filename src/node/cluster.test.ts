@@ -197,9 +197,9 @@ describe('a three-node cluster in one process', () => {
       await startCore(configs[2], { logger }),
     ];
     await waitFor('n1 and n2 elect', () => cores[0].service.readiness().ready && cores[1].service.readiness().ready, 10_000);
-    await sleep(1_500);
+    // n3 leads no shard by preference, so its first campaign (refused) comes after the boot delay.
+    await waitFor('n3 refused', () => cores[0].transport!.stats().refused + cores[1].transport!.stats().refused > 0, 10_000);
     expect(cores[2].service.readiness().ready).toBe(false);
-    expect(cores[0].transport!.stats().refused + cores[1].transport!.stats().refused).toBeGreaterThan(0);
     expect(lines.some((l) => l.includes('n3') && /secret/i.test(l))).toBe(true);
     for (const s of (await cores[0].service.cluster()).shards) expect(['n1', 'n2']).toContain(s.leader);
   });

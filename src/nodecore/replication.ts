@@ -139,6 +139,15 @@ export function proposalFailed(reason: FailureReason, message: string): Punctual
   return new PunctualError('unavailable', message, [], reason);
 }
 
+/**
+ * The node that should lead `shard` when it is up: the voters sorted by id, `voters[shard % voters.length]`, so
+ * leaderships spread evenly over the nodes. Null for a group of one voter (nothing to choose).
+ */
+export function preferredLeader(shard: number, voters: readonly string[]): string | null {
+  if (voters.length < 2) return null;
+  return [...voters].sort()[shard % voters.length]!;
+}
+
 /** Every this many ticks waiters past their deadline are failed and unreachable peers reported. */
 const chorePeriodTicks = 20;
 
@@ -161,6 +170,7 @@ export class Replication {
 
   constructor(private readonly d: ReplicationDeps) {
     d.shards.forEach((s, shard) => {
+      const preferred = preferredLeader(shard, s.storage.initialState().confState.voters);
       const raw = new RawNode(
         {
           id: d.nodeId as NodeId,
@@ -175,6 +185,7 @@ export class Replication {
           leaseTicks: clusterLimits.leaseTicks,
           rand: d.rand,
           applied: s.applied as LogIndex,
+          bootCampaignDelayTicks: preferred !== null && preferred !== d.nodeId ? clusterLimits.bootCampaignDelayTicks : 0,
         },
         s.storage,
       );

@@ -49,6 +49,45 @@ describe('PreVote', () => {
   });
 });
 
+describe('boot campaign delay', () => {
+  /** Three fresh nodes; all but `preferred` wait `delay` more ticks before their first campaign. */
+  function boot(seed: number, delay: number, preferred = 'n2'): Cluster {
+    const c = new Cluster({ seed });
+    c.addNodes(3, (id) => ({ bootCampaignDelayTicks: id === preferred ? 0 : delay }));
+    return c;
+  }
+
+  it('the preferred node wins the first election whatever the seed; without the delay it often does not', () => {
+    const firsts = (delay: number): NodeId[] => Array.from({ length: 40 }, (_, i) => boot(i + 1, delay).electLeader());
+    expect(new Set(firsts(20))).toEqual(new Set(['n2']));
+    expect(firsts(0).filter((l) => l !== 'n2').length).toBeGreaterThan(5);
+  });
+
+  it('with the preferred node down, another leads once the delay has passed, and later elections have no delay', () => {
+    const c = boot(7, 20);
+    c.crash('n2' as NodeId);
+    let ticks = 0;
+    while (c.leader() === null) {
+      c.tickAll();
+      ticks++;
+    }
+    expect(ticks).toBeGreaterThanOrEqual(20 + 10);
+    expect(ticks).toBeLessThan(20 + 2 * 10 + 5);
+    const first = c.leader()!;
+    c.crash(first);
+    c.restart('n2' as NodeId);
+    const survivor = c.ids().find((id) => id !== first && id !== 'n2')!;
+    // Long past the boot delay: the next election takes an ordinary timeout.
+    let again = 0;
+    while (c.leader() === null) {
+      c.tickAll();
+      again++;
+    }
+    expect([survivor, 'n2']).toContain(c.leader());
+    expect(again).toBeLessThan(2 * 10 + 12);
+  });
+});
+
 describe('CheckQuorum', () => {
   it('an isolated leader steps down within two election timeouts', () => {
     const { c, leader } = three({ checkQuorum: true });

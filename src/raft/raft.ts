@@ -55,6 +55,7 @@ interface PendingRead {
 export function validateConfig(c: Config): void {
   assert(c.electionTicks > c.heartbeatTicks, 'electionTicks must exceed heartbeatTicks');
   assert(c.heartbeatTicks >= 1, 'heartbeatTicks must be >= 1');
+  assert(c.bootCampaignDelayTicks === undefined || (Number.isInteger(c.bootCampaignDelayTicks) && c.bootCampaignDelayTicks >= 0), 'bootCampaignDelayTicks must be a non-negative integer');
   assert(c.leaseTicks < c.electionTicks, 'leaseTicks must be < electionTicks (the lease must end before a new election)');
   assert(c.leaseTicks >= 0, 'leaseTicks must be >= 0');
   assert(c.maxInflightMsgs >= 1, 'maxInflightMsgs must be >= 1');
@@ -209,7 +210,9 @@ export class Raft {
 
   private resetRandomizedElectionTimeout(): void {
     const n = this.config.electionTicks;
-    this.randomizedElectionTimeout = n + this.config.rand.int(n);
+    // What is left of the boot delay: right after a start, the group's preferred leader campaigns before the others.
+    const boot = Math.max(0, (this.config.bootCampaignDelayTicks ?? 0) - this.tickCount);
+    this.randomizedElectionTimeout = n + this.config.rand.int(n) + boot;
   }
 
   becomeFollower(term: Term, lead: NodeId): void {

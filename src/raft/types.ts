@@ -219,4 +219,10 @@ export interface Config {
   readonly rand: Rand;
   /** Applied index to restart from (the host's state machine), default: the storage's snapshot index. */
   readonly applied?: LogIndex;
+  /**
+   * Ticks added to the election timeout during the first ticks after a start (what is left of them at each reset;
+   * default 0). A host gives it to every node but a group's preferred leader, so that node wins the group's first
+   * election when it is up, and leaderships are spread as soon as a cluster starts.
+   */
+  readonly bootCampaignDelayTicks?: number;
 }

@@ -27,6 +27,7 @@ export const defaultTestConfig: Required<TestConfig> = {
   maxInflightBytes: 0,
   maxMsgBytes: 1 << 20,
   leaseTicks: 8,
+  bootCampaignDelayTicks: 0,
 };
 
 const enc = new TextEncoder();
@@ -114,14 +115,18 @@ export class Cluster {
     this.rand = new Prng(options.seed ?? 1);
   }
 
-  /** Adds nodes n<k>. The first call bootstraps them as the voters; later nodes join empty (add them as members). */
-  addNodes(count: number, config: TestConfig = {}): NodeId[] {
+  /**
+   * Adds nodes n<k>. The first call bootstraps them as the voters; later nodes join empty (add them as members).
+   * `config`: for every node added, or per node.
+   */
+  addNodes(count: number, config: TestConfig | ((id: NodeId) => TestConfig) = {}): NodeId[] {
     const first = this.nodes.size === 0;
     const ids: NodeId[] = [];
     for (let i = 0; i < count; i++) ids.push(`n${this.nodes.size + i + 1}` as NodeId);
     const boot: ConfState = first ? { voters: ids, learners: [] } : { voters: [], learners: [] };
     for (const id of ids) {
-      const cfg: Config = { ...this.config, ...config, id, group: this.group, rand: this.rand.fork() };
+      const own = typeof config === 'function' ? config(id) : config;
+      const cfg: Config = { ...this.config, ...own, id, group: this.group, rand: this.rand.fork() };
       this.nodes.set(id, new TestNode(id, new MemoryStorage(boot), cfg));
     }
     return ids;
