@@ -116,15 +116,20 @@ export class Raft {
       this.log.commitTo(hardState.commit);
     }
     const applied = config.applied ?? this.log.applied;
-    this.replayConfChanges(applied);
+    this.replayConfChanges(applied, storage);
     this.becomeFollower(this.term, noNode);
   }
 
   /** Restart: conf changes logged after the snapshot and already applied by the host are not replayed by it. */
-  private replayConfChanges(applied: LogIndex): void {
+  private replayConfChanges(applied: LogIndex, storage: LogStorage): void {
     assert(applied <= this.log.committed, `applied ${applied} past commit ${this.log.committed}`);
     if (applied > this.log.applied) {
-      for (const e of this.log.slice((this.log.applied + 1) as LogIndex, (applied + 1) as LogIndex, Infinity)) {
+      const lo = (this.log.applied + 1) as LogIndex;
+      const hi = (applied + 1) as LogIndex;
+      // Every entry here is in storage (nothing is unstable at construction): a storage that can pick out the conf
+      // changes spares reading the whole range (up to the kept log of every group at each start).
+      const entries = storage.confChanges?.(lo, hi) ?? this.log.slice(lo, hi, Infinity);
+      for (const e of entries) {
         if (e.type === 'conf_change') this.applyConfChange(decodeConfChange(e.data));
       }
       this.log.appliedTo(applied);

@@ -157,6 +157,22 @@ export function runLogStorageContract(
       closeAll();
     });
 
+    it('picks out the conf changes of a range (when it offers confChanges), with the bounds of entries()', () => {
+      let s = fresh();
+      if (s.confChanges === undefined) return closeAll();
+      const cc = (index: number): Entry => makeEntry(index as LogIndex, 1 as Term, 'conf_change', enc.encode(`cc${index}`));
+      s.append([...ents(1, 3, 1), cc(4), ...ents(5, 7, 1), cc(8), ...ents(9, 10, 1)]);
+      s.createSnapshot(2 as LogIndex, { voters: ['n1'] as NodeId[], learners: [] }, new Uint8Array(0));
+      s.compact(2 as LogIndex);
+      s = reopen(s);
+      expect(plain(s.confChanges!(3 as LogIndex, 11 as LogIndex))).toEqual(plain([cc(4), cc(8)]));
+      expect(s.confChanges!(5 as LogIndex, 8 as LogIndex)).toEqual([]);
+      expect(plain(s.confChanges!(8 as LogIndex, 9 as LogIndex))).toEqual(plain([cc(8)]));
+      expect(() => s.confChanges!(2 as LogIndex, 5 as LogIndex)).toThrow(StorageCompactedError);
+      expect(() => s.confChanges!(3 as LogIndex, 12 as LogIndex)).toThrow(StorageUnavailableError);
+      closeAll();
+    });
+
     it('drops the compacted part of an append that overlaps the snapshot', () => {
       const s = fresh();
       s.append(ents(1, 5, 1));

@@ -42,6 +42,11 @@ export interface LogStorage {
   lastIndex(): LogIndex;
   /** The latest snapshot, or null when none is available right now (the core then asks the host for one). */
   snapshot(): Snapshot | null;
+  /**
+   * Optional: the conf_change entries among [lo, hi), in order (same bounds and errors as entries()). A restart
+   * replays the conf changes logged since the snapshot; without this it reads every entry of that range.
+   */
+  confChanges?(lo: LogIndex, hi: LogIndex): Entry[];
 }
 
 /** What the host writes, following Ready. */
@@ -97,6 +102,10 @@ export class MemoryStorage implements LogStorageWriter {
     if (hi > this.lastIndex() + 1) throw new StorageUnavailableError(`entries(${lo}, ${hi}): last is ${this.lastIndex()}`);
     assert(lo <= hi, `entries(${lo}, ${hi}): lo > hi`);
     return limitSize(this.ents.slice(lo - offset, hi - offset), maxBytes);
+  }
+
+  confChanges(lo: LogIndex, hi: LogIndex): Entry[] {
+    return this.entries(lo, hi, Infinity).filter((e) => e.type === 'conf_change');
   }
 
   term(i: LogIndex): Term {
