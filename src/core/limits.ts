@@ -289,6 +289,11 @@ export const nodeLimits = {
   logTailEntriesMax: 2_048,
   /** ... and about this many bytes of entry data. */
   logTailBytesMax: 4 * 1024 * 1024,
+  /** raft_log (one table for every group's log, src/store/log-table.ts): a group whose oldest rows keep more than
+   * this many dead rows of other groups from being freed has its live rows moved to the tail. */
+  logDeadRowsMax: 50_000,
+  /** Page size of raft-log.db: a round appends small rows of many groups at the tail, so small pages write less. */
+  logPageBytes: 1024,
 } as const;
 assert(nodeLimits.logCompactEveryEntries <= nodeLimits.logKeepEntries, 'compaction interval exceeds kept entries');
 assert(nodeLimits.listScanRowsMax >= limits.listLimitMax, 'list scan bound below a page');

@@ -135,10 +135,14 @@ function copyLog(log: Db, copyPath: string): void {
   try {
     copy.prepare('ATTACH DATABASE ? AS lg').run(log.name);
     copy.transaction(() => {
-      for (const t of ['raft_entries', 'raft_hard_state', 'raft_snapshot']) {
+      for (const t of ['raft_hard_state', 'raft_snapshot']) {
         copy.exec(`DELETE FROM main.${t}`);
         copy.exec(`INSERT INTO main.${t} SELECT * FROM lg.${t}`);
       }
+      // The backup format keeps the log per group (raft_entries), whatever the log file's layout (raft_log).
+      copy.exec('DELETE FROM main.raft_entries');
+      copy.exec(`INSERT INTO main.raft_entries (group_id, idx, term, type, data, crc)
+                 SELECT group_id, idx, term, type, data, crc FROM lg.raft_log ORDER BY group_id, idx`);
     })();
     copy.exec('DETACH DATABASE lg');
     // One file: nothing may stay in a WAL beside it.
@@ -233,6 +237,7 @@ export function isClusterBackup(info: BackupInfo): boolean {
  * was acknowledged before it started.
  */
 export function resetToSingleVoter(db: Db, info: BackupInfo, nodeId: string): void {
+  const hasLog = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'raft_log'").get() !== undefined;
   db.transaction(() => {
     for (const g of info.groups) {
       const termOf = (sql: string): number => (db.prepare(sql).pluck().get(g.shard) as number | null) ?? 0;
@@ -240,11 +245,14 @@ export function resetToSingleVoter(db: Db, info: BackupInfo, nodeId: string): vo
         termOf('SELECT term FROM raft_hard_state WHERE group_id = ?'),
         termOf('SELECT term FROM raft_snapshot WHERE group_id = ?'),
         termOf('SELECT max(term) FROM raft_entries WHERE group_id = ?'),
+        hasLog ? termOf('SELECT max(term) FROM raft_log WHERE group_id = ?') : 0,
       );
       // Index 1 is the bootstrap snapshot (an empty state); a restored state sits above it.
       const index = Math.max(g.appliedIndex, 2);
       const conf = pack({ voters: [nodeId], learners: [] });
       db.prepare('DELETE FROM raft_entries WHERE group_id = ?').run(g.shard);
+      // A file whose storage wrote in place (one file, no log file of its own) holds its log as raft_log.
+      if (hasLog) db.prepare('DELETE FROM raft_log WHERE group_id = ?').run(g.shard);
       db.prepare('INSERT OR REPLACE INTO raft_snapshot (group_id, idx, term, conf_state, data) VALUES (?, ?, ?, ?, ?)').run(g.shard, index, seen, conf, new Uint8Array(0));
       db.prepare('INSERT OR REPLACE INTO raft_hard_state (group_id, term, vote, commit_index, offset_index, offset_term) VALUES (?, ?, ?, ?, ?, ?)').run(
         g.shard,

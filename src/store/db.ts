@@ -22,7 +22,8 @@ import { sqliteOpenOptions } from '../platform/sqlite.js';
 import { privateFile, secureDataDir } from './files.js';
 import { ensureMetadataIndex } from './metadata-index.js';
 import { migrateLifecycle } from './lifecycle-schema.js';
-import { ensureRaftSchema } from './raft-storage.js';
+import { LogTable, logTableSchema } from './log-table.js';
+import { ensureLogSchema, ensureRaftSchema } from './raft-storage.js';
 
 export type FsyncMode = 'always' | 'batch' | 'off';
 export type Db = Database.Database;
@@ -109,12 +110,19 @@ export function openNodeDbs(dataDir: string, fsync: FsyncMode): NodeDbs {
   return { state, log };
 }
 
-/** The log file: the Raft tables only, with the same pragmas as the state file. */
+/**
+ * The log file: raft_log (every group's log, log-table.ts), raft_hard_state and raft_snapshot, with the same
+ * pragmas as the state file and pages of nodeLimits.logPageBytes. A file of the per-group layout (raft_entries)
+ * is converted first (convertLogLayout).
+ */
 export function openLogFile(path: string, fsync: FsyncMode): Db {
   const db = new Database(path, sqliteOpenOptions());
   try {
+    // Only takes effect before the first table of a new file (an older file gets it from the VACUUM below).
+    db.pragma(`page_size = ${nodeLimits.logPageBytes}`);
+    convertLogLayout(db);
     walPragmas(db, fsync, 16_384);
-    ensureRaftSchema(db);
+    ensureLogSchema(db);
   } catch (err) {
     db.close();
     throw err;
@@ -124,8 +132,32 @@ export function openLogFile(path: string, fsync: FsyncMode): Db {
 
 const raftTables = ['raft_entries', 'raft_hard_state', 'raft_snapshot'] as const;
 
+function hasTable(db: Db, name: string, schemaName = 'main'): boolean {
+  return db.prepare(`SELECT 1 FROM ${schemaName}.sqlite_master WHERE type = 'table' AND name = ?`).get(name) !== undefined;
+}
+
 function hasRaftRows(db: Db, schemaName = 'main'): boolean {
-  return raftTables.some((t) => db.prepare(`SELECT 1 FROM ${schemaName}.${t} LIMIT 1`).get() !== undefined);
+  const tables = [...raftTables, 'raft_log'].filter((t) => hasTable(db, t, schemaName));
+  return tables.some((t) => db.prepare(`SELECT 1 FROM ${schemaName}.${t} LIMIT 1`).get() !== undefined);
+}
+
+/**
+ * Converts a log file of the per-group layout (raft_entries keyed by (group_id, idx)) to raft_log: the rows are
+ * moved in (group, idx) order in one transaction and raft_entries dropped, then VACUUM rewrites the file with
+ * the page size set before (a WAL-mode file keeps its page size through a VACUUM, so the journal goes to DELETE
+ * for it; the caller switches WAL back on). Nothing to do for a new file or one already converted.
+ */
+export function convertLogLayout(db: Db): void {
+  if (!hasTable(db, 'raft_entries')) return;
+  db.exec(logTableSchema);
+  db.transaction(() => {
+    db.exec(`INSERT INTO raft_log (group_id, idx, term, type, crc, data)
+             SELECT group_id, idx, term, type, crc, data FROM raft_entries ORDER BY group_id, idx`);
+    db.exec('DROP TABLE raft_entries');
+  })();
+  db.pragma('journal_mode = DELETE');
+  db.pragma(`page_size = ${nodeLimits.logPageBytes}`);
+  db.exec('VACUUM');
 }
 
 /** Moves Raft tables found in the state file into the log file (see openNodeDbs). */
@@ -135,16 +167,25 @@ export function moveRaftTables(state: Db, log: Db): void {
     log.prepare('ATTACH DATABASE ? AS st').run(state.name);
     try {
       log.transaction(() => {
-        for (const t of raftTables) log.exec(`INSERT INTO main.${t} SELECT * FROM st.${t}`);
+        for (const t of ['raft_hard_state', 'raft_snapshot']) log.exec(`INSERT INTO main.${t} SELECT * FROM st.${t}`);
+        // A backup carries the log per group (raft_entries): into raft_log, in (group, idx) order.
+        log.exec(`INSERT INTO main.raft_log (group_id, idx, term, type, crc, data)
+                  SELECT group_id, idx, term, type, crc, data FROM st.raft_entries ORDER BY group_id, idx`);
+        if (hasTable(log, 'raft_log', 'st')) {
+          log.exec(`INSERT INTO main.raft_log (group_id, idx, term, type, crc, data)
+                    SELECT group_id, idx, term, type, crc, data FROM st.raft_log ORDER BY seq`);
+        }
       })();
     } finally {
       log.exec('DETACH DATABASE st');
     }
+    LogTable.of(log).rebuild(true);
     // Durable before the state file forgets them: a checkpoint fsyncs the WAL and the file.
     log.pragma('wal_checkpoint(TRUNCATE)');
   }
   state.transaction(() => {
     for (const t of raftTables) state.exec(`DELETE FROM ${t}`);
+    if (hasTable(state, 'raft_log')) state.exec('DELETE FROM raft_log');
   })();
 }
 

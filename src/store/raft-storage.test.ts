@@ -112,11 +112,11 @@ describe('SqliteRaftStorage beyond the contract', () => {
   it('throws CorruptEntryError for a flipped byte and for a missing row', () => {
     const db = open();
     new SqliteRaftStorage(db, 4).append([ent(1, 1, 'hello'), ent(2, 1), ent(3, 1)]);
-    db.prepare('UPDATE raft_entries SET data = ? WHERE group_id = 4 AND idx = 1').run(Buffer.from('hellp'));
+    db.prepare('UPDATE raft_log SET data = ? WHERE group_id = 4 AND idx = 1').run(Buffer.from('hellp'));
     // Opened again, as after a restart: every entry is read from the file.
     const s = new SqliteRaftStorage(db, 4);
     expect(() => s.entries(1 as LogIndex, 2 as LogIndex, 1e9)).toThrow(CorruptEntryError);
-    db.prepare('DELETE FROM raft_entries WHERE group_id = 4 AND idx = 2').run();
+    db.prepare('DELETE FROM raft_log WHERE group_id = 4 AND idx = 2').run();
     expect(() => s.entries(2 as LogIndex, 4 as LogIndex, 1e9)).toThrow(CorruptEntryError);
   });
 

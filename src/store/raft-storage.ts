@@ -2,8 +2,10 @@
  * The Raft log of one group in the node's SQLite file: `SqliteRaftStorage implements LogStorageWriter`
  * (src/raft/storage.ts). Many groups share one better-sqlite3 Database; every row is keyed by `group_id`.
  *
- * Tables (created by ensureRaftSchema, idempotent):
- * - raft_entries(group_id, idx, term, type, data, crc): the log; crc = entryCrc(index, term, type, data).
+ * Tables (created by ensureLogSchema, idempotent):
+ * - raft_log(seq, group_id, idx, term, type, crc, data): every group's log in one append-only table keyed by a
+ *   node-wide sequence (log-table.ts: LogTable maps (group, idx) -> seq in memory); crc = entryCrc(index, term,
+ *   type, data).
  * - raft_hard_state(group_id, term, vote, commit_index, offset_index, offset_term): the hard state, and the
  *   point the log was compacted through (firstIndex = offset_index + 1; term(offset_index) = offset_term).
  * - raft_snapshot(group_id, idx, term, conf_state, data): the latest snapshot, data last so that reading the
@@ -25,13 +27,18 @@ import { nodeLimits } from '../core/limits.js';
 import { CorruptEntryError, entryCrcOk, StorageCompactedError, StorageUnavailableError } from '../raft/index.js';
 import type { ConfState, Entry, GroupId, HardState, InitialState, LogIndex, LogStorageWriter, NodeId, Snapshot, Term } from '../raft/index.js';
 import type { Db } from './db.js';
+import { LogTable } from './log-table.js';
 import { pack, plainBytes, unpack } from './rows.js';
 
-const schema = `
+/** The per-group tables, as a backup file (and the state file) carries them: see ensureRaftSchema. */
+const backupLogTable = `
 CREATE TABLE IF NOT EXISTS raft_entries (
   group_id INTEGER NOT NULL, idx INTEGER NOT NULL, term INTEGER NOT NULL, type INTEGER NOT NULL,
   data BLOB NOT NULL, crc INTEGER NOT NULL,
   PRIMARY KEY (group_id, idx)) WITHOUT ROWID;
+`;
+
+const stateTables = `
 CREATE TABLE IF NOT EXISTS raft_hard_state (
   group_id INTEGER PRIMARY KEY, term INTEGER NOT NULL, vote TEXT NOT NULL, commit_index INTEGER NOT NULL,
   offset_index INTEGER NOT NULL, offset_term INTEGER NOT NULL);
@@ -40,21 +47,34 @@ CREATE TABLE IF NOT EXISTS raft_snapshot (
   data BLOB NOT NULL);
 `;
 
-/** Creates the Raft tables if they are missing. Safe to call on every open. */
+const schema = backupLogTable + stateTables;
+
+/**
+ * Creates the Raft tables of the backup format (raft_entries per group, raft_hard_state, raft_snapshot) if they
+ * are missing: a backup file, and the state file that becomes one, carry the log this way. Safe on every open.
+ */
 export function ensureRaftSchema(db: Db): void {
   db.exec(schema);
 }
 
+/** Creates the tables SqliteRaftStorage uses (raft_log, raft_hard_state, raft_snapshot) if they are missing. */
+export function ensureLogSchema(db: Db): LogTable {
+  db.exec(stateTables);
+  return LogTable.of(db);
+}
+
+/** Conf-change entries are stored with this type. */
+const confChangeType = 1;
+
 /** The groups that have any Raft state in this file (bootstrapped, or joined and written to). */
 export function raftGroups(db: Db): GroupId[] {
-  ensureRaftSchema(db);
+  const table = ensureLogSchema(db);
   const rows = db
-    .prepare(
-      `SELECT group_id AS g FROM raft_hard_state UNION SELECT group_id AS g FROM raft_snapshot
-       UNION SELECT DISTINCT group_id AS g FROM raft_entries ORDER BY g`,
-    )
-    .all() as Array<{ g: number }>;
-  return rows.map((r) => r.g);
+    .prepare('SELECT group_id AS g FROM raft_hard_state UNION SELECT group_id AS g FROM raft_snapshot')
+    .pluck()
+    .all() as number[];
+  // The groups with rows come from the in-memory index, not a scan of the log.
+  return [...new Set([...rows, ...table.groupIds()])].sort((a, b) => a - b);
 }
 
 /**
@@ -63,7 +83,7 @@ export function raftGroups(db: Db): GroupId[] {
  */
 export function bootstrapGroup(db: Db, group: GroupId, voters: readonly NodeId[]): boolean {
   assert(voters.length > 0, 'bootstrapGroup: no voters');
-  ensureRaftSchema(db);
+  ensureLogSchema(db);
   return inTransaction(db, () => {
     const exists = db.prepare('SELECT 1 FROM raft_hard_state WHERE group_id = ? UNION SELECT 1 FROM raft_snapshot WHERE group_id = ?');
     if (exists.get(group, group) !== undefined) return false;
@@ -99,11 +119,10 @@ function statements(db: Db) {
     snapData: p('SELECT data FROM raft_snapshot WHERE group_id = ?'),
     snapBytes: p('SELECT length(data) AS n FROM raft_snapshot WHERE group_id = ?'),
     upsertSnap: p('INSERT OR REPLACE INTO raft_snapshot (group_id, idx, term, conf_state, data) VALUES (?, ?, ?, ?, ?)'),
-    terms: p('SELECT idx, term FROM raft_entries WHERE group_id = ? ORDER BY idx'),
-    insert: p('INSERT INTO raft_entries (group_id, idx, term, type, data, crc) VALUES (?, ?, ?, ?, ?, ?)'),
-    deleteFrom: p('DELETE FROM raft_entries WHERE group_id = ? AND idx >= ?'),
-    deleteUpTo: p('DELETE FROM raft_entries WHERE group_id = ? AND idx <= ?'),
-    range: p('SELECT idx, term, type, data, crc FROM raft_entries WHERE group_id = ? AND idx >= ? AND idx < ? ORDER BY idx'),
+    range: p('SELECT idx, term, type, data, crc FROM raft_log WHERE seq BETWEEN ? AND ? AND group_id = ? ORDER BY seq'),
+    confRange: p(
+      'SELECT idx, term, type, data, crc FROM raft_log WHERE seq BETWEEN ? AND ? AND group_id = ? AND type = ? ORDER BY seq',
+    ),
   };
 }
 
@@ -215,11 +234,11 @@ export class SqliteRaftStorage implements LogStorageWriter {
   private hard!: HardState;
   private snap!: SnapMeta;
   private offsetIndex = 0;
+  private offsetTerm = 0;
   private last = 0;
-  /** runStart[k] is the first index of run k (runStart[0] = offsetIndex), runTerm[k] its term. */
-  private runStart: number[] = [];
-  private runTerm: number[] = [];
+  private readonly table: LogTable;
   private readonly tail: LogTail;
+  private loaded = false;
 
   /**
    * `markerSnapshots`: a stored snapshot past the bootstrap with EMPTY data is a compaction marker (the node
@@ -231,7 +250,7 @@ export class SqliteRaftStorage implements LogStorageWriter {
     readonly group: GroupId,
     private readonly options: { markerSnapshots?: boolean; tailEntriesMax?: number; tailBytesMax?: number } = {},
   ) {
-    ensureRaftSchema(db);
+    this.table = ensureLogSchema(db);
     this.s = statements(db);
     this.tail = new LogTail(options.tailEntriesMax ?? nodeLimits.logTailEntriesMax, options.tailBytesMax ?? nodeLimits.logTailBytesMax);
     this.reload();
@@ -239,6 +258,9 @@ export class SqliteRaftStorage implements LogStorageWriter {
 
   /** Re-reads the cached state from SQLite: call it after a transaction that wrote here rolled back. */
   reload(): void {
+    // The shared index is re-read once after a rollback (not at construction: it is current then).
+    if (this.loaded) this.table.rebuild();
+    this.loaded = true;
     this.tail.clear();
     const h = this.s.hard.get(this.group) as
       | { term: number; vote: string; commit_index: number; offset_index: number; offset_term: number }
@@ -251,30 +273,13 @@ export class SqliteRaftStorage implements LogStorageWriter {
       ? { index: m.idx as LogIndex, term: m.term as Term, confState: unpack<ConfState>(m.conf_state) }
       : { index: 0 as LogIndex, term: 0 as Term, confState: noConf };
     this.offsetIndex = h?.offset_index ?? 0;
-    this.runStart = [this.offsetIndex];
-    this.runTerm = [h?.offset_term ?? 0];
-    this.last = this.offsetIndex;
-    for (const r of this.s.terms.iterate(this.group) as IterableIterator<{ idx: number; term: number }>) {
-      this.pushTerm(r.idx, r.term);
+    this.offsetTerm = h?.offset_term ?? 0;
+    const b = this.table.bounds(this.group);
+    if (b === null) this.last = this.offsetIndex;
+    else {
+      assert(b[0] === this.offsetIndex + 1, `group ${this.group}: log starts at ${b[0]}, compacted through ${this.offsetIndex}`);
+      this.last = b[1];
     }
-  }
-
-  private pushTerm(index: number, term: number): void {
-    assert(index === this.last + 1, `group ${this.group}: log hole before ${index} (last ${this.last})`);
-    if (this.runTerm[this.runTerm.length - 1] !== term) {
-      this.runStart.push(index);
-      this.runTerm.push(term);
-    }
-    this.last = index;
-  }
-
-  /** Forgets the cached terms of indexes >= from. */
-  private truncateTerms(from: number): void {
-    while (this.runStart.length > 1 && this.runStart[this.runStart.length - 1]! >= from) {
-      this.runStart.pop();
-      this.runTerm.pop();
-    }
-    this.last = from - 1;
   }
 
   initialState(): InitialState {
@@ -292,10 +297,24 @@ export class SqliteRaftStorage implements LogStorageWriter {
   term(i: LogIndex): Term {
     if (i < this.offsetIndex) throw new StorageCompactedError(`group ${this.group}: term(${i}) compacted through ${this.offsetIndex}`);
     if (i > this.last) throw new StorageUnavailableError(`group ${this.group}: term(${i}) past last ${this.last}`);
-    // Recent indexes are the hot ones: scan runs from the newest.
-    let k = this.runStart.length - 1;
-    while (this.runStart[k]! > i) k--;
-    return this.runTerm[k] as Term;
+    if (i === this.offsetIndex) return this.offsetTerm as Term;
+    return this.table.term(this.group, i) as Term;
+  }
+
+  /** The conf_change entries among [lo, hi): only those rows are read (a restart replays them). */
+  confChanges(lo: LogIndex, hi: LogIndex): Entry[] {
+    if (lo <= this.offsetIndex) throw new StorageCompactedError(`group ${this.group}: confChanges(${lo}) compacted through ${this.offsetIndex}`);
+    if (hi > this.last + 1) throw new StorageUnavailableError(`group ${this.group}: confChanges(${lo}, ${hi}) last is ${this.last}`);
+    assert(lo <= hi, `confChanges(${lo}, ${hi}): lo > hi`);
+    if (lo === hi) return [];
+    const out: Entry[] = [];
+    const rows = this.s.confRange.iterate(this.table.seqOf(this.group, lo), this.table.seqOf(this.group, hi - 1), this.group, confChangeType);
+    for (const r of rows as IterableIterator<EntryRow>) {
+      const e = rowToEntry(r);
+      if (!entryCrcOk(e)) throw new CorruptEntryError(`group ${this.group}: entry ${e.index} fails its crc`);
+      out.push(e);
+    }
+    return out;
   }
 
   entries(lo: LogIndex, hi: LogIndex, maxBytes: number): Entry[] {
@@ -304,11 +323,13 @@ export class SqliteRaftStorage implements LogStorageWriter {
     assert(lo <= hi, `entries(${lo}, ${hi}): lo > hi`);
     const held = this.tail.read(lo, hi, maxBytes);
     if (held !== null) return held;
+    if (lo === hi) return [];
     const out: Entry[] = [];
     let bytes = 0;
     let full = false;
     // Iterate so a far-behind follower's read stops at maxBytes instead of loading the whole tail.
-    for (const r of this.s.range.iterate(this.group, lo, hi) as IterableIterator<EntryRow>) {
+    const rows = this.s.range.iterate(this.table.seqOf(this.group, lo), this.table.seqOf(this.group, hi - 1), this.group);
+    for (const r of rows as IterableIterator<EntryRow>) {
       const e = rowToEntry(r);
       if (e.index !== lo + out.length) throw new CorruptEntryError(`group ${this.group}: entry ${lo + out.length} is missing`);
       if (!entryCrcOk(e)) throw new CorruptEntryError(`group ${this.group}: entry ${e.index} fails its crc`);
@@ -359,11 +380,10 @@ export class SqliteRaftStorage implements LogStorageWriter {
     const start = from[0]!.index;
     assert(start <= this.last + 1, `append: gap (last ${this.last}, got ${start})`);
     inTransaction(this.db, () => {
-      if (start <= this.last) this.s.deleteFrom.run(this.group, start);
-      for (const e of from) this.s.insert.run(this.group, e.index, e.term, e.type === 'normal' ? 0 : 1, e.data, e.crc);
+      if (start <= this.last) this.table.truncateFrom(this.group, start);
+      for (const e of from) this.table.insert(this.group, e.index, e.term, e.type === 'normal' ? 0 : confChangeType, e.crc, e.data);
     });
-    this.truncateTerms(start);
-    for (const e of from) this.pushTerm(e.index, e.term);
+    this.last = from[from.length - 1]!.index;
     this.tail.append(from);
   }
 
@@ -371,15 +391,14 @@ export class SqliteRaftStorage implements LogStorageWriter {
     const { index, term, confState } = snapshot.metadata;
     assert(index > this.snap.index, `applySnapshot(${index}): not newer than ${this.snap.index}`);
     inTransaction(this.db, () => {
-      this.s.deleteUpTo.run(this.group, Number.MAX_SAFE_INTEGER);
+      this.table.deleteThrough(this.group, Number.MAX_SAFE_INTEGER);
       this.s.upsertSnap.run(this.group, index, term, pack(confState), snapshot.data);
       this.s.upsertOffset.run(this.group, index, term);
     });
     this.snap = { index, term, confState };
     this.offsetIndex = index;
+    this.offsetTerm = term;
     this.tail.clear();
-    this.runStart = [index];
-    this.runTerm = [term];
     this.last = index;
   }
 
@@ -397,15 +416,15 @@ export class SqliteRaftStorage implements LogStorageWriter {
     assert(index <= this.snap.index, `compact(${index}): past the snapshot (${this.snap.index})`);
     const term = this.term(index);
     inTransaction(this.db, () => {
-      this.s.deleteUpTo.run(this.group, index);
+      this.table.deleteThrough(this.group, index);
       this.s.upsertOffset.run(this.group, index, term);
+      // Compaction frees the front of the table only when every group has compacted past it: an idle group's
+      // old rows are moved to the tail once they keep too many dead rows alive.
+      this.table.relocateIdle();
     });
     this.offsetIndex = index;
+    this.offsetTerm = term;
     this.tail.dropThrough(index);
-    let k = this.runStart.length - 1;
-    while (this.runStart[k]! > index) k--;
-    this.runStart = [index, ...this.runStart.slice(k + 1)];
-    this.runTerm = [term, ...this.runTerm.slice(k + 1)];
   }
 
   setHardState(hardState: HardState): void {
