@@ -93,16 +93,16 @@ export class LogTable {
   private next = 1;
   /** total_changes() when the index was last read from SQLite: a rebuild is needed only after writes since. */
   private builtAtChanges = -1;
-  readonly deadRowsMax: number;
+  deadRowsMax: number;
   private readonly s;
 
-  /** The table of `db`, created (schema and index) on first use. */
+  /** The table of `db`, created (schema and index) on first use; `options` given later still apply. */
   static of(db: Db, options: LogTableOptions = {}): LogTable {
     let t = tables.get(db);
     if (t === undefined) {
       t = new LogTable(db, options);
       tables.set(db, t);
-    }
+    } else if (options.deadRowsMax !== undefined) t.deadRowsMax = options.deadRowsMax;
     return t;
   }
 
