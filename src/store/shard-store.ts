@@ -44,7 +44,7 @@ const live = `finished_at IS NULL`;
 const open = `state IN ('QUEUED', 'RUNNING')`;
 const closed = `state NOT IN ('QUEUED', 'RUNNING')`;
 
-/** The derived columns of a job row, in `changedColumns`' order: an update writes only those that changed. */
+/** The indexed columns of a job row, in putJob's `values` order: an update sets only those that changed. */
 const jobUpdateCols = ['state', 'task', 'next_fire_at', 'finished_at', 'retain_ms', 'error_class'] as const;
 type JobKeyRow = [seq: number, state: string, task: string | null, nextFireAt: number | null, finishedAt: number | null, retainMs: number | null, errorClass: string | null];
 
