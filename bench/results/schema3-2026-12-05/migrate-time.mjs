@@ -6,9 +6,13 @@
  */
 import { mkdtempSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 
-const [oldDist, newDist, jobsArg, dirArg] = process.argv.slice(2);
+const [oldArg, newArg, jobsArg, dirArg] = process.argv.slice(2);
+// Resolved from the working directory (a bare import() would resolve a relative path from this file).
+const oldDist = pathToFileURL(resolve(oldArg)).href;
+const newDist = pathToFileURL(resolve(newArg)).href;
 const jobs = Number(jobsArg ?? 200_000);
 const dir = dirArg ?? mkdtempSync(join(tmpdir(), 'punctual-migrate-'));
 const shards = 8;

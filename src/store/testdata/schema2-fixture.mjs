@@ -3,7 +3,8 @@
  * `node src/store/testdata/schema2-fixture.mjs <that checkout>/dist src/store/testdata`), and `schema2-answers.json`
  * holds what that code's SqliteShardStore answered about it (`answers` below) and the SHA-256 of each shard's
  * snapshot image. The test opens a copy with the current code (which migrates it), asks the same questions and encodes
- * the same images. 40 jobs a shard and 2 KiB pages keep the two files under 200 KB together.
+ * the same images. 40 jobs a shard and 2 KiB pages keep the two files under 200 KB together; run again on the
+ * same code, the script writes both files byte for byte the same.
  */
 const states = ['PENDING', 'RUNNING', 'PAUSED', 'SUCCEEDED', 'FAILED', 'CANCELLED'];
 
@@ -122,7 +123,12 @@ export function answers(store) {
 }
 
 if (process.argv[1] !== undefined && process.argv[1].endsWith('schema2-fixture.mjs')) {
-  const [dist, outDir] = process.argv.slice(2);
+  const { resolve } = await import('node:path');
+  const { pathToFileURL } = await import('node:url');
+  const [distArg, outArg] = process.argv.slice(2);
+  // Resolved from the working directory (a bare import() would resolve a relative path from this file).
+  const dist = pathToFileURL(resolve(distArg)).href;
+  const outDir = resolve(outArg);
   const { openNodeDb, setNodeMeta, getNodeMeta } = await import(`${dist}/src/store/db.js`);
   const { SqliteShardStore } = await import(`${dist}/src/store/shard-store.js`);
   const { encodeShardImage } = await import(`${dist}/src/store/shard-snapshot.js`);
