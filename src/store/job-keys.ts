@@ -11,7 +11,7 @@
  *   a negative sequence in `job_keys`, handed over to the job's row when it is written (`adoptOrphan`).
  * - The shard is the LAST column of the indexes (entries sort by time or id across shards, so a batch touches the
  *   tail or the due-time pages once, not once per shard); `jobs_due` holds PENDING jobs only; `jobs_task` has no
- *   state; the live jobs of a task are a partial index on `finished_at IS NULL` (lifecycle-schema.ts), which a
+ *   state; only the rare states (`rareStates`) have an index; the live jobs of a task are a partial index on `finished_at IS NULL` (lifecycle-schema.ts), which a
  *   change between live states does not touch.
  * - `job_counts (shard, state, n)`, kept by triggers: the per-state counts (GET /v1/jobs totals, gauges) without
  *   a scan now that no index leads with (shard, state).
@@ -35,8 +35,19 @@ CREATE TABLE IF NOT EXISTS job_counts (
   shard INTEGER NOT NULL, state TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (shard, state)) WITHOUT ROWID;
 `;
 
+/**
+ * States a job reaches by an operator's command or a failure and stays in (never on the way of a run that
+ * succeeds): indexed by (state, id), jobs_state_rare, so listing one (GET /v1/jobs?state=PAUSED) reads only its
+ * jobs. The other states are common (a page of them fills at once walking jobs_id) or passed through by every run
+ * (RUNNING: an index of it would cost every one-off job two entries).
+ */
+export const rareStates: readonly string[] = ['PAUSED', 'FAILED', 'CANCELLED'];
+/** jobs_state_rare's WHERE, for queries to repeat word for word: SQLite does not see that `state = 'PAUSED'` implies it. */
+export const rareStateWhere = `state IN (${rareStates.map((x) => `'${x}'`).join(', ')})`;
+
 const jobIndexes = `
 CREATE INDEX IF NOT EXISTS jobs_due ON jobs (next_fire_at, id, shard) WHERE state = 'PENDING';
+CREATE INDEX IF NOT EXISTS jobs_state_rare ON jobs (state, id, shard) WHERE ${rareStateWhere};
 CREATE INDEX IF NOT EXISTS jobs_task ON jobs (task, id, shard);
 CREATE INDEX IF NOT EXISTS executions_open ON executions (job_seq, scheduled_at) WHERE state IN ('QUEUED', 'RUNNING');
 CREATE TRIGGER IF NOT EXISTS job_counts_insert AFTER INSERT ON jobs BEGIN

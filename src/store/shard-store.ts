@@ -19,7 +19,7 @@ import type {
 import { errorClassOf, type ErrorClass } from '../scheduler/failure.js';
 import type { DueJob, JobPageQuery, SchedulerStore } from '../scheduler/store.js';
 import type { Db } from './db.js';
-import { JobKeys } from './job-keys.js';
+import { JobKeys, rareStates, rareStateWhere } from './job-keys.js';
 import { MetadataIndex, searchParams, searchSql } from './metadata-index.js';
 import { shardImageRestores } from './shard-snapshot.js';
 import { isNoSearch } from '../scheduler/search.js';
@@ -290,10 +290,18 @@ export class SqliteShardStore implements SchedulerStore {
     const after = query.afterId ?? '';
     if (query.search !== undefined && !isNoSearch(query.search)) return this.searchJobs(query, after);
     let rows: unknown[];
-    // No index orders a state's jobs by id (none holds the state: a state change would move its entry); a state
-    // the shard has no job in is answered from job_counts without reading any.
+    // Only the rare states have an index by (state, id) (jobs_state_rare: a state change between common states
+    // moves no entry); the others walk jobs_id and fill a page at once. A state the shard has no job in is
+    // answered from job_counts without reading any.
     if (query.state !== null && ((this.s.countOfState.get(this.shard, query.state) as number | undefined) ?? 0) === 0) return [];
-    if (query.state !== null && query.task !== null) {
+    if (query.state !== null && rareStates.includes(query.state)) {
+      // The index's WHERE repeated: SQLite takes a partial index only for a query whose WHERE holds its terms.
+      // INDEXED BY: with a task too, reading the state's few jobs beats reading the task's many (jobs_task).
+      const byTask = query.task === null ? '' : ' AND task = ?';
+      const sql = `SELECT ${jobCols} FROM jobs INDEXED BY jobs_state_rare WHERE ${rareStateWhere} AND state = ? AND shard = ?${byTask}
+        AND id > ? ORDER BY id LIMIT ?`;
+      rows = this.cached(sql).all(query.state, this.shard, ...(query.task === null ? [] : [query.task]), after, query.limit);
+    } else if (query.state !== null && query.task !== null) {
       rows = this.s.listJobsByStateTask.all(this.shard, query.state, query.task, after, query.limit);
     } else if (query.state !== null) {
       rows = this.s.listJobsByState.all(this.shard, query.state, after, query.limit);
