@@ -11,8 +11,8 @@
  *   a negative sequence in `job_keys`, handed over to the job's row when it is written (`adoptOrphan`).
  * - The shard is the LAST column of the indexes (entries sort by time or id across shards, so a batch touches the
  *   tail or the due-time pages once, not once per shard); `jobs_due` holds PENDING jobs only; `jobs_task` has no
- *   state; only the rare states (`rareStates`) have an index; the live jobs of a task are a partial index on `finished_at IS NULL` (lifecycle-schema.ts), which a
- *   change between live states does not touch.
+ *   state; only the rare states (`rareStates`) have an index by state; the live jobs of a task are a partial
+ *   index on `finished_at IS NULL` (lifecycle-schema.ts), which a change between live states does not touch.
  * - `job_counts (shard, state, n)`, kept by triggers: the per-state counts (GET /v1/jobs totals, gauges) without
  *   a scan now that no index leads with (shard, state).
  */
