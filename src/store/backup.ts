@@ -23,7 +23,7 @@ import { backupLimits } from '../core/limits.js';
 import { PunctualError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { sqliteOpenOptions } from '../platform/sqlite.js';
-import { dbFilePath, logFilePath, schemaVersion, type Db } from './db.js';
+import { dbFilePath, logFilePath, readableSchemaVersions, type Db } from './db.js';
 import { privateFile, secureDataDir } from './files.js';
 import { pack, unpack } from './rows.js';
 
@@ -194,7 +194,7 @@ export interface RestoreResult extends BackupInfo {
   path: string;
 }
 
-/** Reads what a backup holds, after checking it is a sound Punctual database of this schema version. */
+/** Reads what a backup holds, after checking it is a sound Punctual database of a schema version this code reads. */
 export function inspectBackup(db: Db): BackupInfo {
   const check = db.prepare('PRAGMA integrity_check').pluck().all() as string[];
   if (check.length !== 1 || check[0] !== 'ok') throw new RestoreError(`the file fails SQLite's integrity check: ${check.slice(0, 3).join('; ')}`);
@@ -204,7 +204,10 @@ export function inspectBackup(db: Db): BackupInfo {
   }
   const meta = (key: string): string | null => (db.prepare('SELECT value FROM node_meta WHERE key = ?').pluck().get(key) as string | undefined) ?? null;
   const version = meta('schema_version');
-  if (Number(version) !== schemaVersion) throw new RestoreError(`schema version ${String(version)} is not the one this version reads (${schemaVersion})`);
+  // Schema 2 is migrated to 3 when the node opens the restored file (db.ts: openDbFile).
+  if (!readableSchemaVersions.includes(Number(version))) {
+    throw new RestoreError(`schema version ${String(version)} is not one this version reads (${readableSchemaVersions.join(', ')})`);
+  }
   const nodeId = meta('node_id');
   const shards = Number(meta('shards'));
   if (nodeId === null || !Number.isInteger(shards) || shards < 1) throw new RestoreError('the file has no node identity (node_id, shards): was the node ever started?');

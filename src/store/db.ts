@@ -1,6 +1,7 @@
 /**
  * The node's one SQLite file (`<data>/punctual.db`, WAL mode) and its schema. Every table carries a `shard`
- * column so one file holds every shard group this node is a member of.
+ * column so one file holds every shard group this node is a member of; in `jobs` and `executions` (job-keys.ts)
+ * it is an indexed column, not their leading key, so one batch's writes of every shard share pages.
  *
  * Durability (`--fsync`):
  * - `always`: synchronous=FULL, and the node commits every proposal in its own transaction (one fsync each).
@@ -24,14 +25,17 @@ import { ensureMetadataIndex } from './metadata-index.js';
 import { migrateLifecycle } from './lifecycle-schema.js';
 import { LogTable, logTableSchema } from './log-table.js';
 import { ensureLogSchema, ensureRaftSchema } from './raft-storage.js';
+import { ensureJobTables, migrateToSchema3 } from './job-keys.js';
 
 export type FsyncMode = 'always' | 'batch' | 'off';
 export type Db = Database.Database;
 
-/** Bumped when the schema changes incompatibly; a file with another version is refused. */
+/** Bumped when the schema changes incompatibly; a file with another version is refused (an older one migrated). */
 /** 2: the Raft log moved to raft_entries / raft_hard_state / raft_snapshot (raft-storage.ts). */
-export const schemaVersion = 2;
+/** 3: jobs and executions keyed by the job's sequence (job_seq), the shard last in indexes (job-keys.ts). */
+export const schemaVersion = 3;
 
+/** Tables whose layout schema 3 kept. */
 const schema = `
 CREATE TABLE IF NOT EXISTS node_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tasks (
@@ -40,18 +44,6 @@ CREATE TABLE IF NOT EXISTS tasks (
 CREATE TABLE IF NOT EXISTS calendars (
   shard INTEGER NOT NULL, name TEXT NOT NULL, data BLOB NOT NULL,
   PRIMARY KEY (shard, name)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS jobs (
-  shard INTEGER NOT NULL, id TEXT NOT NULL, state TEXT NOT NULL, task TEXT, next_fire_at INTEGER,
-  data BLOB NOT NULL,
-  PRIMARY KEY (shard, id)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS jobs_due ON jobs (shard, state, next_fire_at, id);
-CREATE INDEX IF NOT EXISTS jobs_task ON jobs (shard, task, state, id);
-CREATE TABLE IF NOT EXISTS executions (
-  shard INTEGER NOT NULL, job_id TEXT NOT NULL, scheduled_at INTEGER NOT NULL, state TEXT NOT NULL,
-  data BLOB NOT NULL,
-  PRIMARY KEY (shard, job_id, scheduled_at)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS executions_open ON executions (shard, job_id, scheduled_at)
-  WHERE state IN ('QUEUED', 'RUNNING');
 CREATE TABLE IF NOT EXISTS log (
   shard INTEGER NOT NULL, idx INTEGER NOT NULL, term INTEGER NOT NULL, data BLOB NOT NULL, crc INTEGER NOT NULL,
   PRIMARY KEY (shard, idx)) WITHOUT ROWID;
@@ -215,6 +207,7 @@ export function openDbFile(path: string, fsync: FsyncMode): Db {
     // Empty in a running node's state file (the log has its own): a backup carries them, and a restore moves them.
     ensureRaftSchema(db);
     checkSchemaVersion(db);
+    ensureJobTables(db);
     ensureMetadataIndex(db);
     migrateLifecycle(db);
   } catch (err) {
@@ -224,10 +217,17 @@ export function openDbFile(path: string, fsync: FsyncMode): Db {
   return db;
 }
 
+/** Versions `openDbFile` reads: the current one, and 2, which it migrates (job-keys.ts: migrateToSchema3). */
+export const readableSchemaVersions: readonly number[] = [2, schemaVersion];
+
 function checkSchemaVersion(db: Db): void {
   const found = getNodeMeta(db, 'schema_version');
   if (found === null) {
     setNodeMeta(db, 'schema_version', String(schemaVersion));
+    return;
+  }
+  if (Number(found) === 2) {
+    migrateToSchema3(db);
     return;
   }
   if (Number(found) !== schemaVersion) {

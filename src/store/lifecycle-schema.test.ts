@@ -32,7 +32,7 @@ function writeRows(store: SqliteShardStore): void {
 }
 
 function dropColumns(db: Db): void {
-  for (const index of ['jobs_expiry', 'jobs_expiry_own', 'jobs_dead', 'jobs_dead_class']) db.exec(`DROP INDEX ${index}`);
+  for (const index of ['jobs_expiry', 'jobs_expiry_own', 'jobs_dead', 'jobs_dead_class', 'jobs_live']) db.exec(`DROP INDEX ${index}`);
   for (const column of ['finished_at', 'retain_ms', 'error_class']) db.exec(`ALTER TABLE jobs DROP COLUMN ${column}`);
 }
 

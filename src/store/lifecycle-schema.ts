@@ -15,11 +15,16 @@ const columns = ['finished_at INTEGER', 'retain_ms INTEGER', 'error_class TEXT']
 /** The job states that set finished_at (shard-store.ts: `final`). */
 export const finishedStates = `'SUCCEEDED', 'FAILED', 'CANCELLED'`;
 
+/**
+ * Schema 3 (job-keys.ts): the shard last, so a batch's entries sort by time across shards. `jobs_live`: the live
+ * jobs of each task (countLiveJobsOfTask); on finished_at, not state, so a change between live states touches none.
+ */
 const indexes = `
-CREATE INDEX IF NOT EXISTS jobs_expiry ON jobs (shard, finished_at, id) WHERE finished_at IS NOT NULL AND retain_ms IS NULL;
-CREATE INDEX IF NOT EXISTS jobs_expiry_own ON jobs (shard, finished_at + retain_ms, id) WHERE retain_ms IS NOT NULL;
-CREATE INDEX IF NOT EXISTS jobs_dead ON jobs (shard, finished_at, id) WHERE state = 'FAILED';
-CREATE INDEX IF NOT EXISTS jobs_dead_class ON jobs (shard, task, error_class, finished_at, id) WHERE state = 'FAILED';
+CREATE INDEX IF NOT EXISTS jobs_expiry ON jobs (finished_at, id, shard) WHERE finished_at IS NOT NULL AND retain_ms IS NULL;
+CREATE INDEX IF NOT EXISTS jobs_expiry_own ON jobs (finished_at + retain_ms, id, shard) WHERE retain_ms IS NOT NULL;
+CREATE INDEX IF NOT EXISTS jobs_dead ON jobs (finished_at, id, shard) WHERE state = 'FAILED';
+CREATE INDEX IF NOT EXISTS jobs_dead_class ON jobs (task, error_class, finished_at, id, shard) WHERE state = 'FAILED';
+CREATE INDEX IF NOT EXISTS jobs_live ON jobs (task, shard) WHERE finished_at IS NULL;
 `;
 
 /** Adds the columns (filling them for the finished jobs already stored) and the indexes; idempotent. */
@@ -42,23 +47,25 @@ export function migrateLifecycle(db: Db): void {
 export function fillLifecycleColumns(db: Db, shard: number | null): void {
   const rows = db
     .prepare(
-      `SELECT shard, id, state, task, next_fire_at, data FROM jobs
+      `SELECT job_seq, shard, id, state, task, next_fire_at, data FROM jobs
        WHERE (? IS NULL OR shard = ?) AND state IN (${finishedStates}) AND finished_at IS NULL`,
     )
-    .all(shard, shard) as Array<JobRow & { shard: number }>;
+    .all(shard, shard) as Array<JobRow & { shard: number; job_seq: number }>;
   const task = db.prepare('SELECT data FROM tasks WHERE shard = ? AND name = ?').pluck();
-  const last = db.prepare('SELECT job_id, scheduled_at, state, data FROM executions WHERE shard = ? AND job_id = ? ORDER BY scheduled_at DESC LIMIT 1');
-  const set = db.prepare('UPDATE jobs SET finished_at = ?, retain_ms = ?, error_class = ? WHERE shard = ? AND id = ?');
+  const last = db.prepare(
+    'SELECT ? AS job_id, scheduled_at, state, data FROM executions WHERE job_seq = ? ORDER BY scheduled_at DESC LIMIT 1',
+  );
+  const set = db.prepare('UPDATE jobs SET finished_at = ?, retain_ms = ?, error_class = ? WHERE job_seq = ?');
   for (const row of rows) {
     const job = decodeJob(row);
     const taskData = job.task === null ? undefined : (task.get(row.shard, job.task) as Uint8Array | undefined);
     const retainMs = taskData === undefined ? null : (unpack<{ retentionMs?: number | null }>(taskData).retentionMs ?? null);
     let errorClass: string | null = null;
     if (job.state === 'FAILED') {
-      const e = last.get(row.shard, job.id) as ExecutionRow | undefined;
+      const e = last.get(job.id, row.job_seq) as ExecutionRow | undefined;
       const exec = e === undefined ? null : decodeExecution(e);
       errorClass = errorClassOf(exec?.statusCode ?? null, exec?.error ?? null);
     }
-    set.run(job.updatedAtMs, retainMs, errorClass, row.shard, row.id);
+    set.run(job.updatedAtMs, retainMs, errorClass, row.job_seq);
   }
 }

@@ -6,11 +6,17 @@
  *
  * The image names its columns, so a table that gains a column (another helper's schema work) still restores:
  * columns missing on either side are left to their defaults.
+ *
+ * The image is the same in schema 2 and 3 (nodes of both versions exchange them): schema 3's job sequence
+ * (job_seq, job-keys.ts) is local to a file and never in it; executions carry their job's id (`job_id`) as before,
+ * and rows are in schema 2's key order (jobs by id, executions by job id and scheduled_at). A restore gives the jobs
+ * new sequences.
  */
 import type { Statement } from 'better-sqlite3';
 import { assert } from '../core/assert.js';
 import type { Db } from './db.js';
 import { rebuildMetadataIndex } from './metadata-index.js';
+import { JobKeys } from './job-keys.js';
 import { pack, unpack } from './rows.js';
 import { fillLifecycleColumns } from './lifecycle-schema.js';
 
@@ -27,9 +33,22 @@ interface ShardImage {
   tables: Record<string, TableImage>;
 }
 
+/** The columns of a table as an image names them: no shard (the image is of one), no file-local job_seq. */
 function columnsOf(db: Db, table: string): string[] {
   const info = db.prepare(`PRAGMA table_info(${table})`).all() as Array<{ name: string }>;
-  return info.map((c) => c.name).filter((c) => c !== 'shard');
+  const cols = info.map((c) => c.name).filter((c) => c !== 'shard' && c !== 'job_seq');
+  return table === 'executions' ? ['job_id', ...cols] : cols;
+}
+
+/** The SELECT of a table's rows of one shard, in the image's column order and schema 2's key order. */
+function imageSelect(table: string, columns: string[]): string {
+  if (table === 'executions') {
+    const cols = columns.map((c) => (c === 'job_id' ? 'k.id' : `e.${c}`)).join(', ');
+    const from = (keys: string, seq: string): string => `SELECT ${cols} FROM ${keys} k JOIN executions e ON e.job_seq = k.${seq} WHERE k.shard = ?`;
+    return `${from('jobs', 'job_seq')} UNION ALL ${from('job_keys', 'seq')} ORDER BY 1, 2`;
+  }
+  const order = table === 'jobs' ? ' ORDER BY id' : '';
+  return `SELECT ${columns.join(', ')} FROM ${table} WHERE shard = ?${order}`;
 }
 
 /** A consistent copy of the shard's rows, msgpack-encoded (never empty: the empty image is a few bytes). */
@@ -38,10 +57,7 @@ export function encodeShardImage(db: Db, shard: number): Uint8Array {
   const read = db.transaction(() => {
     for (const t of stateTables) {
       const columns = columnsOf(db, t);
-      const rows = db
-        .prepare(`SELECT ${columns.join(', ')} FROM ${t} WHERE shard = ?`)
-        .raw(true)
-        .all(shard) as unknown[][];
+      const rows = db.prepare(imageSelect(t, columns)).raw(true).all(...(t === 'executions' ? [shard, shard] : [shard])) as unknown[][];
       tables[t] = { columns, rows };
     }
   });
@@ -64,7 +80,10 @@ export function shardImageRestores(db: Db): number {
 export function restoreShardImage(db: Db, shard: number, data: Uint8Array): void {
   // Counted first: caches of decoded rows (SqliteShardStore's tasks) are emptied, even if this transaction rolls back.
   restores.set(db, shardImageRestores(db) + 1);
-  for (const t of stateTables) db.prepare(`DELETE FROM ${t} WHERE shard = ?`).run(shard);
+  db.prepare('DELETE FROM executions WHERE job_seq IN (SELECT job_seq FROM jobs WHERE shard = ?)').run(shard);
+  db.prepare('DELETE FROM executions WHERE job_seq IN (SELECT seq FROM job_keys WHERE shard = ?)').run(shard);
+  db.prepare('DELETE FROM job_keys WHERE shard = ?').run(shard);
+  for (const t of stateTables) if (t !== 'executions') db.prepare(`DELETE FROM ${t} WHERE shard = ?`).run(shard);
   if (data.length === 0) return;
   const image = unpack<ShardImage>(data);
   assert(image.v === 1, `shard snapshot version ${String(image.v)} is not supported`);
@@ -73,6 +92,17 @@ export function restoreShardImage(db: Db, shard: number, data: Uint8Array): void
     if (img === undefined) continue;
     const have = new Set(columnsOf(db, t));
     const keep = img.columns.map((c, i) => [c, i] as const).filter(([c]) => have.has(c));
+    if (t === 'executions') {
+      // Keyed by the job's sequence: the jobs were inserted first (stateTables' order), so each has one.
+      const keys = new JobKeys(db);
+      const cols = keep.filter(([c]) => c !== 'job_id');
+      const jobAt = img.columns.indexOf('job_id');
+      const insert = db.prepare(
+        `INSERT INTO executions (job_seq, ${cols.map(([c]) => c).join(', ')}) VALUES (?, ${cols.map(() => '?').join(', ')})`,
+      );
+      for (const row of img.rows) insert.run(keys.seqFor(shard, row[jobAt] as string), ...cols.map(([, i]) => row[i]));
+      continue;
+    }
     const insert = db.prepare(
       `INSERT INTO ${t} (shard, ${keep.map(([c]) => c).join(', ')}) VALUES (?, ${keep.map(() => '?').join(', ')})`,
     );

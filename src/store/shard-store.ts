@@ -1,5 +1,6 @@
 /**
- * SqliteShardStore: the scheduler's state for ONE shard, in the node's SQLite file (every row keyed by shard).
+ * SqliteShardStore: the scheduler's state for ONE shard, in the node's SQLite file (every row has its shard; jobs and
+ * executions are keyed by the job's sequence, job-keys.ts).
  * Synchronous like SchedulerStore; the node wraps the apply of a whole batch in one transaction. Statements are
  * prepared once per store and reused.
  */
@@ -18,6 +19,7 @@ import type {
 import { errorClassOf, type ErrorClass } from '../scheduler/failure.js';
 import type { DueJob, JobPageQuery, SchedulerStore } from '../scheduler/store.js';
 import type { Db } from './db.js';
+import { JobKeys, rareStates, rareStateWhere } from './job-keys.js';
 import { MetadataIndex, searchParams, searchSql } from './metadata-index.js';
 import { shardImageRestores } from './shard-snapshot.js';
 import { isNoSearch } from '../scheduler/search.js';
@@ -35,10 +37,16 @@ import {
 } from './rows.js';
 
 const jobCols = 'id, state, task, next_fire_at, data';
-const execCols = 'job_id, scheduled_at, state, data';
-const live = `state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')`;
+/** An execution row has no job id (its key is the job's sequence): the caller's id is selected as job_id. */
+const execCols = '? AS job_id, scheduled_at, state, data';
+/** Live = not finished: finished_at is set exactly in the final states (lifecycle-schema.ts, index jobs_live). */
+const live = `finished_at IS NULL`;
 const open = `state IN ('QUEUED', 'RUNNING')`;
 const closed = `state NOT IN ('QUEUED', 'RUNNING')`;
+
+/** The indexed columns of a job row, in putJob's `values` order: an update sets only those that changed. */
+const jobUpdateCols = ['state', 'task', 'next_fire_at', 'finished_at', 'retain_ms', 'error_class'] as const;
+type JobKeyRow = [seq: number, state: string, task: string | null, nextFireAt: number | null, finishedAt: number | null, retainMs: number | null, errorClass: string | null];
 
 function statements(db: Db) {
   const p = (sql: string): Statement => db.prepare(sql);
@@ -53,15 +61,15 @@ function statements(db: Db) {
     deleteCalendar: p('DELETE FROM calendars WHERE shard = ? AND name = ?'),
     listCalendars: p('SELECT name, data FROM calendars WHERE shard = ? ORDER BY name'),
     getJob: p(`SELECT ${jobCols} FROM jobs WHERE shard = ? AND id = ?`),
-    // An upsert, not INSERT OR REPLACE: REPLACE deletes and re-inserts the row and every index entry, the
-    // upsert rewrites the row and only the index entries whose columns changed.
+    // putJob reads the indexed columns first and then inserts, or updates only the columns that changed: SQLite
+    // rewrites the entries of every index that names a column in the SET list (or in its WHERE), changed or not.
     // finished_at, retain_ms, error_class: lifecycle-schema.ts (retention and dead letters).
-    putJob: p(
+    jobKeyRow: p(
+      'SELECT job_seq, state, task, next_fire_at, finished_at, retain_ms, error_class FROM jobs WHERE id = ? AND shard = ?',
+    ).raw(),
+    insertJob: p(
       `INSERT INTO jobs (shard, id, state, task, next_fire_at, data, finished_at, retain_ms, error_class)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (shard, id) DO UPDATE SET state = excluded.state, task = excluded.task,
-       next_fire_at = excluded.next_fire_at, data = excluded.data, finished_at = excluded.finished_at,
-       retain_ms = excluded.retain_ms, error_class = excluded.error_class`,
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     ),
     listJobs: p(`SELECT ${jobCols} FROM jobs WHERE shard = ? AND id > ? ORDER BY id LIMIT ?`),
     listJobsByState: p(`SELECT ${jobCols} FROM jobs WHERE shard = ? AND state = ? AND id > ? ORDER BY id LIMIT ?`),
@@ -85,31 +93,33 @@ function statements(db: Db) {
       `SELECT id, next_fire_at FROM jobs WHERE shard = ? AND state = 'PENDING' AND next_fire_at <= ?
        AND (next_fire_at, id) > (?, ?) ORDER BY next_fire_at, id LIMIT ?`,
     ).raw(),
-    countByState: p('SELECT state, count(*) AS n FROM jobs WHERE shard = ? GROUP BY state'),
-    getExec: p(`SELECT ${execCols} FROM executions WHERE shard = ? AND job_id = ? AND scheduled_at = ?`),
+    // Kept by triggers (job-keys.ts): no index leads with (shard, state) any more.
+    countByState: p('SELECT state, n FROM job_counts WHERE shard = ?'),
+    countOfState: p('SELECT n FROM job_counts WHERE shard = ? AND state = ?').pluck(),
+    getExec: p(`SELECT ${execCols} FROM executions WHERE job_seq = ? AND scheduled_at = ?`),
     putExec: p(
-      `INSERT INTO executions (shard, job_id, scheduled_at, state, data) VALUES (?, ?, ?, ?, ?)
-       ON CONFLICT (shard, job_id, scheduled_at) DO UPDATE SET state = excluded.state, data = excluded.data`,
+      `INSERT INTO executions (job_seq, scheduled_at, state, data) VALUES (?, ?, ?, ?)
+       ON CONFLICT (job_seq, scheduled_at) DO UPDATE SET state = excluded.state, data = excluded.data`,
     ),
-    lastExec: p(
-      `SELECT ${execCols} FROM executions WHERE shard = ? AND job_id = ? ORDER BY scheduled_at DESC LIMIT 1`,
-    ),
-    listExecs: p(
-      `SELECT ${execCols} FROM executions WHERE shard = ? AND job_id = ? ORDER BY scheduled_at DESC LIMIT ?`,
-    ),
+    lastExec: p(`SELECT ${execCols} FROM executions WHERE job_seq = ? ORDER BY scheduled_at DESC LIMIT 1`),
+    listExecs: p(`SELECT ${execCols} FROM executions WHERE job_seq = ? ORDER BY scheduled_at DESC LIMIT ?`),
     listExecsBefore: p(
-      `SELECT ${execCols} FROM executions WHERE shard = ? AND job_id = ? AND scheduled_at < ?
-       ORDER BY scheduled_at DESC LIMIT ?`,
+      `SELECT ${execCols} FROM executions WHERE job_seq = ? AND scheduled_at < ? ORDER BY scheduled_at DESC LIMIT ?`,
     ),
-    openExecs: p(
-      `SELECT ${execCols} FROM executions WHERE shard = ? AND job_id = ? AND ${open} ORDER BY scheduled_at`,
-    ),
-    allOpen: p(`SELECT ${execCols} FROM executions WHERE shard = ? AND ${open} ORDER BY job_id, scheduled_at LIMIT ?`),
-    allOpenAfter: p(
-      `SELECT ${execCols} FROM executions WHERE shard = ? AND ${open} AND (job_id, scheduled_at) > (?, ?)
-       ORDER BY job_id, scheduled_at LIMIT ?`,
-    ),
+    openExecs: p(`SELECT ${execCols} FROM executions WHERE job_seq = ? AND ${open} ORDER BY scheduled_at`),
+    // The open executions of every shard (executions_open: few, the ones in flight or waiting for a retry), their
+    // jobs' ids joined, sorted by (job id, scheduled_at); job_keys holds the ids of jobs with no row.
+    allOpen: p(allOpenSql(false)),
+    allOpenAfter: p(allOpenSql(true)),
   };
+}
+
+function allOpenSql(after: boolean): string {
+  const page = after ? ' AND (k.id, e.scheduled_at) > (?, ?)' : '';
+  const from = (keys: string, seq: string): string =>
+    `SELECT k.id AS job_id, e.scheduled_at, e.state, e.data FROM executions e JOIN ${keys} k ON k.${seq} = e.job_seq
+     WHERE e.${open} AND k.shard = ?${page}`;
+  return `${from('jobs', 'job_seq')} UNION ALL ${from('job_keys', 'seq')} ORDER BY 1, 2 LIMIT ?`;
 }
 
 /**
@@ -169,6 +179,9 @@ export class SqliteShardStore implements SchedulerStore {
   private readonly l: ReturnType<typeof lifecycleStatements>;
   private readonly tasks: TaskCache;
   private readonly metadataIndex: MetadataIndex;
+  private readonly keys: JobKeys;
+  /** `UPDATE jobs` statements by the mask of the derived columns they set (putJob). */
+  private readonly jobUpdates = new Map<number, Statement>();
   /** Prepared search statements by their SQL (a handful of shapes: which filters are given). */
   private readonly searches = new Map<string, Statement>();
 
@@ -180,6 +193,7 @@ export class SqliteShardStore implements SchedulerStore {
     this.tasks = new TaskCache(db);
     this.metadataIndex = new MetadataIndex(db);
     this.l = lifecycleStatements(db);
+    this.keys = new JobKeys(db);
   }
 
   getTask(name: string): TaskRecord | null {
@@ -241,15 +255,53 @@ export class SqliteShardStore implements SchedulerStore {
       errorClass = errorClassOf(last?.statusCode ?? null, last?.error ?? null);
     }
     const finishedAt = finished ? job.updatedAtMs : null;
-    this.s.putJob.run(this.shard, job.id, job.state, job.task, job.nextFireAtMs, encodeJob(job), finishedAt, retainMs, errorClass);
+    const values = [job.state, job.task, job.nextFireAtMs, finishedAt, retainMs, errorClass] as const;
+    const old = this.s.jobKeyRow.get(job.id, this.shard) as JobKeyRow | undefined;
+    if (old === undefined) {
+      const seq = Number(this.s.insertJob.run(this.shard, job.id, ...values.slice(0, 3), encodeJob(job), ...values.slice(3)).lastInsertRowid);
+      const orphan = this.keys.orphanSeq(this.shard, job.id);
+      if (orphan !== undefined) this.keys.adoptOrphan(orphan, seq);
+    } else {
+      let mask = 0;
+      const changed: unknown[] = [];
+      for (let i = 0; i < values.length; i++) {
+        if (old[i + 1] !== values[i]) {
+          mask |= 1 << i;
+          changed.push(values[i]);
+        }
+      }
+      this.jobUpdate(mask).run(encodeJob(job), ...changed, old[0]);
+    }
     this.metadataIndex.sync(this.shard, job);
+  }
+
+  /** `UPDATE jobs SET data, <the columns of mask>` by job_seq, prepared once per mask. */
+  private jobUpdate(mask: number): Statement {
+    let st = this.jobUpdates.get(mask);
+    if (st === undefined) {
+      const set = ['data = ?', ...jobUpdateCols.filter((_c, i) => (mask & (1 << i)) !== 0).map((c) => `${c} = ?`)];
+      st = this.db.prepare(`UPDATE jobs SET ${set.join(', ')} WHERE job_seq = ?`);
+      this.jobUpdates.set(mask, st);
+    }
+    return st;
   }
 
   listJobs(query: JobPageQuery): JobRecord[] {
     const after = query.afterId ?? '';
     if (query.search !== undefined && !isNoSearch(query.search)) return this.searchJobs(query, after);
     let rows: unknown[];
-    if (query.state !== null && query.task !== null) {
+    // Only the rare states have an index by (state, id) (jobs_state_rare: a state change between common states
+    // moves no entry); the others walk jobs_id and fill a page at once. A state the shard has no job in is
+    // answered from job_counts without reading any.
+    if (query.state !== null && ((this.s.countOfState.get(this.shard, query.state) as number | undefined) ?? 0) === 0) return [];
+    if (query.state !== null && rareStates.includes(query.state)) {
+      // The index's WHERE repeated: SQLite takes a partial index only for a query whose WHERE holds its terms.
+      // INDEXED BY: with a task too, reading the state's few jobs beats reading the task's many (jobs_task).
+      const byTask = query.task === null ? '' : ' AND task = ?';
+      const sql = `SELECT ${jobCols} FROM jobs INDEXED BY jobs_state_rare WHERE ${rareStateWhere} AND state = ? AND shard = ?${byTask}
+        AND id > ? ORDER BY id LIMIT ?`;
+      rows = this.cached(sql).all(query.state, this.shard, ...(query.task === null ? [] : [query.task]), after, query.limit);
+    } else if (query.state !== null && query.task !== null) {
       rows = this.s.listJobsByStateTask.all(this.shard, query.state, query.task, after, query.limit);
     } else if (query.state !== null) {
       rows = this.s.listJobsByState.all(this.shard, query.state, after, query.limit);
@@ -313,36 +365,44 @@ export class SqliteShardStore implements SchedulerStore {
   }
 
   getExecution(jobId: string, scheduledAtMs: number): ExecutionRecord | null {
-    const row = this.s.getExec.get(this.shard, jobId, scheduledAtMs) as ExecutionRow | undefined;
+    const seq = this.keys.seqOf(this.shard, jobId);
+    if (seq === undefined) return null;
+    const row = this.s.getExec.get(jobId, seq, scheduledAtMs) as ExecutionRow | undefined;
     return row === undefined ? null : decodeExecution(row);
   }
 
   putExecution(e: ExecutionRecord): void {
-    this.s.putExec.run(this.shard, e.jobId, e.scheduledAtMs, e.state, encodeExecution(e));
+    this.s.putExec.run(this.keys.seqFor(this.shard, e.jobId), e.scheduledAtMs, e.state, encodeExecution(e));
   }
 
   lastExecution(jobId: string): ExecutionRecord | null {
-    const row = this.s.lastExec.get(this.shard, jobId) as ExecutionRow | undefined;
+    const seq = this.keys.seqOf(this.shard, jobId);
+    if (seq === undefined) return null;
+    const row = this.s.lastExec.get(jobId, seq) as ExecutionRow | undefined;
     return row === undefined ? null : decodeExecution(row);
   }
 
   listExecutions(jobId: string, limit: number, beforeScheduledAtMs: number | null): ExecutionRecord[] {
+    const seq = this.keys.seqOf(this.shard, jobId);
+    if (seq === undefined) return [];
     const rows =
       beforeScheduledAtMs === null
-        ? this.s.listExecs.all(this.shard, jobId, limit)
-        : this.s.listExecsBefore.all(this.shard, jobId, beforeScheduledAtMs, limit);
+        ? this.s.listExecs.all(jobId, seq, limit)
+        : this.s.listExecsBefore.all(jobId, seq, beforeScheduledAtMs, limit);
     return (rows as ExecutionRow[]).map(decodeExecution);
   }
 
   openExecutions(jobId: string): ExecutionRecord[] {
-    return (this.s.openExecs.all(this.shard, jobId) as ExecutionRow[]).map(decodeExecution);
+    const seq = this.keys.seqOf(this.shard, jobId);
+    if (seq === undefined) return [];
+    return (this.s.openExecs.all(jobId, seq) as ExecutionRow[]).map(decodeExecution);
   }
 
   allOpenExecutions(limit: number, after: { jobId: string; scheduledAtMs: number } | null): ExecutionRecord[] {
     const rows =
       after === null
-        ? this.s.allOpen.all(this.shard, limit)
-        : this.s.allOpenAfter.all(this.shard, after.jobId, after.scheduledAtMs, limit);
+        ? this.s.allOpen.all(this.shard, this.shard, limit)
+        : this.s.allOpenAfter.all(this.shard, after.jobId, after.scheduledAtMs, this.shard, after.jobId, after.scheduledAtMs, limit);
     return (rows as ExecutionRow[]).map(decodeExecution);
   }
 
@@ -360,15 +420,24 @@ export class SqliteShardStore implements SchedulerStore {
   }
 
   deleteJob(id: string, executionsMax: number): { executions: number; deleted: boolean } {
-    const executions = this.l.deleteOldestExecs.run(this.shard, id, this.shard, id, executionsMax).changes;
-    if (this.l.anyExec.get(this.shard, id) !== undefined) return { executions, deleted: false };
-    return { executions, deleted: this.l.deleteJob.run(this.shard, id).changes > 0 };
+    const seq = this.keys.seqOf(this.shard, id);
+    if (seq === undefined) return { executions: 0, deleted: false };
+    const executions = this.l.deleteOldestExecs.run(seq, seq, executionsMax).changes;
+    if (this.l.anyExec.get(seq) !== undefined) return { executions, deleted: false };
+    if (seq < 0) {
+      // Executions of a job with no row: their key goes with the last of them.
+      this.keys.dropOrphan(seq);
+      return { executions, deleted: false };
+    }
+    return { executions, deleted: this.l.deleteJob.run(seq).changes > 0 };
   }
 
   trimExecutions(jobId: string, keep: number, max: number): number {
-    const boundary = this.l.execAtOffset.get(this.shard, jobId, keep) as number | undefined;
+    const seq = this.keys.seqOf(this.shard, jobId);
+    if (seq === undefined) return 0;
+    const boundary = this.l.execAtOffset.get(seq, keep) as number | undefined;
     if (boundary === undefined) return 0;
-    return this.l.trimExecs.run(this.shard, jobId, this.shard, jobId, boundary, max).changes;
+    return this.l.trimExecs.run(seq, seq, boundary, max).changes;
   }
 
   /**
@@ -376,9 +445,9 @@ export class SqliteShardStore implements SchedulerStore {
    * `keep` executions. `nextAfterId` null: the sweep reached the last job.
    */
   jobsOverExecutions(afterId: string | null, scanMax: number, keep: number): { ids: string[]; nextAfterId: string | null } {
-    const ids = this.l.jobIdsAfter.all(this.shard, afterId ?? '', scanMax) as string[];
-    const over = ids.filter((id) => this.l.execAtOffset.get(this.shard, id, keep) !== undefined);
-    return { ids: over, nextAfterId: ids.length < scanMax ? null : ids[ids.length - 1]! };
+    const rows = this.l.jobIdsAfter.all(this.shard, afterId ?? '', scanMax) as Array<[string, number]>;
+    const over = rows.filter(([, seq]) => this.l.execAtOffset.get(seq, keep) !== undefined).map(([id]) => id);
+    return { ids: over, nextAfterId: rows.length < scanMax ? null : rows[rows.length - 1]![0] };
   }
 
   // --- dead letters (FAILED jobs) --------------------------------------------------------------------------
@@ -466,19 +535,19 @@ function lifecycleStatements(db: Db) {
        ORDER BY finished_at, id LIMIT ?`,
     ).pluck(),
     deleteOldestExecs: p(
-      `DELETE FROM executions WHERE shard = ? AND job_id = ? AND scheduled_at IN
-       (SELECT scheduled_at FROM executions WHERE shard = ? AND job_id = ? ORDER BY scheduled_at LIMIT ?)`,
+      `DELETE FROM executions WHERE job_seq = ? AND scheduled_at IN
+       (SELECT scheduled_at FROM executions WHERE job_seq = ? ORDER BY scheduled_at LIMIT ?)`,
     ),
-    anyExec: p('SELECT 1 FROM executions WHERE shard = ? AND job_id = ? LIMIT 1'),
-    deleteJob: p('DELETE FROM jobs WHERE shard = ? AND id = ?'),
+    anyExec: p('SELECT 1 FROM executions WHERE job_seq = ? LIMIT 1'),
+    deleteJob: p('DELETE FROM jobs WHERE job_seq = ?'),
     /** The newest execution past the kept ones (OFFSET keep): it and every older one may go. */
-    execAtOffset: p('SELECT scheduled_at FROM executions WHERE shard = ? AND job_id = ? ORDER BY scheduled_at DESC LIMIT 1 OFFSET ?').pluck(),
+    execAtOffset: p('SELECT scheduled_at FROM executions WHERE job_seq = ? ORDER BY scheduled_at DESC LIMIT 1 OFFSET ?').pluck(),
     trimExecs: p(
-      `DELETE FROM executions WHERE shard = ? AND job_id = ? AND scheduled_at IN
-       (SELECT scheduled_at FROM executions WHERE shard = ? AND job_id = ? AND scheduled_at <= ? AND ${closed}
+      `DELETE FROM executions WHERE job_seq = ? AND scheduled_at IN
+       (SELECT scheduled_at FROM executions WHERE job_seq = ? AND scheduled_at <= ? AND ${closed}
         ORDER BY scheduled_at LIMIT ?)`,
     ),
-    jobIdsAfter: p('SELECT id FROM jobs WHERE shard = ? AND id > ? ORDER BY id LIMIT ?').pluck(),
+    jobIdsAfter: p('SELECT id, job_seq FROM jobs WHERE shard = ? AND id > ? ORDER BY id LIMIT ?').raw(),
     groups: p(
       `SELECT task, error_class, count(*) AS n, max(finished_at) AS last FROM jobs WHERE shard = ? AND state = 'FAILED'
        GROUP BY task, error_class ORDER BY task, error_class`,

@@ -105,9 +105,10 @@ describe('the WAL is bounded (--fsync batch: the checkpointer thread)', () => {
     const fatal: unknown[] = [];
     const softMaxBytes = 1 * mib;
     const cp = new Checkpointer(path, 5, logger, (e) => fatal.push(e), { softMaxBytes, hardMaxBytes: 8 * mib });
-    // About 6 pages (24 KiB) per commit, 10 commits per round: a round adds at most ~0.25 MiB to the WAL; the stream
-    // writes ~20 MiB of WAL frames in all, which PASSIVE checkpoints alone let the file keep.
-    const { walBytesMax, rows } = await stream(cp, { commits: 2_000, rowsPerCommit: 5, commitsPerRound: 10 });
+    // About 8 pages (32 KiB) per commit (20 rows of 1 KiB appended in creation order, schema 3, and their index
+    // entries), 10 commits per round: a round adds at most ~0.3 MiB to the WAL; the stream writes ~60 MiB of WAL
+    // frames in all, which PASSIVE checkpoints alone let the file keep.
+    const { walBytesMax, rows } = await stream(cp, { commits: 2_000, rowsPerCommit: 20, commitsPerRound: 10 });
     const stats = cp.stats();
     await cp.close();
     expect(fatal).toEqual([]);
@@ -156,7 +157,8 @@ describe('the WAL file is truncated back after it rewinds (journal_size_limit, e
     const limit = nodeLimits.walJournalSizeLimitBytes;
     // One transaction larger than the limit (a snapshot installed, a large batch) grows the file past it.
     const put = db.prepare("INSERT INTO jobs (shard, id, state, task, next_fire_at, data) VALUES (0, ?, 'PENDING', 'wal', ?, ?)");
-    const rows = Math.ceil(limit / 4096);
+    // Schema 3 appends rows of 1 KiB in creation order (about 4 to a page): twice the limit's KiB is ~1.5 times it.
+    const rows = Math.ceil((2 * limit) / 1024);
     db.transaction(() => {
       for (let i = 0; i < rows; i++) put.run(jobId(i), 1_000_000 + i, jobBlob(i));
     })();
