@@ -56,9 +56,11 @@ export function apply(store: SchedulerStore, command: Command, term?: number): A
   const effects: Effect[] = [];
   rulesInApply.clear();
   entryTerm = term ?? null;
+  store.commandStarted?.();
   try {
     return { result: dispatch(store, command, effects), effects };
   } finally {
+    store.commandEnded?.();
     rulesInApply.clear();
     armsOfJob.clear();
     entryTerm = null;

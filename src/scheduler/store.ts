@@ -37,6 +37,14 @@ export interface SchedulerStore {
   /** Ordered by name. */
   listCalendars(): CalendarRecord[];
 
+  /**
+   * apply brackets every command with `commandStarted()` and `commandEnded()` (also when it throws). Between them
+   * nothing but the command writes the shard and nothing is rolled back, so a store may keep what it read for the
+   * command (SqliteShardStore keeps the row of the job being worked on) and must drop it at either call.
+   */
+  commandStarted?(): void;
+  commandEnded?(): void;
+
   getJob(id: string): JobRecord | null;
   /** Insert or replace. */
   putJob(job: JobRecord): void;

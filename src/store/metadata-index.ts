@@ -72,13 +72,22 @@ export class MetadataIndex {
    * Makes the job's rows match its metadata. Most puts (fired, outcomes) leave metadata alone: one indexed read
    * finds the rows equal and nothing is written.
    */
-  sync(shard: number, job: Pick<JobRecord, 'id' | 'metadata'>): void {
-    const want = indexedMetadata(job.metadata).sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  sync(shard: number, job: Pick<JobRecord, 'id' | 'metadata'>, want = indexedPairs(job.metadata)): void {
     const have = this.read.all(shard, job.id) as Array<[string, string]>;
     if (samePairs(want, have)) return;
     this.drop.run(shard, job.id);
-    for (const [key, value] of want) this.insert.run(shard, job.id, key, value);
+    this.add(shard, job.id, want);
   }
+
+  /** The rows of a job that has none: one just inserted (job_metadata_gc dropped any rows with the job's last row). */
+  add(shard: number, jobId: string, pairs: Array<[string, string]>): void {
+    for (const [key, value] of pairs) this.insert.run(shard, jobId, key, value);
+  }
+}
+
+/** The job's indexed pairs sorted by key, as the index reads them back. */
+export function indexedPairs(metadata: Record<string, unknown> | null): Array<[string, string]> {
+  return indexedMetadata(metadata).sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
 }
 
 function samePairs(a: Array<[string, string]>, b: Array<[string, string]>): boolean {

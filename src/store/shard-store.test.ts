@@ -9,6 +9,10 @@ import { pack } from './rows.js';
 import { encodeShardImage, restoreShardImage } from './shard-snapshot.js';
 import { decodeCommand, encodeCommand } from '../scheduler/codec.js';
 import type { Command } from '../scheduler/commands.js';
+import { apply } from '../scheduler/machine.js';
+import { MemoryStore } from '../scheduler/memory-store.js';
+import type { SchedulerStore } from '../scheduler/store.js';
+import type { JobSpec } from '../scheduler/types.js';
 
 const task = (name: string): TaskRecord => ({
   name,
@@ -240,5 +244,146 @@ describe('SqliteShardStore (beyond the contract)', () => {
     s.putExecution(exec('a', 10, 'SUCCEEDED'));
     expect(s.openExecutions('a')).toEqual([]);
     expect(s.getExecution('a', 10)?.state).toBe('SUCCEEDED');
+  });
+});
+
+describe('SqliteShardStore under apply (the job row held within a command)', () => {
+  let dir: string;
+  let db: Db;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'punctual-held-'));
+    db = openNodeDb(dir, 'batch');
+  });
+  afterEach(() => {
+    if (db.open) db.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const t0 = 1_800_000_000_000;
+  const spec = (id: string, over: Partial<JobSpec> = {}): JobSpec => ({
+    id,
+    task: 'email',
+    callback: null,
+    payload: new Uint8Array([123, 125]),
+    payloadEncoding: 'json',
+    schedule: { kind: 'once', atMs: t0 },
+    endAtMs: null,
+    maxRuns: 0,
+    misfire: 'fire_once',
+    overlap: 'allow',
+    metadata: null,
+    requestDigest: `digest-${id}`,
+    idempotencyKey: null,
+    ...over,
+  });
+  const fired = (jobId: string, at: number, attempt = 1): Command => ({
+    type: 'fired',
+    nowMs: at + 1,
+    nodeId: 'n1',
+    items: [{ jobId, scheduledAtMs: at, attempt, startedAtMs: at + 1 }],
+  });
+  const outcome = (jobId: string, at: number, result: 'succeeded' | 'failed' | 'retry', attempt = 1): Command => ({
+    type: 'outcomes',
+    nowMs: at + 5,
+    items: [{ jobId, scheduledAtMs: at, attempt, result, statusCode: result === 'succeeded' ? 200 : 503, error: null, finishedAtMs: at + 5, retryAtMs: result === 'retry' ? at + 50 : null }],
+  });
+
+  /** Every command of a job's life: metadata indexed, changed and dropped, retries, pause, a run, a cancel, retention. */
+  const script: Command[] = [
+    { type: 'put_task', nowMs: 1, task: { ...task('email'), retentionMs: 10 } as TaskRecord },
+    {
+      type: 'create_jobs',
+      nowMs: t0 - 1000,
+      shard: 1,
+      jobs: [
+        spec('a'),
+        spec('b', { metadata: { team: 'x', n: 1 } }),
+        spec('c', { schedule: { kind: 'every', everyMs: 100, startAtMs: t0 }, metadata: { team: 'y' } }),
+        spec('a'),
+        spec('d', { task: 'missing' }),
+      ],
+    },
+    fired('a', t0),
+    fired('b', t0),
+    fired('c', t0),
+    outcome('a', t0, 'succeeded'),
+    outcome('b', t0, 'retry'),
+    fired('b', t0, 2),
+    outcome('b', t0, 'failed', 2),
+    outcome('c', t0, 'succeeded'),
+    { type: 'patch_job', nowMs: t0 + 20, id: 'c', patch: { metadata: { team: 'z' } } },
+    { type: 'pause_job', nowMs: t0 + 30, id: 'c' },
+    { type: 'resume_job', nowMs: t0 + 40, id: 'c' },
+    { type: 'run_job', nowMs: t0 + 45, id: 'a', runKey: 'k1' },
+    { type: 'patch_job', nowMs: t0 + 50, id: 'c', patch: { metadata: null } },
+    { type: 'cancel_job', nowMs: t0 + 60, id: 'c' },
+    { type: 'replay_jobs', nowMs: t0 + 70, ids: ['b'] },
+    { type: 'retention', nowMs: t0 + 10_000, retentionMs: 1, jobsMax: 10, trim: [] },
+  ];
+
+  function everything(s: SchedulerStore): unknown {
+    const jobs = s.listJobs({ state: null, task: null, limit: 100, afterId: null });
+    const search = (k: string, v: string): string[] =>
+      s.listJobs({ state: null, task: null, limit: 100, afterId: null, search: { metadata: [[k, v]], nextFireAfterMs: null, nextFireBeforeMs: null } }).map((j) => j.id);
+    return {
+      jobs,
+      executions: ['a', 'b', 'c', 'd'].map((id) => s.listExecutions(id, 100, null)),
+      open: s.allOpenExecutions(100, null),
+      counts: s.countJobsByState(),
+      due: s.dueJobs(t0 + 100_000, 100, null),
+      live: s.countLiveJobsOfTask('email'),
+      search: [search('team', 'x'), search('team', 'y'), search('team', 'z'), search('n', '1')],
+      deadLetters: s instanceof SqliteShardStore ? s.deadLetters({ task: null, errorClass: null, sinceMs: null, untilMs: null }, 10, null) : null,
+    };
+  }
+
+  it('leaves the same state, results and effects as the in-memory store, command after command', () => {
+    const sqlite = new SqliteShardStore(db, 1);
+    const memory = new MemoryStore();
+    for (const c of script) {
+      const got = db.transaction(() => apply(sqlite, c))();
+      expect(got).toEqual(apply(memory, c));
+      const { deadLetters: _d, ...state } = everything(sqlite) as Record<string, unknown>;
+      const { deadLetters: _m, ...want } = everything(memory) as Record<string, unknown>;
+      expect(state).toEqual(want);
+    }
+    // Written through the held rows as they would be without them (lifecycle columns: dead letters, retention).
+    const fresh = new SqliteShardStore(db, 1);
+    expect(everything(fresh)).toEqual(everything(sqlite));
+  });
+
+  it('keeps nothing of a command whose transaction rolled back: a later job gets the rolled-back sequence, with its own executions', () => {
+    const s = new SqliteShardStore(db, 1);
+    db.transaction(() => apply(s, script[0]!))();
+    expect(() =>
+      db.transaction(() => {
+        apply(s, { type: 'create_jobs', nowMs: t0 - 1000, shard: 1, jobs: [spec('gone')] });
+        apply(s, fired('gone', t0));
+        throw new Error('disk full');
+      })(),
+    ).toThrow('disk full');
+    db.transaction(() => apply(s, { type: 'create_jobs', nowMs: t0 - 1000, shard: 1, jobs: [spec('next')] }))();
+    const firedGone = db.transaction(() => apply(s, fired('gone', t0)))();
+    expect(firedGone.result).toEqual({ type: 'fired', applied: 0, ignored: 1 });
+    db.transaction(() => apply(s, fired('next', t0)))();
+    expect(s.getJob('gone')).toBeNull();
+    expect(s.listExecutions('gone', 10, null)).toEqual([]);
+    expect(s.listExecutions('next', 10, null).map((e) => [e.jobId, e.state])).toEqual([['next', 'RUNNING']]);
+    expect(s.countJobsByState().RUNNING).toBe(1);
+  });
+
+  it('compares a command\'s write with the row as stored, even when another store of the file wrote it since the last command', () => {
+    const a = new SqliteShardStore(db, 1);
+    const b = new SqliteShardStore(db, 1);
+    db.transaction(() => apply(a, script[0]!))();
+    db.transaction(() => apply(a, { type: 'create_jobs', nowMs: t0 - 1000, shard: 1, jobs: [spec('j', { metadata: { team: 'x' } })] }))();
+    db.transaction(() => apply(b, fired('j', t0)))();
+    db.transaction(() => apply(b, { type: 'patch_job', nowMs: t0 + 2, id: 'j', patch: { metadata: null } }))();
+    db.transaction(() => apply(a, outcome('j', t0, 'succeeded')))();
+    expect(a.countJobsByState()).toMatchObject({ PENDING: 0, RUNNING: 0, SUCCEEDED: 1 });
+    expect(a.dueJobs(t0 + 100_000, 10, null)).toEqual([]);
+    expect(a.countLiveJobsOfTask('email')).toBe(0);
+    const byTeam = a.listJobs({ state: null, task: null, limit: 10, afterId: null, search: { metadata: [['team', 'x']], nextFireAfterMs: null, nextFireBeforeMs: null } });
+    expect(byTeam).toEqual([]);
   });
 });

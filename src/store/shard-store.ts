@@ -20,7 +20,7 @@ import { errorClassOf, type ErrorClass } from '../scheduler/failure.js';
 import type { DueJob, JobPageQuery, SchedulerStore } from '../scheduler/store.js';
 import type { Db } from './db.js';
 import { JobKeys, rareStates, rareStateWhere } from './job-keys.js';
-import { MetadataIndex, searchParams, searchSql } from './metadata-index.js';
+import { indexedPairs, MetadataIndex, searchParams, searchSql } from './metadata-index.js';
 import { shardImageRestores } from './shard-snapshot.js';
 import { isNoSearch } from '../scheduler/search.js';
 import {
@@ -61,15 +61,22 @@ function statements(db: Db) {
     deleteCalendar: p('DELETE FROM calendars WHERE shard = ? AND name = ?'),
     listCalendars: p('SELECT name, data FROM calendars WHERE shard = ? ORDER BY name'),
     getJob: p(`SELECT ${jobCols} FROM jobs WHERE shard = ? AND id = ?`),
-    // putJob reads the indexed columns first and then inserts, or updates only the columns that changed: SQLite
-    // rewrites the entries of every index that names a column in the SET list (or in its WHERE), changed or not.
-    // finished_at, retain_ms, error_class: lifecycle-schema.ts (retention and dead letters).
+    // Within a command (HeldJob): the row with its sequence and the indexed columns putJob compares against.
+    getJobHeld: p(`SELECT ${jobCols}, job_seq, finished_at, retain_ms, error_class FROM jobs WHERE shard = ? AND id = ?`),
+    // putJob reads the indexed columns first (unless the command holds the row: HeldJob) and then inserts, or
+    // updates only the columns that changed: SQLite rewrites the entries of every index that names a column in the
+    // SET list (or in its WHERE), changed or not. finished_at, retain_ms, error_class: lifecycle-schema.ts.
     jobKeyRow: p(
       'SELECT job_seq, state, task, next_fire_at, finished_at, retain_ms, error_class FROM jobs WHERE id = ? AND shard = ?',
     ).raw(),
     insertJob: p(
       `INSERT INTO jobs (shard, id, state, task, next_fire_at, data, finished_at, retain_ms, error_class)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ),
+    // The held insert: a job the command read as absent. DO NOTHING instead of an error if it is there after all.
+    insertJobIfAbsent: p(
+      `INSERT INTO jobs (shard, id, state, task, next_fire_at, data, finished_at, retain_ms, error_class)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
     ),
     listJobs: p(`SELECT ${jobCols} FROM jobs WHERE shard = ? AND id > ? ORDER BY id LIMIT ?`),
     listJobsByState: p(`SELECT ${jobCols} FROM jobs WHERE shard = ? AND state = ? AND id > ? ORDER BY id LIMIT ?`),
@@ -174,6 +181,30 @@ class TaskCache {
 /** Tasks whose decoded record is kept per store (cleared when full). */
 const taskCacheEntriesMax = 1_024;
 
+/**
+ * The row of the job the command being applied works on, as the command last read or wrote it: putJob compares
+ * the job with it instead of reading the row again, and the job's executions are found by its sequence without
+ * looking the id up (a fired or outcome item went from 8 or more statements to 4). Kept only between
+ * commandStarted and commandEnded, where nothing else writes the shard and nothing is rolled back.
+ */
+interface HeldJob {
+  id: string;
+  /** null: the job has no row. */
+  seq: number | null;
+  /** The indexed columns as stored, in jobUpdateCols order (unused while seq is null). */
+  keys: readonly unknown[];
+  /** The job has no job_metadata rows: its stored metadata has no indexed pair. */
+  unindexed: boolean;
+}
+
+/** getJobHeld's row: the job's columns, its sequence and the indexed columns putJob sets. */
+interface HeldJobRow extends JobRow {
+  job_seq: number;
+  finished_at: number | null;
+  retain_ms: number | null;
+  error_class: string | null;
+}
+
 export class SqliteShardStore implements SchedulerStore {
   private readonly s: ReturnType<typeof statements>;
   private readonly l: ReturnType<typeof lifecycleStatements>;
@@ -184,6 +215,9 @@ export class SqliteShardStore implements SchedulerStore {
   private readonly jobUpdates = new Map<number, Statement>();
   /** Prepared search statements by their SQL (a handful of shapes: which filters are given). */
   private readonly searches = new Map<string, Statement>();
+  /** Between commandStarted and commandEnded (SchedulerStore): `held` may be kept. */
+  private inCommand = false;
+  private held: HeldJob | null = null;
 
   constructor(
     private readonly db: Db,
@@ -240,9 +274,31 @@ export class SqliteShardStore implements SchedulerStore {
     return rows.map((r) => decodeCalendar(r.name, r.data));
   }
 
+  commandStarted(): void {
+    this.inCommand = true;
+    this.held = null;
+  }
+
+  commandEnded(): void {
+    this.inCommand = false;
+    this.held = null;
+  }
+
   getJob(id: string): JobRecord | null {
-    const row = this.s.getJob.get(this.shard, id) as JobRow | undefined;
-    return row === undefined ? null : decodeJob(row);
+    if (!this.inCommand) {
+      const row = this.s.getJob.get(this.shard, id) as JobRow | undefined;
+      return row === undefined ? null : decodeJob(row);
+    }
+    const row = this.s.getJobHeld.get(this.shard, id) as HeldJobRow | undefined;
+    if (row === undefined) {
+      this.held = { id, seq: null, keys: [], unindexed: true };
+      return null;
+    }
+    const job = decodeJob(row);
+    const keys = [row.state, row.task, row.next_fire_at, row.finished_at, row.retain_ms, row.error_class];
+    // Metadata with pairs is compared with its rows (sync); only none at all is known to have none.
+    this.held = { id, seq: row.job_seq, keys, unindexed: job.metadata == null };
+    return job;
   }
 
   putJob(job: JobRecord): void {
@@ -255,24 +311,57 @@ export class SqliteShardStore implements SchedulerStore {
       errorClass = errorClassOf(last?.statusCode ?? null, last?.error ?? null);
     }
     const finishedAt = finished ? job.updatedAtMs : null;
-    const values = [job.state, job.task, job.nextFireAtMs, finishedAt, retainMs, errorClass] as const;
-    const old = this.s.jobKeyRow.get(job.id, this.shard) as JobKeyRow | undefined;
-    if (old === undefined) {
-      const seq = Number(this.s.insertJob.run(this.shard, job.id, ...values.slice(0, 3), encodeJob(job), ...values.slice(3)).lastInsertRowid);
-      const orphan = this.keys.orphanSeq(this.shard, job.id);
-      if (orphan !== undefined) this.keys.adoptOrphan(orphan, seq);
-    } else {
-      let mask = 0;
-      const changed: unknown[] = [];
-      for (let i = 0; i < values.length; i++) {
-        if (old[i + 1] !== values[i]) {
-          mask |= 1 << i;
-          changed.push(values[i]);
-        }
-      }
-      this.jobUpdate(mask).run(encodeJob(job), ...changed, old[0]);
+    const values = [job.state, job.task, job.nextFireAtMs, finishedAt, retainMs, errorClass];
+    const held = this.held !== null && this.held.id === job.id ? this.held : null;
+    const want = indexedPairs(job.metadata);
+    let seq: number | null = null;
+    if (held !== null && held.seq !== null) {
+      seq = held.seq;
+      this.updateJob(job, values, held.keys, seq);
+      if (want.length > 0 || !held.unindexed) this.metadataIndex.sync(this.shard, job, want);
+    } else if (held !== null) {
+      // Read as absent by this command: no row to compare with, and no index rows (they go with the row).
+      seq = this.insertJob(job, values, this.s.insertJobIfAbsent);
+      if (seq !== null) this.metadataIndex.add(this.shard, job.id, want);
     }
-    this.metadataIndex.sync(this.shard, job);
+    if (seq === null) {
+      const old = this.s.jobKeyRow.get(job.id, this.shard) as JobKeyRow | undefined;
+      if (old === undefined) seq = this.insertJob(job, values, this.s.insertJob)!;
+      else this.updateJob(job, values, old.slice(1), (seq = old[0]));
+      this.metadataIndex.sync(this.shard, job, want);
+    }
+    if (this.inCommand) this.held = { id: job.id, seq, keys: values, unindexed: want.length === 0 };
+  }
+
+  /** Inserts the job's row; its sequence, or null when `insert` (insertJobIfAbsent) found the row there. */
+  private insertJob(job: JobRecord, values: unknown[], insert: Statement): number | null {
+    const [state, task, next, finishedAt, retainMs, errorClass] = values;
+    const r = insert.run(this.shard, job.id, state, task, next, encodeJob(job), finishedAt, retainMs, errorClass);
+    if (r.changes === 0) return null;
+    const seq = Number(r.lastInsertRowid);
+    const orphan = this.keys.orphanSeq(this.shard, job.id);
+    if (orphan !== undefined) this.keys.adoptOrphan(orphan, seq);
+    return seq;
+  }
+
+  /** Updates the row's data and the indexed columns whose value differs from `old` (same order as values). */
+  private updateJob(job: JobRecord, values: unknown[], old: readonly unknown[], seq: number): void {
+    let mask = 0;
+    const changed: unknown[] = [];
+    for (let i = 0; i < values.length; i++) {
+      if (old[i] !== values[i]) {
+        mask |= 1 << i;
+        changed.push(values[i]);
+      }
+    }
+    this.jobUpdate(mask).run(encodeJob(job), ...changed, seq);
+  }
+
+  /** The job's sequence: the held one for the job the command works on, else looked up. */
+  private seqOf(jobId: string): number | undefined {
+    const held = this.held;
+    if (held !== null && held.id === jobId && held.seq !== null) return held.seq;
+    return this.keys.seqOf(this.shard, jobId);
   }
 
   /** `UPDATE jobs SET data, <the columns of mask>` by job_seq, prepared once per mask. */
@@ -365,18 +454,20 @@ export class SqliteShardStore implements SchedulerStore {
   }
 
   getExecution(jobId: string, scheduledAtMs: number): ExecutionRecord | null {
-    const seq = this.keys.seqOf(this.shard, jobId);
+    const seq = this.seqOf(jobId);
     if (seq === undefined) return null;
     const row = this.s.getExec.get(jobId, seq, scheduledAtMs) as ExecutionRow | undefined;
     return row === undefined ? null : decodeExecution(row);
   }
 
   putExecution(e: ExecutionRecord): void {
-    this.s.putExec.run(this.keys.seqFor(this.shard, e.jobId), e.scheduledAtMs, e.state, encodeExecution(e));
+    const held = this.held;
+    const seq = held !== null && held.id === e.jobId && held.seq !== null ? held.seq : this.keys.seqFor(this.shard, e.jobId);
+    this.s.putExec.run(seq, e.scheduledAtMs, e.state, encodeExecution(e));
   }
 
   lastExecution(jobId: string): ExecutionRecord | null {
-    const seq = this.keys.seqOf(this.shard, jobId);
+    const seq = this.seqOf(jobId);
     if (seq === undefined) return null;
     const row = this.s.lastExec.get(jobId, seq) as ExecutionRow | undefined;
     return row === undefined ? null : decodeExecution(row);
@@ -393,7 +484,7 @@ export class SqliteShardStore implements SchedulerStore {
   }
 
   openExecutions(jobId: string): ExecutionRecord[] {
-    const seq = this.keys.seqOf(this.shard, jobId);
+    const seq = this.seqOf(jobId);
     if (seq === undefined) return [];
     return (this.s.openExecs.all(jobId, seq) as ExecutionRow[]).map(decodeExecution);
   }
@@ -420,6 +511,7 @@ export class SqliteShardStore implements SchedulerStore {
   }
 
   deleteJob(id: string, executionsMax: number): { executions: number; deleted: boolean } {
+    this.held = null;
     const seq = this.keys.seqOf(this.shard, id);
     if (seq === undefined) return { executions: 0, deleted: false };
     const executions = this.l.deleteOldestExecs.run(seq, seq, executionsMax).changes;
