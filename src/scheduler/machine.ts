@@ -339,17 +339,8 @@ function createJob(
     return { id, ...fail('invalid_argument', 'a job needs a task or a callback', 'callback') };
   }
   // The first occurrence is computed from this command's one instant (an `every` without start starts at it).
-  const schedule = resolveSchedule(spec.schedule, nowMs, spec.id);
-  const job: JobRecord = {
-    ...spec,
-    schedule,
-    state: 'PENDING',
-    nextFireAtMs: null,
-    runs: 0,
-    shard,
-    createdAtMs: nowMs,
-    updatedAtMs: nowMs,
-  };
+  const job = newJob(spec, resolveSchedule(spec.schedule, nowMs, spec.id), shard, nowMs);
+  const schedule = job.schedule;
   const unknown = unknownCalendar(store, schedule, 'schedule');
   if (unknown !== null) return { id, ...unknown };
   const first = firstOccurrence(schedule, nowMs);
@@ -365,6 +356,24 @@ function createJob(
   putJob(store, job);
   armNext(job, effects, 'created');
   return { ok: true, job, created: true };
+}
+
+/**
+ * The spec's fields in its order (the resolved schedule in its place), then the job's own: what `{ ...spec, schedule,
+ * state: 'PENDING', ... }` makes, key for key. Copied key by key: a spread that adds keys the spec has not took V8's
+ * slow path, about 10 µs a job (most of a create's JS time).
+ */
+function newJob(spec: JobSpec, schedule: Schedule, shard: number, nowMs: number): JobRecord {
+  const job: Record<string, unknown> = {};
+  for (const key of Object.keys(spec)) job[key] = spec[key as keyof JobSpec];
+  job.schedule = schedule;
+  job.state = 'PENDING';
+  job.nextFireAtMs = null;
+  job.runs = 0;
+  job.shard = shard;
+  job.createdAtMs = nowMs;
+  job.updatedAtMs = nowMs;
+  return job as unknown as JobRecord;
 }
 
 function cancelJob(store: SchedulerStore, job: JobRecord, nowMs: number, effects: Effect[]): JobCommandResult {
