@@ -372,6 +372,19 @@ describe('SqliteShardStore under apply (the job row held within a command)', () 
     expect(s.countJobsByState().RUNNING).toBe(1);
   });
 
+  it('finishes a job with the retention its task has in that command, after a put_task changed it', () => {
+    const s = new SqliteShardStore(db, 1);
+    const put = (retentionMs: number): Command => ({ type: 'put_task', nowMs: 1, task: { ...task('email'), retentionMs } as TaskRecord });
+    db.transaction(() => apply(s, put(10)))();
+    db.transaction(() => apply(s, { type: 'create_jobs', nowMs: t0 - 1000, shard: 1, jobs: [spec('x'), spec('y')] }))();
+    db.transaction(() => apply(s, { type: 'fired', nowMs: t0 + 1, nodeId: 'n1', items: ['x', 'y'].map((jobId) => ({ jobId, scheduledAtMs: t0, attempt: 1, startedAtMs: t0 + 1 })) }))();
+    db.transaction(() => apply(s, outcome('x', t0, 'succeeded')))();
+    db.transaction(() => apply(s, put(100_000)))();
+    db.transaction(() => apply(s, outcome('y', t0, 'succeeded')))();
+    expect(s.expiredJobs(t0 + 1000, null, 10)).toEqual(['x']);
+    expect(s.expiredJobs(t0 + 200_000, null, 10)).toEqual(['x', 'y']);
+  });
+
   it('compares a command\'s write with the row as stored, even when another store of the file wrote it since the last command', () => {
     const a = new SqliteShardStore(db, 1);
     const b = new SqliteShardStore(db, 1);

@@ -218,6 +218,11 @@ export class SqliteShardStore implements SchedulerStore {
   /** Between commandStarted and commandEnded (SchedulerStore): `held` may be kept. */
   private inCommand = false;
   private held: HeldJob | null = null;
+  /**
+   * Tasks read within the command (an outcomes command of a thousand jobs of one task reads its row once, not per
+   * finished job for retain_ms): dropped with `held`, and by putTask / deleteTask.
+   */
+  private readonly commandTasks = new Map<string, TaskRecord>();
 
   constructor(
     private readonly db: Db,
@@ -231,18 +236,23 @@ export class SqliteShardStore implements SchedulerStore {
   }
 
   getTask(name: string): TaskRecord | null {
-    const cached = this.tasks.get(name);
+    const cached = this.tasks.get(name) ?? (this.inCommand ? this.commandTasks.get(name) : undefined);
     if (cached !== undefined) return cached;
     const data = this.s.getTask.get(this.shard, name) as Uint8Array | undefined;
-    return data === undefined ? null : this.tasks.fromRow(name, data);
+    if (data === undefined) return null;
+    const task = this.tasks.fromRow(name, data);
+    if (this.inCommand) this.commandTasks.set(name, task);
+    return task;
   }
 
   putTask(task: TaskRecord): void {
+    this.commandTasks.delete(task.name);
     this.tasks.drop(task.name);
     this.s.putTask.run(this.shard, task.name, encodeTask(task));
   }
 
   deleteTask(name: string): boolean {
+    this.commandTasks.delete(name);
     this.tasks.drop(name);
     return this.s.deleteTask.run(this.shard, name).changes > 0;
   }
@@ -277,11 +287,13 @@ export class SqliteShardStore implements SchedulerStore {
   commandStarted(): void {
     this.inCommand = true;
     this.held = null;
+    this.commandTasks.clear();
   }
 
   commandEnded(): void {
     this.inCommand = false;
     this.held = null;
+    this.commandTasks.clear();
   }
 
   getJob(id: string): JobRecord | null {
