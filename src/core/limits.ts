@@ -294,6 +294,11 @@ export const nodeLimits = {
   logDeadRowsMax: 50_000,
   /** Page size of raft-log.db: a round appends small rows of many groups at the tail, so small pages write less. */
   logPageBytes: 1024,
+  /** Committed entries a start applies at open (src/node/replay.ts), in one transaction; the applier takes the
+   * rest. A kill -9 under load leaves hundreds (the batch interval's and the applier's backlog). */
+  startReplayEntriesMax: 200_000,
+  /** ... read from the log this many bytes of entry data at a time. */
+  startReplayReadBytesMax: 4 * 1024 * 1024,
 } as const;
 assert(nodeLimits.logCompactEveryEntries <= nodeLimits.logKeepEntries, 'compaction interval exceeds kept entries');
 assert(nodeLimits.listScanRowsMax >= limits.listLimitMax, 'list scan bound below a page');
@@ -603,6 +608,10 @@ export const queueLimits = {
 assert(queueLimits.proposerCommandsMax >= limits.commitBatchCommandsMax, 'the proposer queue must hold a whole group commit');
 assert(queueLimits.proposerEngineItemsMax >= stallLimits.engineItemsPerCommandMax, 'engine items must fill at least one command');
 assert(queueLimits.applyQueueEntriesMax >= stallLimits.applySliceEntriesMax, 'the apply queue must hold a whole slice');
+assert(
+  nodeLimits.startReplayEntriesMax >= queueLimits.applyQueueEntriesMax + nodeLimits.stateBatchEntriesMax,
+  'a start must replay at open what a kill can leave unapplied (the apply queue and an open batch)',
+);
 assert(queueLimits.dueBacklogMax >= stallLimits.fireBatchMax, 'the due backlog must hold a whole fire batch');
 assert(queueLimits.wheelLoadedMax < queueLimits.wheelEntriesMax, 'the loader limit must leave headroom in the wheel');
 assert(

@@ -282,7 +282,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
   const targetPolicy = targetPolicyFromLists(config.callbackAllow, config.callbackDeny);
   // A joining node bootstraps nothing: its groups learn their membership from their leaders' snapshots.
   const voters = (options.join ?? config.join) === true ? [] : [config.nodeId, ...config.peers.map((x) => x.id)];
-  const logs = openShardLogs(p.dbs, config.shards, voters);
+  const logs = openShardLogs(p.dbs, config.shards, voters, config.fsync);
   p.phases.mark('logs');
   const rand = new Prng(randomInt(2 ** 31));
   // The node's pure side: Replication and NodeCore composed (src/nodecore/node.ts); the shells below carry it out.
@@ -477,7 +477,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
         await waitUntil(() => phases.leading(host.groups.every((g) => g.role === 'leader')) && host.groups.every((g) => g.firing), 5_000);
       }
       phases.mark('firing');
-      logger.debug('startup phases', phases.summary());
+      logger.debug('startup phases', { ...phases.summary(), replayEntries: logs.replay.entries, replayMs: logs.replay.ms });
       cluster.startRebalancer(options.rebalanceIntervalMs ?? clusterLimits.rebalanceIntervalMs);
       retention.start();
       service.ready = true;

@@ -45,6 +45,7 @@ import { StateBatch } from '../store/state-batch.js';
 import type { WalSyncer } from '../store/wal-sync.js';
 import { nodeLimits } from '../core/limits.js';
 import { ShardGroup, type Waiter } from './group.js';
+import { replayCommitted } from './replay.js';
 import type { NodeShell, RoundLoop } from './shell.js';
 import { diskFull, notLeader, proposalFailed, type Applied, type Node, type ReadAnswer, type ReplicaEvent, type ReplicaRound, type Replication } from '../nodecore/index.js';
 
@@ -63,13 +64,16 @@ export interface ShardLogs {
   /** The state machine's store of each shard (one instance per shard: the applier writes it, NodeCore reads it). */
   stores: SqliteShardStore[];
   applied: number[];
+  /** The committed entries applied at open (replay.ts), before Raft runs, and how long that took. */
+  replay: { entries: number; ms: number };
 }
 
 /**
  * Opens the Raft log of every shard (bootstrapped with `voters` when a group has no Raft state; empty for a node
- * that joins a running cluster: its groups wait for a snapshot from their leaders).
+ * that joins a running cluster: its groups wait for a snapshot from their leaders), and applies the committed
+ * entries the state file is missing (replay.ts).
  */
-export function openShardLogs(dbs: NodeDbs, shards: number, voters: readonly string[]): ShardLogs {
+export function openShardLogs(dbs: NodeDbs, shards: number, voters: readonly string[], fsync: FsyncMode): ShardLogs {
   const appliedIndexes = new AppliedIndexes(dbs.state);
   const storages: SqliteRaftStorage[] = [];
   for (let shard = 0; shard < shards; shard++) {
@@ -79,11 +83,11 @@ export function openShardLogs(dbs: NodeDbs, shards: number, voters: readonly str
     commitThroughApplied(storage, storedApplied(appliedIndexes, shard, storage));
     storages.push(storage);
   }
-  return {
-    storages,
-    stores: storages.map((_, shard) => new SqliteShardStore(dbs.state, shard)),
-    applied: storages.map((storage, shard) => storedApplied(appliedIndexes, shard, storage)),
-  };
+  const replay = storages.map((storage, shard) => ({ storage, store: new SqliteShardStore(dbs.state, shard), applied: storedApplied(appliedIndexes, shard, storage) }));
+  const start = performance.now();
+  const entries = replayCommitted(dbs.state, appliedIndexes, replay, { file: dbs.log.name, fsync });
+  const ms = Math.round(performance.now() - start);
+  return { storages, stores: replay.map((r) => r.store), applied: replay.map((r) => r.applied), replay: { entries, ms } };
 }
 
 /**
