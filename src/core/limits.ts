@@ -510,6 +510,12 @@ export const stallLimits = {
    * is always that close, and slices of one entry each cost a commit (its pages written to the WAL) per entry.
    */
   applySliceFireDueMs: 0.5,
+  /**
+   * Until a node that starts is ready, a slice applying while a shard it leads catches up runs up to this long and
+   * does not end early for a due callback (src/node/raft-host.ts catchingUpAtStart): the catch-up of every shard is
+   * a few entries each after the start's replay, and readiness waits for the last one.
+   */
+  applyStartSliceMs: 50,
   /** A round's committed entries up to this many bytes are applied in the round's own transaction (no slicing). */
   inlineApplyBytesMax: 16 * 1024,
   /** Concurrent create_jobs proposals of one shard are merged into one entry up to this many jobs. */
@@ -534,6 +540,7 @@ export const stallLimits = {
   /** After a stall, a group this node does not lead counts at most this many of the missed Raft ticks. */
   followerCatchUpTicksMax: 2,
 } as const;
+assert(stallLimits.applySliceMs <= stallLimits.applyStartSliceMs, 'a start slice is the longer one');
 
 // --- src/node/membership.ts (online membership: punctual cluster add-node / remove-node)
 export const membershipLimits = {

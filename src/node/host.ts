@@ -477,6 +477,7 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
         await waitUntil(() => phases.leading(host.groups.every((g) => g.role === 'leader')) && host.groups.every((g) => g.firing), 5_000);
       }
       phases.mark('firing');
+      host.started();
       logger.debug('startup phases', { ...phases.summary(), replayEntries: logs.replay.entries, replayMs: logs.replay.ms });
       cluster.startRebalancer(options.rebalanceIntervalMs ?? clusterLimits.rebalanceIntervalMs);
       retention.start();
