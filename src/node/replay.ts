@@ -42,12 +42,14 @@ export function replayCommitted(db: Db, indexes: AppliedIndexes, shards: ReplayS
   const synchronous = db.pragma('synchronous', { simple: true }) as number;
   // FULL in WAL mode: this one commit fsyncs the WAL (the batch mode's commits leave that to the WalSyncer).
   if (fsync !== 'off') db.pragma('synchronous = FULL');
+  // One wrapper for every entry's savepoint: better-sqlite3 builds a new one for each db.transaction(fn).
+  const inSavepoint = db.transaction((fn: () => unknown) => fn()) as Savepoint;
   try {
     return db.transaction(() => {
       let budget = nodeLimits.startReplayEntriesMax;
       let applied = 0;
       for (const [shard, s] of shards.entries()) {
-        const n = replayShard(db, s, budget);
+        const n = replayShard(inSavepoint, s, budget);
         if (n > 0) indexes.write(shard, s.applied);
         budget -= n;
         applied += n;
@@ -63,15 +65,17 @@ export function replayCommitted(db: Db, indexes: AppliedIndexes, shards: ReplayS
   }
 }
 
+type Savepoint = <T>(fn: () => T) => T;
+
 /** One shard: entries after its applied index through its commit index, each in a savepoint; answers how many. */
-function replayShard(db: Db, s: ReplayShard, budget: number): number {
+function replayShard(inSavepoint: Savepoint, s: ReplayShard, budget: number): number {
   const commit = s.storage.initialState().hardState.commit;
   let n = 0;
   while (s.applied < commit && n < budget) {
     const hi = Math.min(commit, s.applied + budget - n) + 1;
     const entries = s.storage.entries((s.applied + 1) as LogIndex, hi as LogIndex, nodeLimits.startReplayReadBytesMax);
     for (const e of entries) {
-      if (!applyOne(db, s.store, e)) return n;
+      if (!applyOne(inSavepoint, s.store, e)) return n;
       s.applied = e.index;
       n++;
     }
@@ -80,12 +84,12 @@ function replayShard(db: Db, s: ReplayShard, budget: number): number {
 }
 
 /** Applies a normal entry in a savepoint; false (nothing written) when it is the applier's to take. */
-function applyOne(db: Db, store: SqliteShardStore, e: Entry): boolean {
+function applyOne(inSavepoint: Savepoint, store: SqliteShardStore, e: Entry): boolean {
   if (e.type !== 'normal') return false;
   if (e.data.length === 0) return true;
   try {
     const command = decodeCommand(e.data);
-    db.transaction(() => apply(store, command, e.term))();
+    inSavepoint(() => apply(store, command, e.term));
     return true;
   } catch (err) {
     if (isStorageError(err)) throw err;
