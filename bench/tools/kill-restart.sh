@@ -2,7 +2,8 @@
 # Measurement script: a node under a steady load is killed with SIGKILL and started again on the same data
 # directory; prints how long after the kill /readyz answered 200 (the new process's start included), then the
 # bench's safety figures (an acknowledged job not delivered counts as lost), and writes both to
-# bench/results/restart-<time>.json.
+# bench/results/restart-<time>.json (or RESULTS_DIR/restart-<time>.json), with the restarted node's `startup
+# phases` debug line when it logs one (src/node/README.md: when each step of its start ended).
 #   bash bench/tools/kill-restart.sh [ROOT=.] [RATE=5000] [PORT=18091]
 # ROOT is a checkout with dist/ built. The node runs as `node ROOT/dist/cmd/punctual.js`, or as SERVE_CMD when set
 # (the single executable: SERVE_CMD=dist/punctual-linux-x64 after `npm run build:binary`).
@@ -19,7 +20,7 @@ bench=$!
 sleep 5
 kill -9 $pid
 t0=$(date +%s%N)
-$serve_cmd serve --listen 127.0.0.1:$port --data "$data/d" > "$data/serve2.log" 2>&1 &
+$serve_cmd serve --listen 127.0.0.1:$port --data "$data/d" --log-level debug > "$data/serve2.log" 2>&1 &
 pid=$!
 until [ "$(curl -s -o /dev/null -w '%{http_code}' "localhost:$port/readyz")" = 200 ]; do sleep 0.01; done
 t1=$(date +%s%N)
@@ -27,14 +28,18 @@ ready_ms=$(( (t1 - t0) / 1000000 ))
 echo "ready $ready_ms ms after kill -9 (the new process's start included)"
 wait $bench || true
 kill $pid; wait $pid 2>/dev/null || true
-mkdir -p bench/results
+results=${RESULTS_DIR:-bench/results}
+mkdir -p "$results"
 node -e "
 const fs = require('fs');
 const r = JSON.parse(fs.readFileSync('$out', 'utf8'));
 const f = r.figures;
+const line = fs.readFileSync('$data/serve2.log', 'utf8').split('\n').find((l) => l.includes('\"msg\":\"startup phases\"'));
+const phases = line === undefined ? null : JSON.parse(line);
+if (phases !== null) for (const k of ['time', 'level', 'msg', 'node']) delete phases[k];
 const result = { scenario: 'restart', startedAt: r.startedAt, gitCommit: r.gitCommit, loadAverage: r.loadAverage, parameters: { ratePerS: $rate, killAfterS: 5, serve: '$serve_cmd' },
-  figures: { readyMsAfterKill: $ready_ms, accepted: f.accepted, delivered: f.delivered, lost: f.lost, early: f.early, duplicates: f.duplicates } };
-const file = 'bench/results/restart-' + r.startedAt.replace(/[:.]/g, '-') + '.json';
+  figures: { readyMsAfterKill: $ready_ms, accepted: f.accepted, delivered: f.delivered, lost: f.lost, early: f.early, duplicates: f.duplicates }, startupPhases: phases };
+const file = '$results/restart-' + r.startedAt.replace(/[:.]/g, '-') + '.json';
 fs.writeFileSync(file, JSON.stringify(result, null, 2) + '\\n');
 console.log(JSON.stringify(result.figures), '->', file);
 "

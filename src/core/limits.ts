@@ -294,6 +294,11 @@ export const nodeLimits = {
   logDeadRowsMax: 50_000,
   /** Page size of raft-log.db: a round appends small rows of many groups at the tail, so small pages write less. */
   logPageBytes: 1024,
+  /** Committed entries a start applies at open (src/node/replay.ts), in one transaction; the applier takes the
+   * rest. A kill -9 under load leaves hundreds (the batch interval's and the applier's backlog). */
+  startReplayEntriesMax: 200_000,
+  /** ... read from the log this many bytes of entry data at a time. */
+  startReplayReadBytesMax: 4 * 1024 * 1024,
 } as const;
 assert(nodeLimits.logCompactEveryEntries <= nodeLimits.logKeepEntries, 'compaction interval exceeds kept entries');
 assert(nodeLimits.listScanRowsMax >= limits.listLimitMax, 'list scan bound below a page');
@@ -505,6 +510,12 @@ export const stallLimits = {
    * is always that close, and slices of one entry each cost a commit (its pages written to the WAL) per entry.
    */
   applySliceFireDueMs: 0.5,
+  /**
+   * Until a node that starts is ready, a slice applying while a shard it leads catches up runs up to this long and
+   * does not end early for a due callback (src/node/raft-host.ts catchingUpAtStart): the catch-up of every shard is
+   * a few entries each after the start's replay, and readiness waits for the last one.
+   */
+  applyStartSliceMs: 50,
   /** A round's committed entries up to this many bytes are applied in the round's own transaction (no slicing). */
   inlineApplyBytesMax: 16 * 1024,
   /** Concurrent create_jobs proposals of one shard are merged into one entry up to this many jobs. */
@@ -529,6 +540,7 @@ export const stallLimits = {
   /** After a stall, a group this node does not lead counts at most this many of the missed Raft ticks. */
   followerCatchUpTicksMax: 2,
 } as const;
+assert(stallLimits.applySliceMs <= stallLimits.applyStartSliceMs, 'a start slice is the longer one');
 
 // --- src/node/membership.ts (online membership: punctual cluster add-node / remove-node)
 export const membershipLimits = {
@@ -603,6 +615,10 @@ export const queueLimits = {
 assert(queueLimits.proposerCommandsMax >= limits.commitBatchCommandsMax, 'the proposer queue must hold a whole group commit');
 assert(queueLimits.proposerEngineItemsMax >= stallLimits.engineItemsPerCommandMax, 'engine items must fill at least one command');
 assert(queueLimits.applyQueueEntriesMax >= stallLimits.applySliceEntriesMax, 'the apply queue must hold a whole slice');
+assert(
+  nodeLimits.startReplayEntriesMax >= queueLimits.applyQueueEntriesMax + nodeLimits.stateBatchEntriesMax,
+  'a start must replay at open what a kill can leave unapplied (the apply queue and an open batch)',
+);
 assert(queueLimits.dueBacklogMax >= stallLimits.fireBatchMax, 'the due backlog must hold a whole fire batch');
 assert(queueLimits.wheelLoadedMax < queueLimits.wheelEntriesMax, 'the loader limit must leave headroom in the wheel');
 assert(

@@ -152,6 +152,33 @@ function queueDepths(node: Node, shell: NodeShell): Array<{ queue: string; depth
   ];
 }
 
+/**
+ * When each step of a start ended, in ms since the process started (performance.now's origin), logged once at
+ * debug: a slow restart shows at a glance whether module load, the files, the logs, the election or the replay
+ * took the time.
+ */
+class StartupPhases {
+  private readonly at: Record<string, number> = {};
+
+  constructor() {
+    this.mark('open');
+  }
+
+  mark(phase: string): void {
+    this.at[`${phase}Ms`] = Math.round(performance.now());
+  }
+
+  /** Marks 'leading' the first time `all` holds; answers `all`. */
+  leading(all: boolean): boolean {
+    if (all && this.at.leadingMs === undefined) this.mark('leading');
+    return all;
+  }
+
+  summary(): Record<string, number> {
+    return { ...this.at };
+  }
+}
+
 /** Polls `done` every few ms until it holds or `ms` passed. */
 async function waitUntil(done: () => boolean, ms: number): Promise<boolean> {
   const until = Date.now() + ms;
@@ -207,7 +234,9 @@ export async function openNode(config: NodeConfig, options: NodeOptions = {}): P
   const clock = manualClock ?? realClock;
   if ((options.join ?? config.join) === true && config.peers.length === 0) throw new Error('--join needs --peers naming the current members');
   if (config.peers.length > 0 && !peerSecurityOk(config)) throw new Error(peerSecurityRefusal);
+  const phases = new StartupPhases();
   const dbs = openNodeDbs(config.dataDir, config.fsync);
+  phases.mark('files');
   const db = dbs.state;
   const onFatal =
     options.onFatal ??
@@ -225,7 +254,7 @@ export async function openNode(config: NodeConfig, options: NodeOptions = {}): P
     throw err;
   }
   try {
-    return assemble(config, options, { db, dbs, clock, realClock, manualClock, logger, onFatal, ...durability });
+    return assemble(config, options, { db, dbs, clock, realClock, manualClock, logger, onFatal, phases, ...durability });
   } catch (err) {
     await closeDurability(durability);
     dbs.log.close();
@@ -243,6 +272,7 @@ interface Parts extends Durability {
   manualClock: ManualClock | null;
   logger: Logger;
   onFatal: (err: unknown) => void;
+  phases: StartupPhases;
 }
 
 function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode {
@@ -252,7 +282,8 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
   const targetPolicy = targetPolicyFromLists(config.callbackAllow, config.callbackDeny);
   // A joining node bootstraps nothing: its groups learn their membership from their leaders' snapshots.
   const voters = (options.join ?? config.join) === true ? [] : [config.nodeId, ...config.peers.map((x) => x.id)];
-  const logs = openShardLogs(p.dbs, config.shards, voters);
+  const logs = openShardLogs(p.dbs, config.shards, voters, config.fsync);
+  p.phases.mark('logs');
   const rand = new Prng(randomInt(2 ** 31));
   // The node's pure side: Replication and NodeCore composed (src/nodecore/node.ts); the shells below carry it out.
   const node = new Node({
@@ -435,11 +466,19 @@ function assemble(config: NodeConfig, options: NodeOptions, p: Parts): OpenNode 
         cluster.peerPort = (await peers.start()).port;
         targetPolicy.addListener(config.peerListenHost, cluster.peerPort, 'peer listener');
       }
+      const { phases } = p;
+      phases.mark('start');
       host.start(peers);
       membership.start(peers);
       await firing.start();
+      phases.mark('loaded');
       // A single node leads every shard after its first rounds: answer only once it fires them all.
-      if (peers === null) await waitUntil(() => host.groups.every((g) => g.firing), 5_000);
+      if (peers === null) {
+        await waitUntil(() => phases.leading(host.groups.every((g) => g.role === 'leader')) && host.groups.every((g) => g.firing), 5_000);
+      }
+      phases.mark('firing');
+      host.started();
+      logger.debug('startup phases', { ...phases.summary(), replayEntries: logs.replay.entries, replayMs: logs.replay.ms });
       cluster.startRebalancer(options.rebalanceIntervalMs ?? clusterLimits.rebalanceIntervalMs);
       retention.start();
       service.ready = true;

@@ -15,7 +15,8 @@
  * The applier applies queued entries in log order in transactions of at most stallLimits.applySliceMs /
  * applySliceEntriesMax (src/scheduler apply, each entry in a savepoint of the state batch, with applied_index),
  * yielding to the event loop between slices: a large batch of creates or a hot instant's fired records never
- * holds timers, the firing engine, Raft ticks or heartbeat answers for more than one slice. After each slice it
+ * holds timers, the firing engine, Raft ticks or heartbeat answers for more than one slice (a start's catch-up,
+ * until the node is ready, has longer slices: catchingUpAtStart). After each slice it
  * hands each applied entry to the node (src/nodecore/node.ts `Node`: its command reaches NodeCore, then its
  * proposer is answered; committed entries are durable on a quorum already: the leader counts its own copy only
  * after its fsync). Rounds go on while the applier works, so Raft traffic never waits for applies.
@@ -45,6 +46,7 @@ import { StateBatch } from '../store/state-batch.js';
 import type { WalSyncer } from '../store/wal-sync.js';
 import { nodeLimits } from '../core/limits.js';
 import { ShardGroup, type Waiter } from './group.js';
+import { replayCommitted } from './replay.js';
 import type { NodeShell, RoundLoop } from './shell.js';
 import { diskFull, notLeader, proposalFailed, type Applied, type Node, type ReadAnswer, type ReplicaEvent, type ReplicaRound, type Replication } from '../nodecore/index.js';
 
@@ -63,13 +65,16 @@ export interface ShardLogs {
   /** The state machine's store of each shard (one instance per shard: the applier writes it, NodeCore reads it). */
   stores: SqliteShardStore[];
   applied: number[];
+  /** The committed entries applied at open (replay.ts), before Raft runs, and how long that took. */
+  replay: { entries: number; ms: number };
 }
 
 /**
  * Opens the Raft log of every shard (bootstrapped with `voters` when a group has no Raft state; empty for a node
- * that joins a running cluster: its groups wait for a snapshot from their leaders).
+ * that joins a running cluster: its groups wait for a snapshot from their leaders), and applies the committed
+ * entries the state file is missing (replay.ts).
  */
-export function openShardLogs(dbs: NodeDbs, shards: number, voters: readonly string[]): ShardLogs {
+export function openShardLogs(dbs: NodeDbs, shards: number, voters: readonly string[], fsync: FsyncMode): ShardLogs {
   const appliedIndexes = new AppliedIndexes(dbs.state);
   const storages: SqliteRaftStorage[] = [];
   for (let shard = 0; shard < shards; shard++) {
@@ -79,11 +84,11 @@ export function openShardLogs(dbs: NodeDbs, shards: number, voters: readonly str
     commitThroughApplied(storage, storedApplied(appliedIndexes, shard, storage));
     storages.push(storage);
   }
-  return {
-    storages,
-    stores: storages.map((_, shard) => new SqliteShardStore(dbs.state, shard)),
-    applied: storages.map((storage, shard) => storedApplied(appliedIndexes, shard, storage)),
-  };
+  const replay = storages.map((storage, shard) => ({ storage, store: new SqliteShardStore(dbs.state, shard), applied: storedApplied(appliedIndexes, shard, storage) }));
+  const start = performance.now();
+  const entries = replayCommitted(dbs.state, appliedIndexes, replay, { file: dbs.log.name, fsync });
+  const ms = Math.round(performance.now() - start);
+  return { storages, stores: replay.map((r) => r.store), applied: replay.map((r) => r.applied), replay: { entries, ms } };
 }
 
 /**
@@ -207,6 +212,8 @@ export class RaftHost implements RoundLoop {
   readonly batch: StateBatch;
   /** While above zero (a backup copies the files), no log is compacted. */
   private compactionHolds = 0;
+  /** Until the node answered ready (catchingUpAtStart). */
+  private starting = true;
 
   constructor(private readonly o: RaftHostOptions) {
     this.inTransaction = o.db.transaction((fn: () => unknown) => fn()) as <T>(fn: () => T) => T;
@@ -715,6 +722,8 @@ export class RaftHost implements RoundLoop {
 
   /** Inside a transaction: queued entries until the slice's time (from `start`) or entry bound, and their applied_index. */
   private applyQueued(out: AppliedOut[], touched: Set<ShardGroup>, start: number): void {
+    const catchUp = this.catchingUpAtStart();
+    const sliceMs = catchUp ? stallLimits.applyStartSliceMs : stallLimits.applySliceMs;
     let n = 0;
     for (let next = this.replication.nextApply(); next !== null; next = n < stallLimits.applySliceEntriesMax ? this.replication.nextApply() : null) {
       const g = this.groups[next.shard]!;
@@ -724,9 +733,24 @@ export class RaftHost implements RoundLoop {
       this.applyEntry(g, e, out);
       touched.add(g);
       const ms = performance.now() - start;
-      if (ms >= stallLimits.applySliceMs || (ms >= stallLimits.applySliceFireDueMs && (this.o.node.fireDue() || this.shell.sendDue()))) break;
+      if (ms >= sliceMs || (!catchUp && ms >= stallLimits.applySliceFireDueMs && (this.o.node.fireDue() || this.shell.sendDue()))) break;
     }
     for (const g of touched) this.appliedIndexes.write(g.shard, g.applied);
+  }
+
+  /**
+   * Until the node is ready, while a shard it leads has not caught up (its entries through its election applied),
+   * a slice runs up to stallLimits.applyStartSliceMs and does not end early for a due callback. After a kill under
+   * load, the shards that caught up first fire everything that fell due while the node was down, tens of ms per
+   * turn of the loop; each slice ending for that held the others' catch-up (and their own due callbacks) a turn.
+   */
+  private catchingUpAtStart(): boolean {
+    return this.starting && this.groups.some((g) => g.role === 'leader' && !g.firing);
+  }
+
+  /** The node answered ready: slices keep to stallLimits.applySliceMs from now on. */
+  started(): void {
+    this.starting = false;
   }
 
   /** The state side of an installed snapshot (its log side went into the round's log transaction). */

@@ -2,16 +2,20 @@
  * The node's two files (docs/design.md, "Storage"): the Raft log is made durable every round, the scheduler's
  * state is written in batches. Real nodes on real files:
  * - a crash image taken while a batch is open (the files as a kill -9 leaves them) holds the acknowledged jobs in
- *   the log only, and a node started on it has them all, replayed from the log;
+ *   the log only, and a node started on it has them all, replayed from the log: at open, committed in the state
+ *   file before it serves, up to an entry that cannot be applied, which the applier quarantines as before;
  * - the log is never compacted past what the state file holds durably;
  * - a data directory of the one-file layout (or a restored backup) has its log moved into raft-log.db and keeps
  *   every job.
  */
 import Database from 'better-sqlite3';
+import { Packr } from 'msgpackr';
 import { copyFileSync, existsSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { PunctualError } from '../core/errors.js';
 import { dbFilePath, logFilePath } from '../store/db.js';
+import type { Applied } from '../nodecore/index.js';
 import type { NodeConfig } from './api.js';
 import type { NodeOptions, OpenNode } from './host.js';
 import { callbackSpec, jobSpec, nodeConfig } from './testing/fixtures.js';
@@ -68,6 +72,36 @@ describe('the state batch and the log', () => {
     // The replay was applied into the new node's state: once its batch commits, the file holds the jobs.
     await again.close();
     expect(committed<number>(dbFilePath(image), 'SELECT count(*) FROM jobs')).toBe(ids.length);
+    await core.close();
+  });
+
+  it('replays the log at open up to an entry that cannot be applied; the applier quarantines it and goes on', async () => {
+    const dir = join(bed.dir, 'r');
+    const core = await start(dir, longBatch);
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
+    const far = core.service.nowMs() + 3_600_000;
+    const before = ['r0', 'r1', 'r2'];
+    const after = ['r3', 'r4'];
+    await core.service.createJobs(before.map((id) => jobSpec(id, { kind: 'once', atMs: far })));
+    // A create whose payload is a map: it decodes, its apply throws (quarantine.test.ts has it on a cluster).
+    const packr = new Packr({ useRecords: false, mapsAsObjects: true });
+    const poison = packr.pack({ type: 'create_jobs', nowMs: core.service.nowMs(), shard: 0, jobs: [{ ...jobSpec('bad', { kind: 'once', atMs: far }), payload: { not: 'bytes' } }] });
+    const refused = await new Promise<Applied>((resolve, reject) => core.host.propose(0, new Uint8Array(poison), { resolve, reject })).then(() => null, (err: unknown) => err);
+    expect(refused).toBeInstanceOf(PunctualError);
+    await core.service.createJobs(after.map((id) => jobSpec(id, { kind: 'once', atMs: far })));
+    expect(committed<number>(dbFilePath(dir), 'SELECT count(*) FROM jobs')).toBe(0);
+
+    const image = join(bed.dir, 'r-image');
+    crashImage(dir, image);
+    // The restarted node's own batch never commits by itself: what the state file holds now, the open committed.
+    const again = await start(image, longBatch);
+    expect(committed<number>(dbFilePath(image), 'SELECT count(*) FROM jobs')).toBe(before.length);
+    for (const id of [...before, ...after]) expect((await again.service.getJob(id)).state).toBe('PENDING');
+    const [q] = again.host.quarantined.list();
+    expect(q).toMatchObject({ shard: 0, error: expect.stringMatching(/payload: must be bytes/) });
+    expect(again.host.groups[0]!.store.getJob('bad')).toBeNull();
+    await again.close();
+    expect(committed<number>(dbFilePath(image), 'SELECT count(*) FROM jobs')).toBe(before.length + after.length);
     await core.close();
   });
 
