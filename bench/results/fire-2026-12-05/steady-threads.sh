@@ -4,9 +4,10 @@
 # context switches from /proc before and after the bench. The firing thread is the one whose perf samples show undici and
 # firing-core.js frames (perf report -i OUT --stdio --tid TID --sort dso,sym -g none).
 #   flock /tmp/bench.lock bench/results/fire-2026-12-05/steady-threads.sh DIST OUT
-d=$1 out=$2 port=18961
+d=$(realpath "$1") out=$(realpath "$2") port=18961
 data=$(mktemp -d /tmp/punctual-fire-XXXX)
-perf record -e cpu-clock -F 1000 -o $out -- node --perf-basic-prof $d/cmd/punctual.js serve --listen 127.0.0.1:$port --peer-listen 127.0.0.1:$((port + 1)) --data $data --log-level warn > $data/serve.log 2>&1 &
+# From the data dir: --perf-basic-prof leaves isolate-*-v8.log files in the working directory.
+(cd $data && exec perf record -e cpu-clock -F 1000 -o $out -- node --perf-basic-prof $d/cmd/punctual.js serve --listen 127.0.0.1:$port --peer-listen 127.0.0.1:$((port + 1)) --data $data --log-level warn > $data/serve.log 2>&1) &
 pid=$!
 for _ in $(seq 100); do curl -sf http://127.0.0.1:$port/readyz >/dev/null 2>&1 && break; sleep 0.1; done
 sleep 1
