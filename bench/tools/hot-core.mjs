@@ -1,6 +1,7 @@
 // Measurement script (not a test, not product code): a hot instant on the node core (no client API): N one-off
 // jobs due at the same ms, a receiver in a child process. Prints time to the first / last arrival, duplicates,
-// the node's CPU us per callback (fire + dispatch + record) and the longest event-loop stall, and writes them to
+// the node's CPU us per callback (fire + dispatch + record; also the main thread's and the firing thread's own) and
+// the longest event-loop stall, and writes them to
 // bench/results/hot-core-<time>.json.
 //   npm run build && node bench/tools/hot-core.mjs [dist=dist] [jobs=20000] [profile-dir]
 // PUNCTUAL_FIRING_THREAD=off sends the callbacks from the main loop (serve --firing-thread off; default: the firing
@@ -59,6 +60,18 @@ if (process.argv[2] === '--receiver') {
     endAtMs: null, maxRuns: 0, misfire: 'fire_once', overlap: 'allow', metadata: null, requestDigest: `d-${id}`, idempotencyKey: null });
   const at = Date.now() + 2000 + N / 10;
   for (let b = 0; b < N; b += 5000) await core.service.createJobs(Array.from({ length: Math.min(5000, N - b) }, (_, i) => job(`h${b + i}`, at)));
+  // Per thread: the main thread's and the firing thread's own CPU (the diagnostic report's per-thread rusage; the
+  // FiringPort's worker found by its threadId), beside the whole process's. Counted from the end of the submission,
+  // not from the instant: the firing thread receives, prepares and warms staged callbacks up to the stage lead
+  // (100 ms) before their due ms, and it does nothing else meanwhile.
+  const firingWorker = core.engine.dispatcher?.worker ?? null;
+  const threadCpuUs = () => {
+    const r = process.report.getReport();
+    const us = (u) => (u.userCpuSeconds + u.kernelCpuSeconds) * 1e6;
+    const w = firingWorker === null ? undefined : r.workers.find((x) => x.header.threadId === firingWorker.threadId);
+    return { main: us(r.uvthreadResourceUsage), firing: w === undefined ? null : us(w.uvthreadResourceUsage) };
+  };
+  const threads0 = threadCpuUs();
   await new Promise((r) => setTimeout(r, Math.max(0, at - Date.now() - 20)));
   let session = null;
   if (profDir !== null) {
@@ -76,6 +89,7 @@ if (process.argv[2] === '--receiver') {
     if (Date.now() > at + 120000) break;
   }
   const c = process.cpuUsage(cpu);
+  const threads1 = threadCpuUs();
   h.disable();
   if (session !== null) {
     const { profile } = await session.post('Profiler.stop');
@@ -93,10 +107,13 @@ if (process.argv[2] === '--receiver') {
   rmSync(dir, { recursive: true, force: true });
   lat.sort((a, b) => a - b);
   const figures = { jobs: N, firstMs: lat[0], lastMs: lat[lat.length - 1], p50Ms: lat[lat.length >> 1], duplicates: dups,
-    nodeCpuUsPerCallback: (c.user + c.system) / N, maxLoopStallMs: h.max / 1e6, firedFolded: folded };
+    nodeCpuUsPerCallback: (c.user + c.system) / N,
+    // From the end of the submission (threadCpuUs above), unlike nodeCpuUsPerCallback.
+    mainThreadCpuUsPerCallback: (threads1.main - threads0.main) / N,
+    firingThreadCpuUsPerCallback: threads0.firing === null || threads1.firing === null ? null : (threads1.firing - threads0.firing) / N, maxLoopStallMs: h.max / 1e6, firedFolded: folded };
   const startedAt = new Date().toISOString();
   const out = join(fileURLToPath(new URL('../results/', import.meta.url)), `hot-core-${startedAt.replace(/[:.]/g, '-')}.json`);
   const firing = `${process.env.PUNCTUAL_FIRING_THREAD !== 'off' ? 'thread' : 'main loop'}, stage lead ${process.env.PUNCTUAL_STAGE_LEAD_MS ?? 'default'}`;
   writeFileSync(out, JSON.stringify({ scenario: 'hot-core', startedAt, dist, firing, loadAverage: loadavg(), figures }, null, 2) + '\n');
-  console.log(`${firing} N=${N}: first ${lat[0].toFixed(0)} ms, last ${lat[lat.length - 1].toFixed(0)} ms, p50 ${lat[lat.length >> 1].toFixed(0)} ms, dups ${dups}, node CPU ${((c.user + c.system) / N).toFixed(1)} us/callback, max loop stall ${(h.max / 1e6).toFixed(0)} ms, fired items folded ${folded}; written ${out}`);
+  console.log(`${firing} N=${N}: first ${lat[0].toFixed(0)} ms, last ${lat[lat.length - 1].toFixed(0)} ms, p50 ${lat[lat.length >> 1].toFixed(0)} ms, dups ${dups}, node CPU ${((c.user + c.system) / N).toFixed(1)} us/callback (main thread ${figures.mainThreadCpuUsPerCallback.toFixed(1)}, firing thread ${figures.firingThreadCpuUsPerCallback?.toFixed(1) ?? '-'}), max loop stall ${(h.max / 1e6).toFixed(0)} ms, fired items folded ${folded}; written ${out}`);
 }

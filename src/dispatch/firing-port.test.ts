@@ -222,6 +222,23 @@ describe.each(modes)('FiringPort (%s)', (mode) => {
     expect(r.arrivals.map((a) => a.key)).toEqual([keyOf(held)]);
   });
 
+  it('a lease renewed at its source reaches a held delivery after deliveries of another shard started and settled', async () => {
+    const r = await receiver();
+    const deadlines = new Map<number, number>([[0, Number.POSITIVE_INFINITY], [1, Number.NEGATIVE_INFINITY]]);
+    const p = port(mode, { lease: (shard) => ({ term: 4, untilMs: deadlines.get(shard)! }) });
+    const s = spec(r.url);
+    const sent = [delivery(s, { fencingToken: '0.4' }), delivery(s, { fencingToken: '0.4' })];
+    const held = delivery(s, { fencingToken: '1.4' });
+    const heldOutcome = p.send(held);
+    expect((await Promise.all(sent.map((d) => p.send(d)))).map((o) => o.kind)).toEqual(['succeeded', 'succeeded']);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(r.arrivals.map((a) => a.key).sort()).toEqual(sent.map(keyOf).sort());
+    // Renewed where the node keeps it, told nothing: the port's refresh (on the main loop, the core's next look) carries it.
+    deadlines.set(1, performance.timeOrigin + performance.now() + 60_000);
+    expect((await heldOutcome).kind).toBe('succeeded');
+    expect(r.arrivals.map((a) => a.key).sort()).toEqual([...sent, held].map(keyOf).sort());
+  });
+
   it('a delivery waiting for its concurrency slot: withdrawn, it is never sent; its lease lapsed, it waits; its term over, it is dropped', async () => {
     const { r, release, leases, p } = await slotBed(mode);
     const s = spec(r.url, { maxConcurrency: 1 });
