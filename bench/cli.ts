@@ -24,6 +24,7 @@ interface BenchFlags {
   drainTimeoutS?: number;
   taskMaxConcurrency?: number;
   warmLeadMs?: number;
+  warmUpS?: number;
   token?: string;
   out: string;
   receiverPort: number;
@@ -62,6 +63,7 @@ export function resolveParams(scenario: ScenarioName, flags: Partial<BenchFlags>
     drainTimeoutS: flags.drainTimeoutS ?? base.drainTimeoutS,
     taskMaxConcurrency: flags.taskMaxConcurrency ?? base.taskMaxConcurrency,
     warmLeadMs: flags.warmLeadMs ?? base.warmLeadMs,
+    warmUpS: flags.warmUpS ?? base.warmUpS,
   };
   // A bigger --count than the default needs a longer lead, unless the lead was given.
   if (flags.leadMs === undefined && flags.count !== undefined && scenario !== 'steady') {
@@ -88,6 +90,7 @@ export function registerBenchCommand(program: Command): void {
     .option('--drain-timeout-s <n>', 'wait this long after the last due time before counting callbacks lost', intArg(0, 3_600))
     .option('--task-max-concurrency <n>', "the bench task's max_concurrency", intArg(1, 10_000))
     .option('--warm-lead-ms <n>', 'burst: then a second burst on the same node (the warm case), due this long after its submission; 0 = none (default 1000)', intArg(0, 3_600_000))
+    .option('--warm-up-s <n>', 'before the measured run, a steady load (--rate, else 1,000/s) for this long, not measured (a long-running node, past the JIT\'s first compiles); 0 = none (default)', intArg(0, 3_600))
     .option('--token <token>', 'bearer token (also passed to spawned nodes as --auth-token)')
     .option('--out <dir>', 'directory of the results files', 'bench/results')
     .option('--receiver-port <port>', 'port of the callback receiver on 127.0.0.1 (0 = any free port)', intArg(0, 65_535), 0)

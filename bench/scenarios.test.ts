@@ -80,6 +80,20 @@ describe('runScenario against the fixture node', () => {
     expect(result.targets.map((t) => t.figure)).toEqual(['latenessP99Ms', 'latenessP999Ms', 'early', 'lost']);
   });
 
+  it('steady with a warm-up: its jobs go first and count as foreign, never in the figures of the run', async () => {
+    fixture = await startFixtureNode();
+    const result = await run('steady', { ratePerS: 400, durationS: 1, batchSize: 10, delayMs: 300, warmUpS: 1 });
+    const f = result.figures;
+    // The warm-up: 400 jobs one per request (the run's batches of 10 send a lone job when only one is owed).
+    expect(fixture.routes['POST /v1/jobs']).toBeGreaterThanOrEqual(400);
+    expect(f.accepted).toBe(400);
+    expect(f.delivered).toBe(400);
+    expect(f.lateness.count).toBe(400);
+    expect(f.foreign).toBe(400);
+    expect(f.lost).toBe(0);
+    expect(result.parameters.warmUpS).toBe(1);
+  });
+
   it('burst: a second burst on the same node (the warm case) with its own figures; safety counts both', async () => {
     fixture = await startFixtureNode({ duplicateEvery: 15 });
     const result = await run('burst', { count: 10, leadMs: 600, warmLeadMs: 400 });

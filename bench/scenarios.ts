@@ -45,6 +45,11 @@ export interface ScenarioParams {
    * its submission (the warm case); 0 = none.
    */
   warmLeadMs: number;
+  /**
+   * Before the measured run, the node(s) carry a steady load (--rate, else 1,000/s) for this long, not measured: a
+   * production node has run for hours, and a fresh process spends its first seconds compiling (V8's JIT); 0 = none.
+   */
+  warmUpS: number;
 }
 
 export interface RunOptions {
@@ -68,7 +73,7 @@ const instantMarginMs = 100;
 
 /** Defaults per scenario, sized for the targets of targetsFor(); every one can be overridden on the command line. */
 export function defaultParams(scenario: ScenarioName): ScenarioParams {
-  const common = { ratePerS: 0, delayMs: 1_000, drainTimeoutS: 15, taskMaxConcurrency: 1_000, warmLeadMs: 0 };
+  const common = { ratePerS: 0, delayMs: 1_000, drainTimeoutS: 15, taskMaxConcurrency: 1_000, warmLeadMs: 0, warmUpS: 0 };
   switch (scenario) {
     case 'submit':
       return { ...common, count: 50_000, concurrency: 64, batchSize: 1, durationS: 30, leadMs: leadFor(scenario, 50_000) };
@@ -280,6 +285,28 @@ async function startServers(options: RunOptions, log: Logger): Promise<{ urls: s
 /** Callbacks pushed to measure the machine's limit after every other scenario (its `limit` share). */
 const limitCountAfter = 20_000;
 
+/**
+ * The warm-up (params.warmUpS): a steady load at the run's rate (1,000/s when it has none) whose jobs carry another
+ * id prefix (the receiver counts them as foreign, never as this run's), then a wait until the last of them is due
+ * and a second more, so their outcomes are recorded before the measured run reads the node's costs.
+ */
+async function warmUp(servers: ServerSet, params: ScenarioParams, idPrefix: string, log: Logger): Promise<void> {
+  const ratePerS = params.ratePerS > 0 ? params.ratePerS : 1_000;
+  const startMs = Math.floor(nowPreciseMs());
+  log.info('bench: warming up', { seconds: params.warmUpS, ratePerS });
+  const plan: JobPlan = {
+    idPrefix: `warm-${idPrefix}`,
+    taskName,
+    dueAtMs: (i) => Math.floor(startMs + (i * 1000) / ratePerS) + params.delayMs,
+  };
+  await submitOpenLoop({
+    servers, plan, ratePerS, durationS: params.warmUpS, tickMs: 5, batchSize: 1, inFlightMax: params.concurrency,
+    deadlineMs: startMs + params.warmUpS * 1000 + 10_000,
+  });
+  const lastDueMs = startMs + params.warmUpS * 1000 + params.delayMs;
+  await sleepMs(Math.max(0, lastDueMs - nowPreciseMs()) + 1_000);
+}
+
 /** Every node's /metrics text, concatenated (the ServerSet goes round-robin: one request per server). */
 async function metricsTexts(servers: ServerSet): Promise<string> {
   const texts: string[] = [];
@@ -288,11 +315,6 @@ async function metricsTexts(servers: ServerSet): Promise<string> {
     if (status === 200 && typeof json === 'string') texts.push(json);
   }
   return texts.join('\n');
-}
-
-/** The node(s)' own fire-lateness histogram, summed: read before they stop. */
-async function nodeLateness(servers: ServerSet): Promise<Figures['nodeLateness']> {
-  return histogramSummary(await metricsTexts(servers), 'punctual_fire_lateness_ms');
 }
 
 /**
@@ -355,6 +377,8 @@ export async function runScenario(options: RunOptions): Promise<BenchResult> {
     const perServer = Math.max(1, Math.ceil(params.concurrency / started.urls.length));
     servers = new ServerSet(started.urls, { connections: perServer, token: options.token, caPem: local?.caPem ?? null });
     await putTask(servers, receiver, params);
+    // After a warm-up the node's lateness histogram is read as the difference from here.
+    const metricsAtStart = params.warmUpS > 0 ? (await warmUp(servers, params, idPrefix, log), await metricsTexts(servers)) : undefined;
     const before = await nodeCosts(servers);
     log.info('bench: submitting', { scenario, ...params });
     const run = await driveLoad(scenario, servers, params, idPrefix);
@@ -362,7 +386,7 @@ export async function runScenario(options: RunOptions): Promise<BenchResult> {
     const drained = await drain(receiver, run, params);
     const mode = local ? 'spawned' : 'external';
     const figures = await buildFigures(run, receiver, drained, local ? local.peakRssBytes() : null);
-    figures.nodeLateness = await nodeLateness(servers);
+    figures.nodeLateness = histogramSummary(await metricsTexts(servers), 'punctual_fire_lateness_ms', metricsAtStart);
     await new Promise((r) => setTimeout(r, cpuSettleMs));
     const after = await nodeCosts(servers);
     const per = (a: number | null, b: number | null, scale: number): number | null =>
