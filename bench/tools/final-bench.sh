@@ -1,6 +1,6 @@
 #!/bin/bash
 # Measurement script (not a test): the tables of docs/performance.md.
-# The issue-11 lead table, on a quiet machine: every scenario of `punctual bench` on the build in ./dist,
+# The lead tables, on a quiet machine: every scenario of `punctual bench` on the build in ./dist,
 # results in bench/results (latest-<scenario>.json), a one-line summary per run in $LOG.
 #   bash bench/tools/final-bench.sh LOG ROUNDS   (from the repository root, after npm run build)
 set -u
@@ -16,9 +16,17 @@ for r in $(seq "$rounds"); do
   run burst --scenario burst
   run hot10k --scenario hot-instant --count 10000
   run steady1000 --scenario steady --rate 1000 --duration-s 10
+  run steady1000-warm --scenario steady --rate 1000 --duration-s 10 --warm-up-s 10
   run submit --scenario submit --count 10000
   run submit-batch --scenario submit-batch --count 50000 --lead-ms 20000
+  # The floor: the same bench against an in-memory scheduler in one Node process (floor-server.mjs).
+  node bench/tools/floor-server.mjs 24000 & floor=$!
+  sleep 0.5
+  run floor-steady1000 --scenario steady --rate 1000 --duration-s 10 --server http://127.0.0.1:24000 --out /tmp/floor-results
+  run floor-submit --scenario submit --count 10000 --server http://127.0.0.1:24000 --out /tmp/floor-results
+  kill $floor; wait $floor 2>/dev/null
 done
+run steady5000-warm --scenario steady --rate 5000 --duration-s 10 --warm-up-s 10
 run steady5000 --scenario steady --rate 5000 --duration-s 10
 run steady10000 --scenario steady --rate 10000 --duration-s 10
 run hot100k --scenario hot-instant --count 100000
