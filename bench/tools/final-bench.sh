@@ -22,8 +22,8 @@ for r in $(seq "$rounds"); do
   # The floor: the same bench against an in-memory scheduler in one Node process (floor-server.mjs).
   node bench/tools/floor-server.mjs 24000 & floor=$!
   sleep 0.5
-  run floor-steady1000 --scenario steady --rate 1000 --duration-s 10 --server http://127.0.0.1:24000 --out /tmp/floor-results
-  run floor-submit --scenario submit --count 10000 --server http://127.0.0.1:24000 --out /tmp/floor-results
+  run floor-steady1000 --scenario steady --rate 1000 --duration-s 10 --server http://127.0.0.1:24000 --out bench/results/floor
+  run floor-submit --scenario submit --count 10000 --server http://127.0.0.1:24000 --out bench/results/floor
   kill $floor; wait $floor 2>/dev/null
 done
 run steady5000-warm --scenario steady --rate 5000 --duration-s 10 --warm-up-s 10
