@@ -197,6 +197,11 @@ export interface FiringCoreOptions {
   emit(events: FiringEvents, transfer: ArrayBuffer[]): void;
 }
 
+/** A URL warmed for n connections is not warmed again for n or fewer within this long (FiringCore.warm). */
+const warmRepeatMs = 100;
+/** Events' number arrays at least this long are transferred to the main side, shorter ones copied (flush). */
+const transferMinNumbers = 256;
+
 // Read once: the getter is a visible item of the firing thread's profile when asked per call.
 const timeOrigin = performance.timeOrigin;
 
@@ -297,6 +302,8 @@ export class FiringCore {
   private preparing: NodeJS.Immediate | null = null;
   /** URL -> the most deliveries staged for one due ms among those staged since the last warm(). */
   private warmWant = new Map<string, number>();
+  /** URL -> what was last asked of Dispatcher.warm for it and when (monoEpochMs), oldest first; see warm(). */
+  private readonly warmedAt = new Map<string, { n: number; atMs: number }>();
   private started: number[] = [];
   private outcomes: number[] = [];
   private errors: Array<string | null> = [];
@@ -501,12 +508,29 @@ export class FiringCore {
     this.unpreparedHead = 0;
   }
 
-  /** Opens connections ahead: per URL, as many as the most deliveries staged for one due ms. */
+  /**
+   * Opens connections ahead: per URL, as many as the most deliveries staged for one due ms. A URL asked for no more
+   * than it was within the last warmRepeatMs is not asked again: at a steady rate every batch stages a few for it,
+   * and Dispatcher.warm reads undici's pool stats (a walk of every pool's clients), a visible item of the thread's
+   * CPU per callback then, for connections that the callbacks keep alive anyway.
+   */
   private warm(): void {
     this.warming = null;
     const want = this.warmWant;
     this.warmWant = new Map();
-    for (const [url, n] of want) this.dispatcher.warm(url, n);
+    const nowMs = monoEpochMs();
+    // Oldest first: entries past the window go (the map holds only URLs warmed within it).
+    for (const [url, w] of this.warmedAt) {
+      if (nowMs - w.atMs < warmRepeatMs) break;
+      this.warmedAt.delete(url);
+    }
+    for (const [url, n] of want) {
+      const last = this.warmedAt.get(url);
+      if (last !== undefined && n <= last.n) continue;
+      this.warmedAt.delete(url);
+      this.warmedAt.set(url, { n, atMs: nowMs });
+      this.dispatcher.warm(url, n);
+    }
   }
 
   /**
@@ -696,17 +720,20 @@ export class FiringCore {
     this.flushing = null;
     if (this.eventsTimer !== null) clearTimeout(this.eventsTimer);
     this.eventsTimer = null;
-    const started = this.started.length > 0 ? Float64Array.from(this.started) : null;
-    const outcomes = this.outcomes.length > 0 ? Float64Array.from(this.outcomes) : null;
+    // The constructor copies an array directly; from() goes through its iterator.
+    const started = this.started.length > 0 ? new Float64Array(this.started) : null;
+    const outcomes = this.outcomes.length > 0 ? new Float64Array(this.outcomes) : null;
     const events: FiringEvents = { started, outcomes, errors: this.errors, withdrawn: this.withdrawn, dropped: this.dropped, closed };
     this.started = [];
     this.outcomes = [];
     this.errors = [];
     this.withdrawn = [];
     this.dropped = [];
+    // Moved only when large: a transfer detaches the buffer and walks the transfer list, dearer than copying the
+    // few numbers a steady rate's flush carries.
     const transfer: ArrayBuffer[] = [];
-    if (started !== null) transfer.push(started.buffer);
-    if (outcomes !== null) transfer.push(outcomes.buffer);
+    if (started !== null && started.length >= transferMinNumbers) transfer.push(started.buffer);
+    if (outcomes !== null && outcomes.length >= transferMinNumbers) transfer.push(outcomes.buffer);
     for (const w of events.withdrawn) transfer.push(w.results.buffer as ArrayBuffer);
     this.o.emit(events, transfer);
   }
