@@ -710,10 +710,16 @@ export class FiringCore {
     const delayMs = this.o.eventsDelayMs ?? 0;
     if (delayMs <= 0) return this.scheduleFlush();
     if (this.flushing !== null || this.eventsTimer !== null) return;
-    this.eventsTimer = setTimeout(this.flushBound, delayMs);
+    this.eventsTimer = setTimeout(this.eventsTimerBound, delayMs);
   }
 
   private readonly flushBound = (): void => this.flush(false);
+  // A timer that fired is not cleared: clearTimeout inside its own callback takes its list out of the timers'
+  // queue in the middle of their run, a visible item per flush at a steady rate.
+  private readonly eventsTimerBound = (): void => {
+    this.eventsTimer = null;
+    this.flush(false);
+  };
 
   private flush(closed: boolean): void {
     if (this.flushing !== null) clearImmediate(this.flushing);
