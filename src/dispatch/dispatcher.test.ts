@@ -435,6 +435,24 @@ describe('deadlines: one timer for every attempt out', () => {
     expect(await long).toMatchObject({ kind: 'succeeded', statusCode: 200, error: null });
     expect(d.inFlight()).toBe(0);
   });
+
+  it('after everything settled, the next attempts still time out on their own deadlines, later or earlier', async () => {
+    // The timer stays set (not holding the process) once nothing is out: an attempt whose deadline is later than
+    // it must not be settled by it, one whose deadline is earlier must not wait for it.
+    const { url } = await httpReceiver((req, res) => {
+      req.resume();
+      if (req.url === '/ok') res.end('ok');
+    });
+    const d = dispatcher();
+    expect(await d.send(delivery(spec(`${url}/ok`, { timeoutMs: 200 })))).toMatchObject({ kind: 'succeeded' });
+    expect(d.inFlight()).toBe(0);
+    const later = d.send(delivery(spec(`${url}/hang`, { timeoutMs: 600 })));
+    const earlier = d.send(delivery(spec(`${url}/hang`, { timeoutMs: 100 })));
+    expect((await earlier).error).toBe('timeout after 100 ms');
+    const o = await later;
+    expect(o.error).toBe('timeout after 600 ms');
+    expect(o.finishedAtMs - o.startedAtMs).toBeGreaterThanOrEqual(600);
+  });
 });
 
 describe('sendTo (no promise per send)', () => {

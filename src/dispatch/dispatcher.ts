@@ -356,6 +356,7 @@ class Deadlines {
     else list.tail.deadlineNext = attempt;
     list.tail = attempt;
     if (attempt.deadlineAt < this.timerAt) this.arm(attempt.deadlineAt);
+    else this.timer?.ref();
   }
 
   remove(attempt: Attempt): void {
@@ -370,8 +371,9 @@ class Deadlines {
     attempt.deadlineNext = null;
     // A list per distinct timeoutMs: an empty one goes, or specs with ever new timeouts would grow the map.
     if (list.head === null) this.lists.delete(list.timeoutMs);
-    // Nothing out: no timer left to hold the process open.
-    if (this.lists.size === 0) this.close();
+    // Nothing out: the timer no longer holds the process open, but it stays set. At a steady rate each callback
+    // settles before the next starts, and clearing it here and setting it again in add() was a timer per callback.
+    if (this.lists.size === 0) this.timer?.unref();
   }
 
   close(): void {

@@ -197,6 +197,11 @@ export interface FiringCoreOptions {
   emit(events: FiringEvents, transfer: ArrayBuffer[]): void;
 }
 
+/** A URL warmed for n connections is not warmed again for n or fewer within this long (FiringCore.warm). */
+const warmRepeatMs = 100;
+/** Events' number arrays at least this long are transferred to the main side, shorter ones copied (flush). */
+const transferMinNumbers = 256;
+
 // Read once: the getter is a visible item of the firing thread's profile when asked per call.
 const timeOrigin = performance.timeOrigin;
 
@@ -297,11 +302,15 @@ export class FiringCore {
   private preparing: NodeJS.Immediate | null = null;
   /** URL -> the most deliveries staged for one due ms among those staged since the last warm(). */
   private warmWant = new Map<string, number>();
+  /** URL -> what was last asked of Dispatcher.warm for it and when (monoEpochMs), oldest first; see warm(). */
+  private readonly warmedAt = new Map<string, { n: number; atMs: number }>();
   private started: number[] = [];
   private outcomes: number[] = [];
   private errors: Array<string | null> = [];
   private withdrawn: FiringEvents['withdrawn'] = [];
   private dropped: number[] = [];
+  /** Started and not settled yet (reported started by the Dispatcher, no outcome yet). */
+  private running = 0;
   /** A chunk is being handed to the Dispatcher: its starts are reported once the whole chunk is (see sendDue). */
   private sending = false;
   private closing = false;
@@ -330,6 +339,7 @@ export class FiringCore {
           s.state = 'sent';
           this.waiting.delete(id);
         }
+        this.running++;
         this.started.push(id, startedAtMs);
         if (!this.sending) this.scheduleEventsFlush();
       },
@@ -501,12 +511,29 @@ export class FiringCore {
     this.unpreparedHead = 0;
   }
 
-  /** Opens connections ahead: per URL, as many as the most deliveries staged for one due ms. */
+  /**
+   * Opens connections ahead: per URL, as many as the most deliveries staged for one due ms. A URL asked for no more
+   * than it was within the last warmRepeatMs is not asked again: at a steady rate every batch stages a few for it,
+   * and Dispatcher.warm reads undici's pool stats (a walk of every pool's clients), a visible item of the thread's
+   * CPU per callback then, for connections that the callbacks keep alive anyway.
+   */
   private warm(): void {
     this.warming = null;
     const want = this.warmWant;
     this.warmWant = new Map();
-    for (const [url, n] of want) this.dispatcher.warm(url, n);
+    const nowMs = monoEpochMs();
+    // Oldest first: entries past the window go (the map holds only URLs warmed within it).
+    for (const [url, w] of this.warmedAt) {
+      if (nowMs - w.atMs < warmRepeatMs) break;
+      this.warmedAt.delete(url);
+    }
+    for (const [url, n] of want) {
+      const last = this.warmedAt.get(url);
+      if (last !== undefined && n <= last.n) continue;
+      this.warmedAt.delete(url);
+      this.warmedAt.set(url, { n, atMs: nowMs });
+      this.dispatcher.warm(url, n);
+    }
   }
 
   /**
@@ -602,9 +629,21 @@ export class FiringCore {
       s.state = 'gone';
       this.waiting.delete(id);
     } else if (this.goneQueued.delete(id)) return; // withdrawn or dropped in the queue, then drained by close
+    else this.running--;
     this.outcomes.push(id, outcomeKinds.indexOf(o.kind), o.statusCode ?? -1, o.retryAfterMs ?? -1, o.startedAtMs, o.finishedAtMs);
     this.errors.push(o.error);
+    // The last one out with nothing due before the events' delay is over: no other start or outcome can join them
+    // meanwhile, so they go now rather than on a timer that would wake the thread once more (below 1,000/s, a
+    // wake-up per callback of its own).
+    if (this.idleForEventsDelay()) return this.scheduleFlush();
     this.scheduleEventsFlush();
+  }
+
+  /** Nothing out or waiting for a slot, and nothing due within eventsDelayMs. */
+  private idleForEventsDelay(): boolean {
+    const delayMs = this.o.eventsDelayMs ?? 0;
+    if (delayMs <= 0 || this.running > 0 || this.dueHead < this.dueNow.length || this.dispatcher.queued() > 0) return false;
+    return this.dueHeap.length === 0 || this.dueHeap[0]! - this.o.clock.nowMs() > delayMs;
   }
 
   // --- the near-horizon wheel ------------------------------------------------------------------------------
@@ -686,27 +725,36 @@ export class FiringCore {
     const delayMs = this.o.eventsDelayMs ?? 0;
     if (delayMs <= 0) return this.scheduleFlush();
     if (this.flushing !== null || this.eventsTimer !== null) return;
-    this.eventsTimer = setTimeout(this.flushBound, delayMs);
+    this.eventsTimer = setTimeout(this.eventsTimerBound, delayMs);
   }
 
   private readonly flushBound = (): void => this.flush(false);
+  // A timer that fired is not cleared: clearTimeout inside its own callback takes its list out of the timers'
+  // queue in the middle of their run, a visible item per flush at a steady rate.
+  private readonly eventsTimerBound = (): void => {
+    this.eventsTimer = null;
+    this.flush(false);
+  };
 
   private flush(closed: boolean): void {
     if (this.flushing !== null) clearImmediate(this.flushing);
     this.flushing = null;
     if (this.eventsTimer !== null) clearTimeout(this.eventsTimer);
     this.eventsTimer = null;
-    const started = this.started.length > 0 ? Float64Array.from(this.started) : null;
-    const outcomes = this.outcomes.length > 0 ? Float64Array.from(this.outcomes) : null;
+    // The constructor copies an array directly; from() goes through its iterator.
+    const started = this.started.length > 0 ? new Float64Array(this.started) : null;
+    const outcomes = this.outcomes.length > 0 ? new Float64Array(this.outcomes) : null;
     const events: FiringEvents = { started, outcomes, errors: this.errors, withdrawn: this.withdrawn, dropped: this.dropped, closed };
     this.started = [];
     this.outcomes = [];
     this.errors = [];
     this.withdrawn = [];
     this.dropped = [];
+    // Moved only when large: a transfer detaches the buffer and walks the transfer list, dearer than copying the
+    // few numbers a steady rate's flush carries.
     const transfer: ArrayBuffer[] = [];
-    if (started !== null) transfer.push(started.buffer);
-    if (outcomes !== null) transfer.push(outcomes.buffer);
+    if (started !== null && started.length >= transferMinNumbers) transfer.push(started.buffer);
+    if (outcomes !== null && outcomes.length >= transferMinNumbers) transfer.push(outcomes.buffer);
     for (const w of events.withdrawn) transfer.push(w.results.buffer as ArrayBuffer);
     this.o.emit(events, transfer);
   }

@@ -188,6 +188,21 @@ describe.each(modes)('FiringPort (%s)', (mode) => {
     expect(r.connections()).toBe(8);
   });
 
+  it('warms a URL again at once when a later batch stages more for one instant than the last warm asked for', async () => {
+    const r = await receiver();
+    const p = port(mode);
+    const s = spec(r.url);
+    const firstMs = Date.now() + 1_500;
+    const staged = Array.from({ length: 2 }, () => p.stage(delivery(s), firstMs));
+    await until(() => r.connections() >= 2);
+    // A second instant with more: not held back by the first warm of this URL a moment ago.
+    staged.push(...Array.from({ length: 6 }, () => p.stage(delivery(s), firstMs + 1)));
+    await until(() => r.connections() >= 6);
+    expect(r.arrivals).toHaveLength(0);
+    for (const o of await Promise.all(staged)) expect(o?.kind).toBe('succeeded');
+    expect(r.arrivals).toHaveLength(8);
+  });
+
   it('withdraws: a withdrawn delivery is never sent; one already sent answers "sent"', async () => {
     const r = await receiver();
     const p = port(mode);
