@@ -360,20 +360,19 @@ export class NodeService implements SchedulerApi {
   }
 
   /**
-   * PENDING jobs due at `atMs`, `added` of them just accepted here (and already applied on this node); null when its
-   * bucket holds at most `quietMax` (the instant cannot be reported, and is not counted).
+   * PENDING jobs due at `atMs`, `added` of them just accepted here (and already applied on this node); null when the
+   * instant was not counted before and its bucket holds at most `quietMax` (it cannot be reported, and is not
+   * counted). An instant counted before is recounted without its bucket: the bucket walks the same rows and more,
+   * and a count at most quietMax is not reported either way.
    */
   private dueAt(atMs: number, added: number, nowMs: number, quietMax: number): number | null {
     const memo = this.dueAtCounts.get(atMs);
+    if (memo !== undefined) this.bucketDue(atMs, added, nowMs, false);
+    else if (this.bucketDue(atMs, added, nowMs, true) <= quietMax) return null;
     if (memo !== undefined && nowMs - memo.countedAtMs < limits.hotInstantRecountMs) {
-      this.bucketDue(atMs, added, nowMs, false);
       memo.due += added;
       return memo.due;
     }
-    // An instant counted before is counted again without its bucket: the bucket walks the same rows and more, and
-    // a count at most quietMax is not reported either way (the answer is the one the bucket would have given).
-    if (memo === undefined && this.bucketDue(atMs, added, nowMs, true) <= quietMax) return null;
-    if (memo !== undefined) this.bucketDue(atMs, added, nowMs, false);
     let due = 0;
     for (const sh of this.o.shards) due += sh.store.countDueAt(atMs);
     remember(this.dueAtCounts, atMs, due, nowMs);
@@ -382,7 +381,7 @@ export class NodeService implements SchedulerApi {
 
   /**
    * PENDING jobs due in `atMs`'s bucket, counted and reused as dueAt counts an instant. Without `count`, only a
-   * fresh count is kept up to date with `added` (-1: none to keep).
+   * fresh count is kept up to date with `added` (-1: no fresh count, none made).
    */
   private bucketDue(atMs: number, added: number, nowMs: number, count: boolean): number {
     const fromMs = Math.floor(atMs / limits.hotInstantBucketMs) * limits.hotInstantBucketMs;
