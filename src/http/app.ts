@@ -58,7 +58,17 @@ export interface App {
   precheck?(req: { method: string; path: string; headers: Record<string, string | undefined> }): ApiResponse | null;
   /** Largest request body accepted for this route (the server answers 413 beyond it, without buffering). */
   bodyLimitFor(method: string, path: string): number;
+  /**
+   * precheck, bodyLimitFor and handle in one: the request is routed and authenticated once, before its body is
+   * read (the server's path; optional so a test may hand the server a bare App).
+   */
+  begin?(req: { method: string; path: string; headers: Record<string, string | undefined> }): Begun;
 }
+
+/** What App.begin decided before the body: a refusal to answer unread, or the body limit and how to go on. */
+export type Begun =
+  | { refusal: ApiResponse }
+  | { refusal: null; bodyLimit: number; finish(body: Uint8Array): Promise<ApiResponse> };
 
 export const jsonType = 'application/json';
 export const problemType = 'application/problem+json';
@@ -100,12 +110,12 @@ export function createApp(deps: AppDeps): App {
     if (!(err instanceof PunctualError)) deps.logger.error('request failed', { method: req.method, path: req.path, err });
     return problemResponse(err, retryHeaders(err));
   };
-  const handle = async (req: ApiRequest): Promise<ApiResponse> => {
+  const run = async (req: ApiRequest, admitted: Admission | null): Promise<ApiResponse> => {
     const startedMs = performance.now();
     let principal: Principal | null = null;
     let response: ApiResponse;
     try {
-      const admission = admit(req);
+      const admission = admitted ?? admit(req);
       principal = admission.principal;
       response =
         admission.kind === 'refused'
@@ -117,6 +127,7 @@ export function createApp(deps: AppDeps): App {
     logAccess(deps, req, response.status, principal, startedMs);
     return response;
   };
+  const handle = (req: ApiRequest): Promise<ApiResponse> => run(req, null);
   const precheck = (req: { method: string; path: string; headers: Record<string, string | undefined> }): ApiResponse | null => {
     const startedMs = performance.now();
     let admission: Admission;
@@ -129,14 +140,25 @@ export function createApp(deps: AppDeps): App {
     logAccess(deps, { method: req.method, path: req.path }, admission.response.status, admission.principal, startedMs);
     return admission.response;
   };
-  return {
-    handle,
-    precheck,
-    bodyLimitFor: (method, path) => {
-      const batch = method === 'POST' && safeDecode(path.split('?', 1)[0]!) === '/v1/jobs:batch';
-      return batch ? limits.batchBodyBytesMax : limits.requestBodyBytesMax;
-    },
+  const bodyLimitFor = (method: string, path: string): number => {
+    const batch = method === 'POST' && safeDecode(path.split('?', 1)[0]!) === '/v1/jobs:batch';
+    return batch ? limits.batchBodyBytesMax : limits.requestBodyBytesMax;
   };
+  const begin = (req: { method: string; path: string; headers: Record<string, string | undefined> }): Begun => {
+    const startedMs = performance.now();
+    let admitted: Admission | null;
+    try {
+      admitted = admit(req);
+    } catch {
+      admitted = null; // a malformed target: answered after the body, as handle() does
+    }
+    if (admitted !== null && admitted.kind === 'refused') {
+      logAccess(deps, req, admitted.response.status, admitted.principal, startedMs);
+      return { refusal: admitted.response };
+    }
+    return { refusal: null, bodyLimit: bodyLimitFor(req.method, req.path), finish: (body) => run({ ...req, body }, admitted) };
+  };
+  return { handle, precheck, bodyLimitFor, begin };
 }
 
 /**

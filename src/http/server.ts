@@ -63,7 +63,7 @@ interface AnyRequest {
 interface AnyResponse {
   headersSent: boolean;
   writeHead(status: number, headers: Record<string, string>): unknown;
-  end(body?: Uint8Array): unknown;
+  end(body?: string | Uint8Array): unknown;
   once(event: 'finish', listener: () => void): unknown;
 }
 
@@ -325,6 +325,7 @@ function refuse(state: ServerState, req: AnyRequest, res: AnyResponse, isH2: boo
 }
 
 async function serve(state: ServerState, req: AnyRequest, res: AnyResponse, isH2: boolean): Promise<void> {
+  if (state.app.begin !== undefined) return serveBegun(state, req, res, isH2);
   const method = req.method ?? 'GET';
   const limit = state.app.bodyLimitFor(method, req.url);
   try {
@@ -338,6 +339,24 @@ async function serve(state: ServerState, req: AnyRequest, res: AnyResponse, isH2
     send(state, res, method, response, isH2);
   } catch (err) {
     // The client went away mid-body, or a bug: answer if we still can.
+    state.logger.debug('request not served', { method, path: req.url, err });
+    if (!res.headersSent) send(state, res, method, problemResponse(err), isH2);
+  }
+}
+
+/** serve() through App.begin: the request routed and authenticated once, its headers flattened once. */
+async function serveBegun(state: ServerState, req: AnyRequest, res: AnyResponse, isH2: boolean): Promise<void> {
+  const method = req.method ?? 'GET';
+  try {
+    const begun = state.app.begin!({ method, path: req.url, headers: flattenHeaders(req.headers) });
+    if (begun.refusal !== null) return refuse(state, req, res, isH2, begun.refusal);
+    const limit = begun.bodyLimit;
+    const declared = Number(req.headers['content-length'] ?? 0);
+    if (declared > limit) return rejectTooLarge(state, req, res, isH2, limit, declared);
+    const body = await readBody(req, limit);
+    if (body === null) return rejectTooLarge(state, req, res, isH2, limit, 0);
+    send(state, res, method, await begun.finish(body), isH2);
+  } catch (err) {
     state.logger.debug('request not served', { method, path: req.url, err });
     if (!res.headersSent) send(state, res, method, problemResponse(err), isH2);
   }
@@ -411,8 +430,10 @@ function rejectTooLarge(state: ServerState, req: AnyRequest, res: AnyResponse, i
 
 function flattenHeaders(headers: Record<string, string | string[] | undefined>): Record<string, string | undefined> {
   const out: Record<string, string | undefined> = {};
-  for (const [name, value] of Object.entries(headers)) {
-    if (name.startsWith(':')) continue; // HTTP/2 pseudo-headers
+  // for..in, not Object.entries: no pair arrays per header on every request (node's header objects own their keys).
+  for (const name in headers) {
+    if (name.charCodeAt(0) === 58) continue; // ':', HTTP/2 pseudo-headers
+    const value = headers[name];
     out[name] = Array.isArray(value) ? value.join(', ') : value;
   }
   return out;
@@ -420,12 +441,14 @@ function flattenHeaders(headers: Record<string, string | string[] | undefined>):
 
 function send(state: ServerState, res: AnyResponse, method: string, response: ApiResponse, isH2: boolean): void {
   if (response.body instanceof Readable) return sendStream(state, res, method, response, response.body, isH2);
-  const body = typeof response.body === 'string' ? Buffer.from(response.body, 'utf8') : response.body;
-  const headers: Record<string, string> = { ...response.headers };
+  // A text body stays a string: node:http then writes the head and the body in one write, not a writev of two.
+  const body = response.body;
+  const bytes = typeof body === 'string' ? Buffer.byteLength(body, 'utf8') : body.byteLength;
+  const headers: Record<string, string> = { ...response.headers }; // some answers are built once and shared
   const bodyless = response.status === 204 || response.status === 304;
-  if (!bodyless) headers['content-length'] = String(body.byteLength);
+  if (!bodyless) headers['content-length'] = String(bytes);
   if (state.closing && !isH2) headers.connection = 'close';
-  if (!isH2 && closesAfterLargeTlsAnswer(res, body.byteLength)) headers.connection = 'close';
+  if (!isH2 && closesAfterLargeTlsAnswer(res, bytes)) headers.connection = 'close';
   res.writeHead(response.status, headers);
   res.end(method === 'HEAD' || bodyless ? undefined : body);
 }

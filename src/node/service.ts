@@ -235,6 +235,8 @@ export class NodeService implements SchedulerApi {
 
   async createJobs(specs: JobSpec[]): Promise<CreateJobResult[]> {
     const nowMs = this.nowMs();
+    // One job (POST /v1/jobs): one shard, nothing to group or merge back.
+    if (specs.length === 1) return this.createOnShard(shardOf(specs[0]!.id, this.o.shards.length), nowMs, specs);
     const groups = new Map<number, number[]>();
     specs.forEach((spec, i) => {
       const shard = shardOf(spec.id, this.o.shards.length);
@@ -245,19 +247,22 @@ export class NodeService implements SchedulerApi {
     const out: CreateJobResult[] = new Array(specs.length);
     await Promise.all(
       [...groups].map(async ([shard, indexes]) => {
-        const jobs = indexes.map((i) => specs[i]);
-        let results: CreateJobResult[];
-        try {
-          results = await this.o.router.call(shard, { op: 'create_jobs', shard, nowMs, jobs }, () => this.createLocal(shard, nowMs, jobs));
-          results = results.map((r) => (r.ok || r.error instanceof PunctualError ? r : { ...r, error: fromWireError(r.error as unknown as WireError) }));
-        } catch (err) {
-          const error = err instanceof PunctualError ? err : new PunctualError('unavailable', 'shard unavailable');
-          results = jobs.map((j) => ({ ok: false, id: j.id, error }));
-        }
+        const results = await this.createOnShard(shard, nowMs, indexes.map((i) => specs[i]!));
         results.forEach((r, k) => (out[indexes[k]] = r));
       }),
     );
     return out;
+  }
+
+  /** One create_jobs on `shard` (here or at its leader); a failure of the whole call is every job's error. */
+  private async createOnShard(shard: number, nowMs: number, jobs: JobSpec[]): Promise<CreateJobResult[]> {
+    try {
+      const results = await this.o.router.call(shard, { op: 'create_jobs', shard, nowMs, jobs }, () => this.createLocal(shard, nowMs, jobs));
+      return results.map((r) => (r.ok || r.error instanceof PunctualError ? r : { ...r, error: fromWireError(r.error as unknown as WireError) }));
+    } catch (err) {
+      const error = err instanceof PunctualError ? err : new PunctualError('unavailable', 'shard unavailable');
+      return jobs.map((j) => ({ ok: false, id: j.id, error }));
+    }
   }
 
   /** On the shard's leader: one create_jobs command for the shard's part of the request. */
@@ -355,31 +360,37 @@ export class NodeService implements SchedulerApi {
   }
 
   /**
-   * PENDING jobs due at `atMs`, `added` of them just accepted here (and already applied on this node); null when its
-   * bucket holds at most `quietMax` (the instant cannot be reported, and is not counted).
+   * PENDING jobs due at `atMs`, `added` of them just accepted here (and already applied on this node); null when the
+   * instant was not counted before and its bucket holds at most `quietMax` (it cannot be reported, and is not
+   * counted). An instant counted before is recounted without its bucket: the bucket walks the same rows and more,
+   * and a count at most quietMax is not reported either way.
    */
   private dueAt(atMs: number, added: number, nowMs: number, quietMax: number): number | null {
-    const bucketDue = this.bucketDue(atMs, added, nowMs);
     const memo = this.dueAtCounts.get(atMs);
+    if (memo !== undefined) this.bucketDue(atMs, added, nowMs, false);
+    else if (this.bucketDue(atMs, added, nowMs, true) <= quietMax) return null;
     if (memo !== undefined && nowMs - memo.countedAtMs < limits.hotInstantRecountMs) {
       memo.due += added;
       return memo.due;
     }
-    if (bucketDue <= quietMax) return null;
     let due = 0;
     for (const sh of this.o.shards) due += sh.store.countDueAt(atMs);
     remember(this.dueAtCounts, atMs, due, nowMs);
     return due;
   }
 
-  /** PENDING jobs due in `atMs`'s bucket, counted and reused as dueAt counts an instant. */
-  private bucketDue(atMs: number, added: number, nowMs: number): number {
+  /**
+   * PENDING jobs due in `atMs`'s bucket, counted and reused as dueAt counts an instant. Without `count`, only a
+   * fresh count is kept up to date with `added` (-1: no fresh count, none made).
+   */
+  private bucketDue(atMs: number, added: number, nowMs: number, count: boolean): number {
     const fromMs = Math.floor(atMs / limits.hotInstantBucketMs) * limits.hotInstantBucketMs;
     const memo = this.bucketCounts.get(fromMs);
     if (memo !== undefined && nowMs - memo.countedAtMs < limits.hotInstantRecountMs) {
       memo.due += added;
       return memo.due;
     }
+    if (!count) return -1;
     let due = 0;
     for (const sh of this.o.shards) due += sh.store.countDueBetween(fromMs, fromMs + limits.hotInstantBucketMs);
     remember(this.bucketCounts, fromMs, due, nowMs);
