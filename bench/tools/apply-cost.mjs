@@ -4,7 +4,10 @@
 // effects, and armed by the loader), and of the Raft log's side of a record: outcomes entries of 256 items appended
 // in a transaction with the hard state, then read back as committed entries (what the applier gets) with their
 // crc checked (as src/raft/log.ts does).
-//   npm run build && node [--expose-gc] bench/tools/apply-cost.mjs [dist=dist] [items=20000] [batch=1000] [checkpointMs=]
+//   npm run build && node [--expose-gc] bench/tools/apply-cost.mjs [dist=dist] [items=20000] [batch=1000] [checkpointMs=] [perCommand=batch]
+// The create / fired / outcomes phases apply through a StateBatch as the node does: `batch` items per batch
+// transaction (BEGIN .. COMMIT), each command of `perCommand` items in its own savepoint inside it (at a steady
+// 1,000/s a command carries one or two items, a state batch ~100 jobs).
 // With checkpointMs (e.g. 100,1000): for each interval, a fresh `--fsync batch` file with the node's Checkpointer
 // at that interval, the items fired then finished at a paced 10,000 items/s (100 per transaction every 10 ms);
 // prints the process CPU (every thread: the checkpointer's copying included) per item and the checkpoint rounds.
@@ -14,9 +17,11 @@ import { join, resolve } from 'node:path';
 const dist = resolve(process.argv[2] ?? 'dist');
 const N = Number(process.argv[3] ?? 20000), batch = Number(process.argv[4] ?? 1000);
 const checkpointMs = (process.argv[5] ?? '').split(',').filter((x) => x !== '').map(Number);
+const perCommand = Number(process.argv[6] || batch);
 const { openNodeDb } = await import(`file://${dist}/src/store/db.js`);
 const { SqliteShardStore } = await import(`file://${dist}/src/store/shard-store.js`);
 const { apply } = await import(`file://${dist}/src/scheduler/machine.js`);
+const { StateBatch } = await import(`file://${dist}/src/store/state-batch.js`);
 const dir = mkdtempSync(join(tmpdir(), 'apply-bench-'));
 const db = openNodeDb(dir, 'off');
 const store = new SqliteShardStore(db, 0);
@@ -28,7 +33,15 @@ const job = (id) => ({ id, task: 'hook', callback: null, payload: new Uint8Array
 const ids = Array.from({ length: N }, (_, i) => `bjob-${i.toString(36)}`);
 function phase(name, mk) {
   const cpu = process.cpuUsage();
-  for (let b = 0; b < N; b += batch) db.transaction(() => apply(store, mk(ids.slice(b, b + batch))))();
+  const inSavepoint = db.transaction((fn) => fn());
+  const fail = (err) => { throw err; };
+  const sb = new StateBatch(db, { intervalMs: 3_600_000, entriesMax: 1e9, retryMs: 1000, sync: null, applied: () => [], onFatal: fail, onFull: fail, onSpace: () => {} });
+  for (let b = 0; b < N; b += batch) {
+    sb.begin();
+    const s = ids.slice(b, b + batch);
+    for (let c = 0; c < s.length; c += perCommand) inSavepoint(() => apply(store, mk(s.slice(c, c + perCommand))));
+    sb.commit();
+  }
   const c = process.cpuUsage(cpu);
   console.log(`${name}: ${((c.user + c.system) / N).toFixed(1)} us/item`);
 }

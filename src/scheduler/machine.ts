@@ -57,10 +57,14 @@ export function apply(store: SchedulerStore, command: Command, term?: number): A
   rulesInApply.clear();
   entryTerm = term ?? null;
   store.commandStarted?.();
+  let failure: { error: unknown } | undefined;
   try {
     return { result: dispatch(store, command, effects), effects };
+  } catch (error) {
+    failure = { error };
+    throw error;
   } finally {
-    store.commandEnded?.();
+    store.commandEnded?.(failure);
     rulesInApply.clear();
     armsOfJob.clear();
     entryTerm = null;

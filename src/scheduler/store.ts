@@ -43,7 +43,8 @@ export interface SchedulerStore {
    * command (SqliteShardStore keeps the row of the job being worked on) and must drop it at either call.
    */
   commandStarted?(): void;
-  commandEnded?(): void;
+  /** `failure`: the command threw this (its writes may be rolled back by the caller's savepoint, or kept). */
+  commandEnded?(failure?: { error: unknown }): void;
 
   getJob(id: string): JobRecord | null;
   /** Insert or replace. */

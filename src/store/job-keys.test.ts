@@ -11,6 +11,7 @@ import { dbFilePath, getNodeMeta, openNodeDb, schemaVersion, type Db } from './d
 import { migrateToSchema3 } from './job-keys.js';
 import { SqliteShardStore } from './shard-store.js';
 import { encodeShardImage, restoreShardImage } from './shard-snapshot.js';
+import { StateBatch } from './state-batch.js';
 import { answers } from './testdata/schema2-fixture.mjs';
 
 const fixture = (name: string): string => fileURLToPath(new URL(`./testdata/${name}`, import.meta.url));
@@ -218,7 +219,16 @@ type Op =
   | { kind: 'put'; shard: number; n: number; state: JobState }
   | { kind: 'delete'; shard: number; n: number }
   | { kind: 'drop'; shard: number }
-  | { kind: 'restore'; shard: number };
+  | { kind: 'restore'; shard: number }
+  /** Writes within one command (commandStarted .. commandEnded), in a savepoint that commits or rolls back. */
+  | { kind: 'command'; shard: number; writes: Array<{ n: number; state: JobState | null }>; rollBack: boolean }
+  /** The state batch opens (when closed) or commits (when open): inside it the counts' changes wait for the commit. */
+  | { kind: 'batch' }
+  /**
+   * A slice of the node's applier on a full disk: commands in a savepoint, the last one failing with SQLITE_FULL,
+   * the savepoint rolled back, then the same commands applied again (raft-host's rewindApply).
+   */
+  | { kind: 'fullSlice'; shard: number; writes: Array<{ n: number; state: JobState | null }> };
 
 const states: JobState[] = ['PENDING', 'RUNNING', 'PAUSED', 'SUCCEEDED', 'FAILED', 'CANCELLED'];
 const op: fc.Arbitrary<Op> = fc.oneof(
@@ -226,12 +236,35 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('delete' as const), shard: fc.integer({ min: 0, max: 2 }), n: fc.integer({ min: 0, max: 7 }) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('drop' as const), shard: fc.integer({ min: 0, max: 2 }) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('restore' as const), shard: fc.integer({ min: 0, max: 2 }) }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      kind: fc.constant('command' as const),
+      shard: fc.integer({ min: 0, max: 2 }),
+      // state null: a delete.
+      writes: fc.array(fc.record({ n: fc.integer({ min: 0, max: 7 }), state: fc.option(fc.constantFrom(...states)) }), { maxLength: 6 }),
+      rollBack: fc.boolean(),
+    }),
+  },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('batch' as const) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('fullSlice' as const),
+      shard: fc.integer({ min: 0, max: 2 }),
+      writes: fc.array(fc.record({ n: fc.integer({ min: 0, max: 7 }), state: fc.option(fc.constantFrom(...states)) }), { maxLength: 6 }),
+    }),
+  },
 );
 
-describe('schema 3: job_counts (kept by triggers)', () => {
-  it('equals count(*) by shard and state after any sequence of inserts, state changes, deletes, shard drops and restores', () => {
+describe('schema 3: job_counts (kept by the store)', () => {
+  it('equals count(*) by shard and state after any sequence of inserts, state changes, deletes, shard drops, restores and commands (rolled back or not)', () => {
     const db = openNodeDb(dir, 'off');
     const stores = [0, 1, 2].map((shard) => new SqliteShardStore(db, shard));
+    const fail = (err: unknown): never => {
+      throw err;
+    };
+    const batch = new StateBatch(db, { intervalMs: 3_600_000, entriesMax: 1e9, retryMs: 1000, sync: null, applied: () => [], onFatal: fail, onFull: fail, onSpace: () => {} });
     const images = new Map<number, Uint8Array>();
     const counted = (): unknown[] => db.prepare('SELECT shard, state, count(*) AS n FROM jobs GROUP BY shard, state ORDER BY shard, state').all();
     const kept = (): unknown[] => db.prepare('SELECT shard, state, n FROM job_counts WHERE n != 0 ORDER BY shard, state').all();
@@ -239,17 +272,73 @@ describe('schema 3: job_counts (kept by triggers)', () => {
       fc.assert(
         fc.property(fc.array(op, { maxLength: 60 }), (ops) => {
           for (const shard of [0, 1, 2]) restoreShardImage(db, shard, new Uint8Array());
+          const byRows = (shard: number, state: JobState): unknown => db.prepare('SELECT count(*) FROM jobs WHERE shard = ? AND state = ?').pluck().get(shard, state);
+          // A command as apply brackets it: a throw reaches commandEnded as its failure.
+          const command = (s: SqliteShardStore, writes: Array<{ n: number; state: JobState | null }>, then?: () => void): void => {
+            s.commandStarted();
+            let failure: { error: unknown } | undefined;
+            try {
+              for (const w of writes) {
+                if (w.state === null) s.getJob(`j${w.n}`) !== null && s.deleteJob(`j${w.n}`, 100);
+                else {
+                  s.getJob(`j${w.n}`);
+                  s.putJob(job(`j${w.n}`, s.shard, w.state));
+                }
+                // Within the command (its changes not written yet) the counts answer for the rows as they are.
+                const byState = s.countJobsByState();
+                for (const state of states) expect(byState[state]).toBe(byRows(s.shard, state));
+              }
+              then?.();
+            } catch (error) {
+              failure = { error };
+              throw error;
+            } finally {
+              s.commandEnded(failure);
+            }
+          };
           for (const o of ops) {
-            const s = stores[o.shard]!;
-            if (o.kind === 'put') s.putJob(job(`j${o.n}`, o.shard, o.state));
-            else if (o.kind === 'delete') s.deleteJob(`j${o.n}`, 100);
+            if (o.kind === 'batch') {
+              if (batch.isOpen()) batch.commit();
+              else batch.begin();
+            } else if (o.kind === 'fullSlice') {
+              const s = stores[o.shard]!;
+              // Inside the state batch, as the node applies (SQLite may roll the whole batch back on SQLITE_FULL).
+              batch.begin();
+              expect(() =>
+                db.transaction(() => {
+                  db.transaction(() => command(s, o.writes))();
+                  db.pragma(`max_page_count = ${db.pragma('page_count', { simple: true }) as number}`);
+                  db.transaction(() => command(s, [], () => s.putJob(job('big', o.shard, 'PENDING', { payload: new Uint8Array(256 * 1024) }))))();
+                })(),
+              ).toThrow(/full/);
+              db.pragma('max_page_count = 1073741823');
+              // The node's next slice (a new batch transaction when that one was rolled back).
+              batch.begin();
+              db.transaction(() => db.transaction(() => command(s, o.writes))())();
+            } else if (o.kind === 'command') {
+              const s = stores[o.shard]!;
+              // rollBack: the command throws; the node's savepoint of its entry rolls its writes back.
+              try {
+                db.transaction(() => command(s, o.writes, o.rollBack ? () => { throw new Error('rolled back'); } : undefined))();
+              } catch (err) {
+                if (!o.rollBack) throw err;
+              }
+            } else if (o.kind === 'put') stores[o.shard]!.putJob(job(`j${o.n}`, o.shard, o.state));
+            else if (o.kind === 'delete') stores[o.shard]!.deleteJob(`j${o.n}`, 100);
             else if (o.kind === 'drop') {
               images.set(o.shard, encodeShardImage(db, o.shard));
               restoreShardImage(db, o.shard, new Uint8Array());
             } else restoreShardImage(db, o.shard, images.get(o.shard) ?? new Uint8Array());
-            expect(kept()).toEqual(counted());
-            expect(db.prepare('SELECT count(*) FROM job_counts WHERE n < 0').pluck().get()).toBe(0);
+            // Inside the batch the changes wait for its commit.
+            if (!batch.isOpen()) expect(kept()).toEqual(counted());
+            for (const s of stores) {
+              const byState = s.countJobsByState();
+              for (const state of states) expect(byState[state]).toBe(byRows(s.shard, state));
+            }
           }
+          batch.commit();
+          expect(kept()).toEqual(counted());
+          expect(db.prepare('SELECT count(*) FROM job_counts WHERE n < 0').pluck().get()).toBe(0);
           for (const s of stores) {
             const byState = s.countJobsByState();
             for (const state of states) {
@@ -261,6 +350,24 @@ describe('schema 3: job_counts (kept by triggers)', () => {
       );
     } finally {
       db.close();
+    }
+  });
+
+  it('a file made with the count triggers of earlier builds loses them at open, its counts kept', () => {
+    const db = openNodeDb(dir, 'off');
+    const s = new SqliteShardStore(db, 0);
+    s.putJob(job('a', 0, 'PENDING'));
+    db.exec(`CREATE TRIGGER job_counts_insert AFTER INSERT ON jobs BEGIN
+      INSERT INTO job_counts (shard, state, n) VALUES (new.shard, new.state, 1) ON CONFLICT (shard, state) DO UPDATE SET n = n + 1; END`);
+    db.close();
+    const again = openNodeDb(dir, 'off');
+    try {
+      expect(again.prepare("SELECT name FROM sqlite_schema WHERE type = 'trigger' AND name LIKE 'job_counts%'").all()).toEqual([]);
+      const s2 = new SqliteShardStore(again, 0);
+      s2.putJob(job('b', 0, 'PENDING'));
+      expect(s2.countJobsByState().PENDING).toBe(2);
+    } finally {
+      again.close();
     }
   });
 });

@@ -6,7 +6,8 @@
  */
 import { createHash } from 'node:crypto';
 import { quarantineLimits } from '../core/limits.js';
-import type { Db } from './db.js';
+import { isStorageError, type Db } from './db.js';
+import { CountBook } from './job-keys.js';
 
 export interface QuarantinedEntry {
   shard: number;
@@ -25,7 +26,7 @@ export class QuarantineTable {
   private readonly select;
   private readonly counts;
 
-  constructor(db: Db) {
+  constructor(private readonly db: Db) {
     this.insert = db.prepare(
       'INSERT OR REPLACE INTO raft_quarantine (shard, idx, term, error, digest, bytes, data) VALUES (?, ?, ?, ?, ?, ?, ?)',
     );
@@ -44,7 +45,13 @@ export class QuarantineTable {
       bytes: data.byteLength,
       data: data.subarray(0, quarantineLimits.keepBytesMax),
     };
-    this.insert.run(shard, index, term, entry.error, entry.digest, entry.bytes, Buffer.from(entry.data));
+    try {
+      this.insert.run(shard, index, term, entry.error, entry.digest, entry.bytes, Buffer.from(entry.data));
+    } catch (err) {
+      // The node rolls the batch's slice back with it: job counts summed for the batch cannot be trusted.
+      if (isStorageError(err)) CountBook.of(this.db).storageFailed();
+      throw err;
+    }
     return entry;
   }
 

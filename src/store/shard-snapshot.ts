@@ -14,9 +14,9 @@
  */
 import type { Statement } from 'better-sqlite3';
 import { assert } from '../core/assert.js';
-import type { Db } from './db.js';
+import { isStorageError, type Db } from './db.js';
 import { rebuildMetadataIndex } from './metadata-index.js';
-import { JobKeys } from './job-keys.js';
+import { CountBook, JobKeys, recountJobs } from './job-keys.js';
 import { pack, unpack } from './rows.js';
 import { fillLifecycleColumns } from './lifecycle-schema.js';
 
@@ -80,11 +80,25 @@ export function shardImageRestores(db: Db): number {
 export function restoreShardImage(db: Db, shard: number, data: Uint8Array): void {
   // Counted first: caches of decoded rows (SqliteShardStore's tasks) are emptied, even if this transaction rolls back.
   restores.set(db, shardImageRestores(db) + 1);
+  // The shard's job counts are counted again from the restored rows (below): changes waiting for them are void.
+  CountBook.of(db).dropShard(shard);
+  try {
+    restoreRows(db, shard, data);
+  } catch (err) {
+    if (isStorageError(err)) CountBook.of(db).storageFailed();
+    throw err;
+  }
+}
+
+function restoreRows(db: Db, shard: number, data: Uint8Array): void {
   db.prepare('DELETE FROM executions WHERE job_seq IN (SELECT job_seq FROM jobs WHERE shard = ?)').run(shard);
   db.prepare('DELETE FROM executions WHERE job_seq IN (SELECT seq FROM job_keys WHERE shard = ?)').run(shard);
   db.prepare('DELETE FROM job_keys WHERE shard = ?').run(shard);
   for (const t of stateTables) if (t !== 'executions') db.prepare(`DELETE FROM ${t} WHERE shard = ?`).run(shard);
-  if (data.length === 0) return;
+  if (data.length === 0) {
+    recountJobs(db, shard);
+    return;
+  }
   const image = unpack<ShardImage>(data);
   assert(image.v === 1, `shard snapshot version ${String(image.v)} is not supported`);
   for (const t of stateTables) {
@@ -111,6 +125,8 @@ export function restoreShardImage(db: Db, shard: number, data: Uint8Array): void
   rebuildMetadataIndex(db, shard);
   // An image from a node without the retention columns: derive them here, as that node's putJob would have.
   if (image.tables.jobs !== undefined && !image.tables.jobs.columns.includes('finished_at')) fillLifecycleColumns(db, shard);
+  // job_counts has no triggers (job-keys.ts): the shard's counts, of the rows just written.
+  recountJobs(db, shard);
 }
 
 /** shard_meta.applied_index of each shard: the last log index whose command is in the state-machine rows. */
@@ -118,7 +134,7 @@ export class AppliedIndexes {
   private readonly get: Statement;
   private readonly set: Statement;
 
-  constructor(db: Db) {
+  constructor(private readonly db: Db) {
     this.get = db.prepare('SELECT applied_index AS a FROM shard_meta WHERE shard = ?');
     this.set = db.prepare(
       `INSERT INTO shard_meta (shard, applied_index) VALUES (?, ?)
@@ -133,6 +149,12 @@ export class AppliedIndexes {
 
   /** Call inside the transaction that wrote the rows of the commands up to `index`. */
   write(shard: number, index: number): void {
-    this.set.run(shard, index);
+    try {
+      this.set.run(shard, index);
+    } catch (err) {
+      // The node rolls the applied commands back with it: job counts summed for the batch cannot be trusted.
+      if (isStorageError(err)) CountBook.of(this.db).storageFailed();
+      throw err;
+    }
   }
 }

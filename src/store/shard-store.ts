@@ -18,8 +18,8 @@ import type {
 } from '../scheduler/types.js';
 import { errorClassOf, type ErrorClass } from '../scheduler/failure.js';
 import type { DueJob, JobPageQuery, SchedulerStore } from '../scheduler/store.js';
-import type { Db } from './db.js';
-import { JobKeys, rareStates, rareStateWhere } from './job-keys.js';
+import { isStorageError, type Db } from './db.js';
+import { CountBook, JobKeys, rareStates, rareStateWhere, type CountChanges } from './job-keys.js';
 import { indexedPairs, MetadataIndex, searchParams, searchSql } from './metadata-index.js';
 import { shardImageRestores } from './shard-snapshot.js';
 import { isNoSearch } from '../scheduler/search.js';
@@ -100,7 +100,8 @@ function statements(db: Db) {
       `SELECT id, next_fire_at FROM jobs WHERE shard = ? AND state = 'PENDING' AND next_fire_at <= ?
        AND (next_fire_at, id) > (?, ?) ORDER BY next_fire_at, id LIMIT ?`,
     ).raw(),
-    // Kept by triggers (job-keys.ts): no index leads with (shard, state) any more.
+    // Kept by the store (CountBook, job-keys.ts): no index leads with (shard, state) any more.
+    countRowsByState: p('SELECT state, count(*) AS n FROM jobs WHERE shard = ? GROUP BY state'),
     countByState: p('SELECT state, n FROM job_counts WHERE shard = ?'),
     countOfState: p('SELECT n FROM job_counts WHERE shard = ? AND state = ?').pluck(),
     getExec: p(`SELECT ${execCols} FROM executions WHERE job_seq = ? AND scheduled_at = ?`),
@@ -211,6 +212,9 @@ export class SqliteShardStore implements SchedulerStore {
   private readonly tasks: TaskCache;
   private readonly metadataIndex: MetadataIndex;
   private readonly keys: JobKeys;
+  /** The command's (or the write's, outside one) changes to the per-state job counts, handed to `book` at its end. */
+  private readonly counts: CountChanges = new Map();
+  private readonly book: CountBook;
   /** `UPDATE jobs` statements by the mask of the derived columns they set (putJob). */
   private readonly jobUpdates = new Map<number, Statement>();
   /** Prepared search statements by their SQL (a handful of shapes: which filters are given). */
@@ -233,6 +237,7 @@ export class SqliteShardStore implements SchedulerStore {
     this.metadataIndex = new MetadataIndex(db);
     this.l = lifecycleStatements(db);
     this.keys = new JobKeys(db);
+    this.book = CountBook.of(db);
   }
 
   getTask(name: string): TaskRecord | null {
@@ -290,10 +295,23 @@ export class SqliteShardStore implements SchedulerStore {
     this.commandTasks.clear();
   }
 
-  commandEnded(): void {
+  commandEnded(failure?: { error: unknown }): void {
     this.inCommand = false;
     this.held = null;
     this.commandTasks.clear();
+    if (failure === undefined) this.book.take(this.shard, this.counts);
+    else if (isStorageError(failure.error)) {
+      // The node rolls back past this command (and maybe earlier ones whose changes wait in the book).
+      this.counts.clear();
+      this.book.storageFailed();
+    } else {
+      // Written now, inside the command's savepoint: rolled back with its rows (the node), or kept with them.
+      this.book.writeNow(this.shard, this.counts);
+    }
+  }
+
+  private countChange(state: unknown, d: number): void {
+    this.counts.set(state as string, (this.counts.get(state as string) ?? 0) + d);
   }
 
   getJob(id: string): JobRecord | null {
@@ -343,6 +361,7 @@ export class SqliteShardStore implements SchedulerStore {
       this.metadataIndex.sync(this.shard, job, want);
     }
     if (this.inCommand) this.held = { id: job.id, seq, keys: values, unindexed: want.length === 0 };
+    else this.book.take(this.shard, this.counts);
   }
 
   /** Inserts the job's row; its sequence, or null when `insert` (insertJobIfAbsent) found the row there. */
@@ -351,6 +370,7 @@ export class SqliteShardStore implements SchedulerStore {
     const r = insert.run(this.shard, job.id, state, task, next, encodeJob(job), finishedAt, retainMs, errorClass);
     if (r.changes === 0) return null;
     const seq = Number(r.lastInsertRowid);
+    this.countChange(state, 1);
     const orphan = this.keys.orphanSeq(this.shard, job.id);
     if (orphan !== undefined) this.keys.adoptOrphan(orphan, seq);
     return seq;
@@ -367,6 +387,10 @@ export class SqliteShardStore implements SchedulerStore {
       }
     }
     this.jobUpdate(mask).run(encodeJob(job), ...changed, seq);
+    if ((mask & 1) !== 0) {
+      this.countChange(old[0], -1);
+      this.countChange(values[0], 1);
+    }
   }
 
   /** The job's sequence: the held one for the job the command works on, else looked up. */
@@ -394,7 +418,7 @@ export class SqliteShardStore implements SchedulerStore {
     // Only the rare states have an index by (state, id) (jobs_state_rare: a state change between common states
     // moves no entry); the others walk jobs_id and fill a page at once. A state the shard has no job in is
     // answered from job_counts without reading any.
-    if (query.state !== null && ((this.s.countOfState.get(this.shard, query.state) as number | undefined) ?? 0) === 0) return [];
+    if (query.state !== null && this.countOf(query.state) === 0) return [];
     if (query.state !== null && rareStates.includes(query.state)) {
       // The index's WHERE repeated: SQLite takes a partial index only for a query whose WHERE holds its terms.
       // INDEXED BY: with a task too, reading the state's few jobs beats reading the task's many (jobs_task).
@@ -459,10 +483,23 @@ export class SqliteShardStore implements SchedulerStore {
 
   countJobsByState(): Record<JobState, number> {
     const counts = Object.fromEntries(jobStates.map((s) => [s, 0])) as Record<JobState, number>;
-    for (const row of this.s.countByState.all(this.shard) as Array<{ state: JobState; n: number }>) {
+    // Dirty (a storage error rolled back changes the book had summed): the rows themselves, until the recount.
+    const dirty = this.book.dirty;
+    for (const row of (dirty ? this.s.countRowsByState : this.s.countByState).all(this.shard) as Array<{ state: JobState; n: number }>) {
       counts[row.state] = row.n;
     }
+    if (!dirty) for (const state of jobStates) counts[state] += this.pendingCount(state);
     return counts;
+  }
+
+  /** Jobs of the shard in `state`, the changes not yet written included. */
+  private countOf(state: string): number {
+    if (this.book.dirty) return this.countJobsByState()[state as JobState] ?? 0;
+    return ((this.s.countOfState.get(this.shard, state) as number | undefined) ?? 0) + this.pendingCount(state);
+  }
+
+  private pendingCount(state: string): number {
+    return this.book.pending(this.shard, state) + (this.counts.get(state) ?? 0);
   }
 
   getExecution(jobId: string, scheduledAtMs: number): ExecutionRecord | null {
@@ -533,7 +570,11 @@ export class SqliteShardStore implements SchedulerStore {
       this.keys.dropOrphan(seq);
       return { executions, deleted: false };
     }
-    return { executions, deleted: this.l.deleteJob.run(seq).changes > 0 };
+    const state = this.l.deleteJob.get(seq) as string | undefined;
+    if (state === undefined) return { executions, deleted: false };
+    this.countChange(state, -1);
+    if (!this.inCommand) this.book.take(this.shard, this.counts);
+    return { executions, deleted: true };
   }
 
   trimExecutions(jobId: string, keep: number, max: number): number {
@@ -643,7 +684,7 @@ function lifecycleStatements(db: Db) {
        (SELECT scheduled_at FROM executions WHERE job_seq = ? ORDER BY scheduled_at LIMIT ?)`,
     ),
     anyExec: p('SELECT 1 FROM executions WHERE job_seq = ? LIMIT 1'),
-    deleteJob: p('DELETE FROM jobs WHERE job_seq = ?'),
+    deleteJob: p('DELETE FROM jobs WHERE job_seq = ? RETURNING state').pluck(),
     /** The newest execution past the kept ones (OFFSET keep): it and every older one may go. */
     execAtOffset: p('SELECT scheduled_at FROM executions WHERE job_seq = ? ORDER BY scheduled_at DESC LIMIT 1 OFFSET ?').pluck(),
     trimExecs: p(

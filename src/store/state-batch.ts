@@ -15,6 +15,7 @@
  */
 import type { Db } from './db.js';
 import { isDiskFullError } from './db.js';
+import { CountBook } from './job-keys.js';
 
 export interface StateBatchOptions {
   /** Longest time a batch stays open. */
@@ -55,12 +56,15 @@ export class StateBatch {
   private blocks = 0;
   private pending = false;
   commits = 0;
+  /** The job counts' changes of the commands applied into the batch: written just before its COMMIT. */
+  private readonly counts: CountBook;
 
   constructor(
     private readonly db: Db,
     private readonly o: StateBatchOptions,
   ) {
     this.durable = [...o.applied()];
+    this.counts = CountBook.of(db);
   }
 
   /** The applied index of `shard` that survives a power loss (log compaction stops there). */
@@ -73,6 +77,7 @@ export class StateBatch {
     if (this.closed || this.db.inTransaction) return;
     this.db.exec('BEGIN');
     this.open = true;
+    this.counts.deferring = true;
     if (this.holds > 0) return;
     this.timer ??= setTimeout(() => {
       this.timer = null;
@@ -114,15 +119,17 @@ export class StateBatch {
     const applied = [...this.o.applied()];
     const start = performance.now();
     try {
+      this.counts.flush();
       this.db.exec('COMMIT');
     } catch (err) {
+      this.open = this.db.inTransaction;
+      // Rolled back: the counts' changes went with the rows (and come again with them).
+      if (!this.open) this.counts.discard();
       if (!isDiskFullError(err)) {
-        this.open = this.db.inTransaction;
         this.o.onFatal(err);
         return false;
       }
       // SQLite may keep the transaction or roll it back; rolled back, the caller writes it again.
-      this.open = this.db.inTransaction;
       if (!this.open) this.entries = 0;
       this.full = true;
       this.o.onFull(err, !this.open);
@@ -133,6 +140,7 @@ export class StateBatch {
     }
     this.o.onCommit?.(performance.now() - start, this.entries);
     this.open = false;
+    this.counts.deferring = false;
     this.entries = 0;
     this.commits++;
     if (this.full) {
