@@ -125,4 +125,28 @@ describe('StateBatch', () => {
     await b.close();
     expect(other.prepare('SELECT name FROM tasks').pluck().all()).toEqual(['a']);
   });
+
+  it('a full disk inside a savepoint that rolled the whole batch back: the next commit reports it lost, never fatal', async () => {
+    const fatal: unknown[] = [];
+    const full: boolean[] = [];
+    const b = batch({ intervalMs: 60_000, onFatal: (err) => fatal.push(err), onFull: (_err, lost) => full.push(lost) });
+    write(b, 0, 'a');
+    const pages = db.pragma('page_count', { simple: true }) as number;
+    db.pragma(`max_page_count = ${pages + 2}`);
+    expect(() =>
+      db.transaction(() => {
+        db.prepare('INSERT INTO tasks (shard, name, data) VALUES (0, ?, ?)').run('big', Buffer.alloc(1 << 20));
+      })(),
+    ).toThrow(/full/);
+    // SQLite rolled back the whole transaction (not just the savepoint): the batch's row went with it.
+    expect(db.inTransaction).toBe(false);
+    expect(b.commit()).toBe(false);
+    expect(fatal).toEqual([]);
+    expect(full).toEqual([true]);
+    expect(b.isOpen()).toBe(false);
+    db.pragma('max_page_count = 1073741823');
+    write(b, 0, 'a');
+    await b.close();
+    expect(other.prepare('SELECT name FROM tasks').pluck().all()).toEqual(['a']);
+  });
 });

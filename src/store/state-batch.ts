@@ -116,6 +116,19 @@ export class StateBatch {
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
     if (!this.open) return true;
+    if (!this.db.inTransaction) {
+      // A full disk inside a command's savepoint rolls back the whole transaction, not the savepoint alone: the
+      // batch is gone (its rows and applied index with it) and is applied again, as after a lost COMMIT.
+      this.open = false;
+      this.entries = 0;
+      this.counts.discard();
+      this.full = true;
+      this.o.onFull(new Error('the state batch was rolled back by SQLite (a full disk inside a savepoint)'), true);
+      // As after a failed COMMIT: one timer, the retry (onFull may have opened a new batch, which armed its own).
+      if (this.timer !== null) clearTimeout(this.timer);
+      this.timer = this.closed ? null : setTimeout(() => ((this.timer = null), this.commit()), this.o.retryMs);
+      return false;
+    }
     const applied = [...this.o.applied()];
     const start = performance.now();
     try {
