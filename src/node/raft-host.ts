@@ -812,12 +812,15 @@ export class RaftHost implements RoundLoop {
     });
   }
 
-  /** Step 3: each entry to the node: its effects to NodeCore, then its answer (a created job is armed before the API answers). */
+  /**
+   * Step 3: each entry to the node: its effects to NodeCore, then its answer (a created job is armed before the API
+   * answers). The caller carries out what they decided once, after the whole slice: a carryOut per entry took the
+   * node's events and pumped the shell (two ready() of the core, the timers) for every entry of a round.
+   */
   private deliver(out: AppliedOut[]): void {
     for (const a of out) {
       if (a.quarantined !== undefined) this.reportQuarantined(a.quarantined);
       this.o.node.applied(a.g.shard, a.index, a.term, a.command, a.applied);
-      this.carryOut();
     }
   }
 
