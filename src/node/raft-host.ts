@@ -52,6 +52,9 @@ import { diskFull, notLeader, proposalFailed, type Applied, type Node, type Read
 
 export { diskFull, notLeader };
 
+/** Rounds that write nothing carried out at once after a round, before the loop turns (see RaftHost.round). */
+const roundFollowMax = 2;
+
 /** The part of PeerTransport the host uses (null for a single node). */
 export interface MessageSender {
   send(messages: readonly Message[]): void;
@@ -92,8 +95,9 @@ export function openShardLogs(dbs: NodeDbs, shards: number, voters: readonly str
 }
 
 /**
- * Raft persists a hard state whose only change is the commit index without an fsync (etcd's MustSync), so after a
- * power loss the state file may hold entries applied past the log's durable commit index. They were applied only
+ * Raft persists a hard state whose only change is the commit index without an fsync (etcd's MustSync), and the host
+ * writes it only with the next write of the log (RaftHost.persist), so after a crash the state file may hold
+ * entries applied past the log's durable commit index. They were applied only
  * once committed, and only once their append was on stable storage: the commit index is raised to them.
  */
 function commitThroughApplied(storage: SqliteRaftStorage, applied: number): void {
@@ -268,6 +272,7 @@ export class RaftHost implements RoundLoop {
     this.sender = sender;
     this.replication.start(performance.now());
     this.ticker = setInterval(() => {
+      this.flushHardStates();
       this.replication.tick(performance.now());
       this.carryOut();
       this.schedule();
@@ -452,20 +457,35 @@ export class RaftHost implements RoundLoop {
     });
   }
 
+  /**
+   * One round, then at once (up to roundFollowMax) each next one that writes nothing to the log: a single voter's
+   * commit once its fsync answered, a follower's new commit index. Waiting for the next turn of the loop only
+   * delayed the applies and answers they carry; a round that writes waits for it, so proposals flushed meanwhile
+   * share its transaction and fsync.
+   */
   private async round(): Promise<void> {
-    const rd = this.stuck ?? this.replication.ready();
+    let rd = this.stuck ?? this.replication.ready();
     this.stuck = null;
-    if (rd === null) return;
+    for (let n = 0; rd !== null; n++) {
+      if (!(await this.carry(rd))) return;
+      if (n >= roundFollowMax || this.closed || !this.replication.hasReady() || this.replication.readyMustSync()) return;
+      rd = this.replication.ready();
+    }
+  }
+
+  /** Carries out one round; false when it stopped short (a full disk keeps it for later, or storage failed). */
+  private async carry(rd: ReplicaRound): Promise<boolean> {
     let lastIndexes: number[];
     try {
       lastIndexes = this.persist(rd);
     } catch (err) {
-      if (!isDiskFullError(err)) return this.fail(err);
+      if (!isDiskFullError(err)) return this.failRound(err);
       // Rolled back: the storages' cached state goes back to what SQLite holds (nothing was applied).
       for (const { shard } of rd.shards) this.rewind(this.groups[shard]!);
       this.stuck = rd;
       this.carryOut();
-      return this.diskFilled('round', err);
+      this.diskFilled('round', err);
+      return false;
     }
     if (this.roundFull) this.spaceBack('round');
     // A follower's installed snapshot: its rows into the state batch, which commits once the log's fsync answered
@@ -482,7 +502,7 @@ export class RaftHost implements RoundLoop {
       } catch (err) {
         // The log already holds the snapshot: a restart restores the rows from it.
         unblock();
-        return this.fail(err);
+        return this.failRound(err);
       }
     }
     const { early, late } = this.replication.persisted(rd);
@@ -496,8 +516,7 @@ export class RaftHost implements RoundLoop {
       try {
         await this.o.walSync.sync();
       } catch (err) {
-        this.fail(err);
-        return;
+        return this.failRound(err);
       }
     }
     for (const { shard } of rd.shards) this.groups[shard]!.synced = Math.max(this.groups[shard]!.synced, lastIndexes[shard]!);
@@ -512,9 +531,16 @@ export class RaftHost implements RoundLoop {
     this.startApplier();
     // Raft applies a conf change at advance: the host must have applied everything up to it first.
     if (rd.confChange) await this.drainApplies();
-    if (this.fatal) return;
+    if (this.fatal) return false;
     this.replication.advance(rd);
     this.carryOut();
+    return true;
+  }
+
+  /** fail(), for carry's returns. */
+  private failRound(err: unknown): false {
+    this.fail(err);
+    return false;
   }
 
   /** After a rolled-back transaction: the group's cached Raft storage and applied index as SQLite holds them. */
@@ -621,8 +647,15 @@ export class RaftHost implements RoundLoop {
    * Answers each shard's last log index after it (by shard; the others' entries are undefined).
    */
   private persist(rd: ReplicaRound): number[] {
-    const startNs = process.hrtime.bigint();
     const last: number[] = [];
+    for (const { shard, ready } of rd.shards) {
+      const g = this.groups[shard]!;
+      if (ready.hardState !== null) g.pendingHard = ready.hardState;
+      last[shard] = g.storage.lastIndex();
+    }
+    // Nothing to make durable (no entries, snapshot, term or vote): a new commit index waits for the next write.
+    if (!rd.mustSync) return last;
+    const startNs = process.hrtime.bigint();
     this.inLogTransaction(() => {
       for (const { shard, ready } of rd.shards) {
         const g = this.groups[shard]!;
@@ -631,12 +664,43 @@ export class RaftHost implements RoundLoop {
         if (ready.entries.length > 0) g.synced = Math.min(g.synced, ready.entries[0]!.index - 1);
         if (ready.snapshot !== null) g.synced = Math.min(g.synced, ready.snapshot.metadata.index);
         g.storage.append(ready.entries);
-        if (ready.hardState !== null) g.storage.setHardState(ready.hardState);
         last[shard] = g.storage.lastIndex();
       }
+      this.writeHardStates();
     });
+    this.wroteHardStates();
     this.o.metrics.appendDurationMs.observe(Number(process.hrtime.bigint() - startNs) / 1e6);
     return last;
+  }
+
+  /**
+   * Inside a transaction of the log: every group's hard state not written yet. A hard state whose only change is
+   * the commit index waits for the next write of the log instead of a transaction of its own (Raft's commit
+   * index is volatile state; etcd writes it without an fsync): a crash may leave the log's commit index behind the
+   * entries committed, which Raft commits again after the restart (openShardLogs raises it to what the state file
+   * applied). The ticker writes what waits longer than a tick.
+   */
+  private writeHardStates(): void {
+    for (const g of this.groups) if (g.pendingHard !== null) g.storage.setHardState(g.pendingHard);
+  }
+
+  /** The transaction that wrote them committed. */
+  private wroteHardStates(): void {
+    for (const g of this.groups) g.pendingHard = null;
+  }
+
+  /** The commit indexes that waited a tick without a round writing them (none while a round runs: it writes them). */
+  private flushHardStates(): void {
+    if (this.inRound || this.fatal || !this.groups.some((g) => g.pendingHard !== null)) return;
+    try {
+      this.inLogTransaction(() => this.writeHardStates());
+    } catch (err) {
+      // A full disk: they wait for the next write (the round's own retries report the full disk).
+      if (!isDiskFullError(err)) return this.fail(err);
+      for (const g of this.groups) g.storage.reload();
+      return;
+    }
+    this.wroteHardStates();
   }
 
   /** The committed entries of an `inline` round (few and small), applied into the state batch. */
@@ -893,6 +957,7 @@ export class RaftHost implements RoundLoop {
     if (this.fullRetry !== null) clearTimeout(this.fullRetry);
     this.fullRetry = null;
     if (this.running !== null) await this.running;
+    this.flushHardStates();
     this.failed = true; // no new round
     await this.drainApplies();
     await this.batch.close();
