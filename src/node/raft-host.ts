@@ -52,9 +52,6 @@ import { diskFull, notLeader, proposalFailed, type Applied, type Node, type Read
 
 export { diskFull, notLeader };
 
-/** Rounds that write nothing carried out at once after a round, before the loop turns (see RaftHost.round). */
-const roundFollowMax = 2;
-
 /** The part of PeerTransport the host uses (null for a single node). */
 export interface MessageSender {
   send(messages: readonly Message[]): void;
@@ -457,35 +454,20 @@ export class RaftHost implements RoundLoop {
     });
   }
 
-  /**
-   * One round, then at once (up to roundFollowMax) each next one that writes nothing to the log: a single voter's
-   * commit once its fsync answered, a follower's new commit index. Waiting for the next turn of the loop only
-   * delayed the applies and answers they carry; a round that writes waits for it, so proposals flushed meanwhile
-   * share its transaction and fsync.
-   */
   private async round(): Promise<void> {
-    let rd = this.stuck ?? this.replication.ready();
+    const rd = this.stuck ?? this.replication.ready();
     this.stuck = null;
-    for (let n = 0; rd !== null; n++) {
-      if (!(await this.carry(rd))) return;
-      if (n >= roundFollowMax || this.closed || !this.replication.hasReady() || this.replication.readyMustSync()) return;
-      rd = this.replication.ready();
-    }
-  }
-
-  /** Carries out one round; false when it stopped short (a full disk keeps it for later, or storage failed). */
-  private async carry(rd: ReplicaRound): Promise<boolean> {
+    if (rd === null) return;
     let lastIndexes: number[];
     try {
       lastIndexes = this.persist(rd);
     } catch (err) {
-      if (!isDiskFullError(err)) return this.failRound(err);
+      if (!isDiskFullError(err)) return this.fail(err);
       // Rolled back: the storages' cached state goes back to what SQLite holds (nothing was applied).
       for (const { shard } of rd.shards) this.rewind(this.groups[shard]!);
       this.stuck = rd;
       this.carryOut();
-      this.diskFilled('round', err);
-      return false;
+      return this.diskFilled('round', err);
     }
     if (this.roundFull) this.spaceBack('round');
     // A follower's installed snapshot: its rows into the state batch, which commits once the log's fsync answered
@@ -502,7 +484,7 @@ export class RaftHost implements RoundLoop {
       } catch (err) {
         // The log already holds the snapshot: a restart restores the rows from it.
         unblock();
-        return this.failRound(err);
+        return this.fail(err);
       }
     }
     const { early, late } = this.replication.persisted(rd);
@@ -516,7 +498,8 @@ export class RaftHost implements RoundLoop {
       try {
         await this.o.walSync.sync();
       } catch (err) {
-        return this.failRound(err);
+        this.fail(err);
+        return;
       }
     }
     for (const { shard } of rd.shards) this.groups[shard]!.synced = Math.max(this.groups[shard]!.synced, lastIndexes[shard]!);
@@ -531,16 +514,9 @@ export class RaftHost implements RoundLoop {
     this.startApplier();
     // Raft applies a conf change at advance: the host must have applied everything up to it first.
     if (rd.confChange) await this.drainApplies();
-    if (this.fatal) return false;
+    if (this.fatal) return;
     this.replication.advance(rd);
     this.carryOut();
-    return true;
-  }
-
-  /** fail(), for carry's returns. */
-  private failRound(err: unknown): false {
-    this.fail(err);
-    return false;
   }
 
   /** After a rolled-back transaction: the group's cached Raft storage and applied index as SQLite holds them. */

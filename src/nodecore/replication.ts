@@ -391,11 +391,6 @@ export class Replication {
     return this.round === null && this.shards.some((s) => s.raw.hasReady());
   }
 
-  /** The round ready() would give has something to make durable (its mustSync); reads only. */
-  readyMustSync(): boolean {
-    return this.shards.some((s) => s.raw.hasReady() && s.raw.readyMustSync());
-  }
-
   /** The next round, or null while one is in flight (not advanced) or no shard has anything. */
   ready(): ReplicaRound | null {
     if (this.round !== null) return null;

@@ -163,15 +163,6 @@ export class RawNode {
     );
   }
 
-  /**
-   * What the Ready hasReady() announces would say as mustSync (entries, a snapshot, a new term or vote to make
-   * durable), without taking it: a host carries out a Ready that writes nothing at once.
-   */
-  readyMustSync(): boolean {
-    const r = this.raft;
-    return r.log.unstable.entries.length > 0 || r.log.hasPendingSnapshot() || r.term !== this.prevHard.term || r.vote !== this.prevHard.vote;
-  }
-
   /** What to persist, send and apply now (see Ready for the order). Call advance() when done. */
   ready(): Ready {
     assert(this.inFlight === null, 'ready() called again before advance()');
