@@ -3,7 +3,7 @@
  * state-machine store, and the pure side's shard (src/nodecore/replication.ts ReplicaShard: the RawNode, when it
  * fires, the applied index, the proposals and reads waiting on it).
  */
-import type { RawNode, Role } from '../raft/index.js';
+import type { HardState, RawNode, Role } from '../raft/index.js';
 import type { SqliteRaftStorage } from '../store/raft-storage.js';
 import type { SqliteShardStore } from '../store/shard-store.js';
 import type { Applied, PendingProposal, ReplicaShard, ShardLeadership } from '../nodecore/index.js';
@@ -26,6 +26,8 @@ export class ShardGroup implements ShardStorage {
    * below it, so a state commit never holds an entry that a power loss could take from the log.
    */
   synced: number;
+  /** A hard state Raft gave that the log does not hold yet (only its commit index changed): see RaftHost.persist. */
+  pendingHard: HardState | null = null;
 
   constructor(
     readonly shard: number,

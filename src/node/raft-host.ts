@@ -92,8 +92,9 @@ export function openShardLogs(dbs: NodeDbs, shards: number, voters: readonly str
 }
 
 /**
- * Raft persists a hard state whose only change is the commit index without an fsync (etcd's MustSync), so after a
- * power loss the state file may hold entries applied past the log's durable commit index. They were applied only
+ * Raft persists a hard state whose only change is the commit index without an fsync (etcd's MustSync), and the host
+ * writes it only with the next write of the log (RaftHost.persist), so after a crash the state file may hold
+ * entries applied past the log's durable commit index. They were applied only
  * once committed, and only once their append was on stable storage: the commit index is raised to them.
  */
 function commitThroughApplied(storage: SqliteRaftStorage, applied: number): void {
@@ -268,6 +269,7 @@ export class RaftHost implements RoundLoop {
     this.sender = sender;
     this.replication.start(performance.now());
     this.ticker = setInterval(() => {
+      this.flushHardStates();
       this.replication.tick(performance.now());
       this.carryOut();
       this.schedule();
@@ -621,8 +623,15 @@ export class RaftHost implements RoundLoop {
    * Answers each shard's last log index after it (by shard; the others' entries are undefined).
    */
   private persist(rd: ReplicaRound): number[] {
-    const startNs = process.hrtime.bigint();
     const last: number[] = [];
+    for (const { shard, ready } of rd.shards) {
+      const g = this.groups[shard]!;
+      if (ready.hardState !== null) g.pendingHard = ready.hardState;
+      last[shard] = g.storage.lastIndex();
+    }
+    // Nothing to make durable (no entries, snapshot, term or vote): a new commit index waits for the next write.
+    if (!rd.mustSync) return last;
+    const startNs = process.hrtime.bigint();
     this.inLogTransaction(() => {
       for (const { shard, ready } of rd.shards) {
         const g = this.groups[shard]!;
@@ -631,12 +640,43 @@ export class RaftHost implements RoundLoop {
         if (ready.entries.length > 0) g.synced = Math.min(g.synced, ready.entries[0]!.index - 1);
         if (ready.snapshot !== null) g.synced = Math.min(g.synced, ready.snapshot.metadata.index);
         g.storage.append(ready.entries);
-        if (ready.hardState !== null) g.storage.setHardState(ready.hardState);
         last[shard] = g.storage.lastIndex();
       }
+      this.writeHardStates();
     });
+    this.wroteHardStates();
     this.o.metrics.appendDurationMs.observe(Number(process.hrtime.bigint() - startNs) / 1e6);
     return last;
+  }
+
+  /**
+   * Inside a transaction of the log: every group's hard state not written yet. A hard state whose only change is
+   * the commit index waits for the next write of the log instead of a transaction of its own (Raft's commit
+   * index is volatile state; etcd writes it without an fsync): a crash may leave the log's commit index behind the
+   * entries committed, which Raft commits again after the restart (openShardLogs raises it to what the state file
+   * applied). The ticker writes what waits longer than a tick.
+   */
+  private writeHardStates(): void {
+    for (const g of this.groups) if (g.pendingHard !== null) g.storage.setHardState(g.pendingHard);
+  }
+
+  /** The transaction that wrote them committed. */
+  private wroteHardStates(): void {
+    for (const g of this.groups) g.pendingHard = null;
+  }
+
+  /** The commit indexes that waited a tick without a round writing them (none while a round runs: it writes them). */
+  private flushHardStates(): void {
+    if (this.inRound || this.fatal || !this.groups.some((g) => g.pendingHard !== null)) return;
+    try {
+      this.inLogTransaction(() => this.writeHardStates());
+    } catch (err) {
+      // A full disk: they wait for the next write (the round's own retries report the full disk).
+      if (!isDiskFullError(err)) return this.fail(err);
+      for (const g of this.groups) g.storage.reload();
+      return;
+    }
+    this.wroteHardStates();
   }
 
   /** The committed entries of an `inline` round (few and small), applied into the state batch. */
@@ -812,12 +852,15 @@ export class RaftHost implements RoundLoop {
     });
   }
 
-  /** Step 3: each entry to the node: its effects to NodeCore, then its answer (a created job is armed before the API answers). */
+  /**
+   * Step 3: each entry to the node: its effects to NodeCore, then its answer (a created job is armed before the API
+   * answers). The caller carries out what they decided once, after the whole slice: a carryOut per entry took the
+   * node's events and pumped the shell (two ready() of the core, the timers) for every entry of a round.
+   */
   private deliver(out: AppliedOut[]): void {
     for (const a of out) {
       if (a.quarantined !== undefined) this.reportQuarantined(a.quarantined);
       this.o.node.applied(a.g.shard, a.index, a.term, a.command, a.applied);
-      this.carryOut();
     }
   }
 
@@ -890,6 +933,7 @@ export class RaftHost implements RoundLoop {
     if (this.fullRetry !== null) clearTimeout(this.fullRetry);
     this.fullRetry = null;
     if (this.running !== null) await this.running;
+    this.flushHardStates();
     this.failed = true; // no new round
     await this.drainApplies();
     await this.batch.close();

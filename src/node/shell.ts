@@ -293,7 +293,9 @@ export class NodeShell {
       this.spin = setImmediate(() => this.onTick());
       return;
     }
-    if (this.timer !== null && this.timerAtMs === atMs) return;
+    // A timer already due at or before the deadline is kept: waking early only ticks the core, which asks again.
+    // Re-armed on every pump, it followed each input (the wall clock recheck moves with the core's time).
+    if (this.timer !== null && this.timerAtMs !== null && this.timerAtMs <= atMs) return;
     if (this.timer !== null) clearTimeout(this.timer);
     this.timerAtMs = atMs;
     this.timer = setTimeout(() => this.onTick(), delayMs - spinMs);

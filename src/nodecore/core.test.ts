@@ -689,6 +689,23 @@ describe('NodeCore boundary', () => {
     expect(run()).toEqual(run());
   });
 
+  it('gives a ready() with no input since the last one empty, with that one\'s deadlines; the next input counts again', () => {
+    const h = new Harness();
+    h.setup();
+    h.client(0, { type: 'create_jobs', nowMs: h.nowMs, shard: 0, jobs: [once('a', T0 + 100)] });
+    // The create waits for its flush: asked again without an input, the core says the same.
+    const waiting = h.core.ready();
+    expect(waiting).toMatchObject({ propose: [], withdraw: [], dispatch: [], replies: [], flushAtMs: T0 });
+    expect(h.core.ready()).toEqual(waiting);
+    h.flushNow();
+    const armed = h.core.ready();
+    expect(armed).toMatchObject({ propose: [], dispatch: [], nextDeadlineMs: T0 + 100, nextFireAtMs: T0 + 100, flushAtMs: null });
+    expect(h.core.ready()).toEqual(armed);
+    h.advance(T0 + 100);
+    expect(h.orders.map((o) => o.jobId)).toEqual(['a']);
+    expect(h.core.ready().nextFireAtMs).not.toBe(T0 + 100);
+  });
+
   it('refuses inputs a host must not send: an outcome for no order, an unknown shard, a time that is not a number', () => {
     const h = new Harness();
     expect(() => h.core.dispatchOutcome(`x\n${T0}`, ok(T0))).toThrow(AssertionError);

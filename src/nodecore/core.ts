@@ -47,6 +47,12 @@ export class NodeCore implements NodeCoreApi {
   private nowMs: number;
   /** How long before its due time an order may be handed out (staged); 0 with a manual clock. */
   private readonly stageLeadMs: number;
+  /**
+   * The deadlines of the last ready() while no input came since (every input clears it): the core is synchronous
+   * and its time moves only through inputs, so the next ready() is empty with these deadlines. A host asks for
+   * ready() after each of its events, most of which fed the core nothing (a Raft round, the second ready() of a pump).
+   */
+  private lastDeadlines: Pick<CoreReady, 'nextDeadlineMs' | 'nextFireAtMs' | 'flushAtMs'> | null = null;
 
   constructor(private readonly d: NodeCoreDeps) {
     assert(d.stores.length >= 1, 'NodeCore needs at least one shard');
@@ -74,16 +80,19 @@ export class NodeCore implements NodeCoreApi {
   // --- inputs ---------------------------------------------------------------------------------------------
 
   tick(nowMs: number): void {
+    this.lastDeadlines = null;
     this.see(nowMs);
     this.firing.tick(nowMs);
   }
 
   flush(nowMs: number): void {
+    this.lastDeadlines = null;
     this.see(nowMs);
     this.batcher.flush(nowMs, false, this.propose_);
   }
 
   leaderStart(shard: number, term: number, nowMs: number): void {
+    this.lastDeadlines = null;
     checkShard(shard, this.d.stores.length);
     assert(Number.isInteger(term) && term >= 1, 'term must be a positive integer');
     this.see(nowMs);
@@ -92,6 +101,7 @@ export class NodeCore implements NodeCoreApi {
   }
 
   leaderStop(shard: number): void {
+    this.lastDeadlines = null;
     checkShard(shard, this.d.stores.length);
     this.firing.endDrain(shard);
     for (const command of this.batcher.dropRetries(shard)) this.firing.lost(command);
@@ -99,12 +109,14 @@ export class NodeCore implements NodeCoreApi {
   }
 
   applied(shard: number, command: Command, effects: Effect[], nowMs: number): void {
+    this.lastDeadlines = null;
     checkShard(shard, this.d.stores.length);
     this.see(nowMs);
     this.firing.applied(shard, command, effects, nowMs);
   }
 
   propose(opId: number, shard: number, command: Command, nowMs: number): PunctualError | null {
+    this.lastDeadlines = null;
     checkShard(shard, this.d.stores.length);
     assert(!this.opsOpen.has(opId), `client op ${opId} is already open`);
     this.see(nowMs);
@@ -116,6 +128,7 @@ export class NodeCore implements NodeCoreApi {
   }
 
   proposalDone(ticket: number, result: ProposalResult): void {
+    this.lastDeadlines = null;
     const lost = this.batcher.answer(ticket, result, this.replies_);
     const term = this.recordTerms.get(ticket);
     this.recordTerms.delete(ticket);
@@ -132,46 +145,55 @@ export class NodeCore implements NodeCoreApi {
   }
 
   dispatchStarted(key: OccurrenceKey, startedAtMs: number): void {
+    this.lastDeadlines = null;
     checkTime(startedAtMs, 'startedAtMs');
     this.firing.started(key, startedAtMs);
   }
 
   dispatchOutcome(key: OccurrenceKey, outcome: AttemptOutcome): void {
+    this.lastDeadlines = null;
     assert(this.outKeys.delete(key), 'an outcome for an order that is not out');
     checkTime(outcome.finishedAtMs, 'finishedAtMs');
     this.firing.outcome(key, outcome);
   }
 
   dispatchWithdrawn(key: OccurrenceKey): void {
+    this.lastDeadlines = null;
     assert(this.outKeys.delete(key), 'a withdrawal of an order that is not out');
     this.firing.withdrawn(key);
   }
 
   load(nowMs: number): void {
+    this.lastDeadlines = null;
     this.see(nowMs);
     this.firing.load(nowMs);
   }
 
   stop(): void {
+    this.lastDeadlines = null;
     this.firing.stop();
   }
 
   closeProposals(): void {
+    this.lastDeadlines = null;
     this.batcher.close();
   }
 
   flushAll(nowMs: number): void {
+    this.lastDeadlines = null;
     this.see(nowMs);
     while (this.batcher.hasWork()) this.batcher.flush(nowMs, true, this.propose_);
   }
 
   drainShard(shard: number, nowMs: number): void {
+    this.lastDeadlines = null;
     checkShard(shard, this.d.stores.length);
     this.see(nowMs);
     this.firing.drain(shard, nowMs);
   }
 
   undrainShard(shard: number): void {
+    this.lastDeadlines = null;
     checkShard(shard, this.d.stores.length);
     this.firing.undrain(shard);
   }
@@ -180,6 +202,8 @@ export class NodeCore implements NodeCoreApi {
 
   /** Takes the outputs gathered since the last call (see CoreReady for the order of their effects). */
   ready(): CoreReady {
+    const q = this.lastDeadlines;
+    if (q !== null) return { propose: [], withdraw: [], dispatch: [], replies: [], nextDeadlineMs: q.nextDeadlineMs, nextFireAtMs: q.nextFireAtMs, flushAtMs: q.flushAtMs };
     const rd: CoreReady = {
       propose: this.propose_,
       withdraw: this.outbox.withdraw.splice(0),
@@ -196,6 +220,7 @@ export class NodeCore implements NodeCoreApi {
     this.propose_ = [];
     this.replies_ = [];
     this.checkReady(rd);
+    this.lastDeadlines = { nextDeadlineMs: rd.nextDeadlineMs, nextFireAtMs: rd.nextFireAtMs, flushAtMs: rd.flushAtMs };
     return rd;
   }
 

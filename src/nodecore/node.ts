@@ -153,7 +153,16 @@ export class Node {
     const rd = this.core.ready();
     const inLog: Proposal[] = [];
     for (const p of rd.propose) if (this.toLog(p)) inLog.push(p);
-    return { ...rd, inLog };
+    return {
+      propose: rd.propose,
+      withdraw: rd.withdraw,
+      dispatch: rd.dispatch,
+      replies: rd.replies,
+      nextDeadlineMs: rd.nextDeadlineMs,
+      nextFireAtMs: rd.nextFireAtMs,
+      flushAtMs: rd.flushAtMs,
+      inLog,
+    };
   }
 
   private toLog(p: Proposal): boolean {
