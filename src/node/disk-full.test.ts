@@ -4,14 +4,20 @@
  * answers SQLITE_FULL exactly as on a full disk). The leader and the other follower go on; the capped follower
  * stays up, refuses writes with 507, and the leader's view of its log (its match index) does not move past what it
  * had written. Uncapped, it catches up by itself and its replica equals the leader's.
+ *
+ * A state batch that SQLite rolled back (as it may on a full disk) while it held several rounds: the applied index
+ * waits in memory until the batch's COMMIT, so the node applies again from the index the file committed, and
+ * the rows and the index it commits next hold every job.
  */
-import type Database from 'better-sqlite3';
+import Database from 'better-sqlite3';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { PunctualError } from '../core/errors.js';
 import { shardOf } from '../core/ids.js';
+import { dbFilePath } from '../store/db.js';
 import type { OpenNode } from './host.js';
 import { clusterConfigs } from './testing/cluster.js';
-import { callbackSpec, jobSpec } from './testing/fixtures.js';
+import { callbackSpec, jobSpec, nodeConfig } from './testing/fixtures.js';
 import { useNodeBed } from './testing/bed.js';
 import { waitFor } from './testing/receiver.js';
 
@@ -86,5 +92,54 @@ describe('a follower whose disk is full', () => {
     await waitFor('acknowledged up to the leader', acked, 5_000);
     expect(jobsOf(full, 0)).toEqual(jobsOf(other, 0));
     expect((await full.metrics.scrape()).body).toMatch(/punctual_disk_full 0/);
+  });
+});
+
+/** What the state file of `dir` holds committed: a connection of its own. */
+function committedState<T>(dir: string, sql: string): T {
+  const db = new Database(dbFilePath(dir), { readonly: true });
+  try {
+    return db.prepare(sql).pluck().get() as T;
+  } finally {
+    db.close();
+  }
+}
+
+describe('a state batch lost while it held several rounds', () => {
+  it('is applied again from the applied index the file committed, and the next commit holds every job', async () => {
+    const dir = join(bed.dir, 'lost');
+    const options = { stateBatch: { intervalMs: 600_000, entriesMax: 1_000_000 } };
+    const core = await bed.startCore(nodeConfig(dir, { shards: 1 }), options);
+    await waitFor('ready', () => core.service.readiness().ready, 10_000);
+    await core.service.putTask('hook', callbackSpec(bed.rx.url('/hook')));
+    expect(core.host.batch.commit()).toBe(true);
+    const g = core.host.groups[0];
+    const appliedSql = 'SELECT applied_index FROM shard_meta WHERE shard = 0';
+    const before = committedState<number>(dir, appliedSql);
+    expect(before).toBe(g.applied);
+
+    // One create per round: the open batch holds several rounds.
+    const far = core.service.nowMs() + 3_600_000;
+    const ids = Array.from({ length: 8 }, (_, i) => `lost-${i}`);
+    for (const id of ids) expect((await core.service.createJobs([jobSpec(id, { kind: 'once', atMs: far })]))[0]).toMatchObject({ ok: true });
+    expect(g.applied).toBeGreaterThanOrEqual(before + ids.length);
+    const [state] = dbsOf(core);
+    // Inside the batch the index waits for the COMMIT: the rows moved, shard_meta did not.
+    expect(state.prepare(appliedSql).pluck().get()).toBe(before);
+    expect(jobsOf(core, 0)).toEqual(expect.arrayContaining(ids));
+
+    // SQLite rolled the batch back (what a full disk may do): the next commit finds it lost and writes it again.
+    state.exec('ROLLBACK');
+    expect(core.host.batch.commit()).toBe(false);
+    expect(core.host.batch.commit()).toBe(true);
+    expect(core.host.diskFull()).toBe(false);
+    expect(committedState<number>(dir, appliedSql)).toBe(g.applied);
+    expect(committedState<number>(dir, "SELECT count(*) FROM jobs WHERE shard = 0 AND id LIKE 'lost-%'")).toBe(ids.length);
+
+    // And the node goes on: a later create is applied and committed with its index.
+    expect((await core.service.createJobs([jobSpec('after', { kind: 'once', atMs: far })]))[0]).toMatchObject({ ok: true });
+    expect(core.host.batch.commit()).toBe(true);
+    expect(committedState<number>(dir, appliedSql)).toBe(g.applied);
+    expect(jobsOf(core, 0)).toEqual(expect.arrayContaining([...ids, 'after']));
   });
 });

@@ -13,7 +13,7 @@
  *     carry out the events: answers, compaction (never past the state's durable applied index) and requested
  *     snapshots.
  * The applier applies queued entries in log order in transactions of at most stallLimits.applySliceMs /
- * applySliceEntriesMax (src/scheduler apply, each entry in a savepoint of the state batch, with applied_index),
+ * applySliceEntriesMax (src/scheduler apply, each entry in a savepoint of the state batch; applied_index once per batch),
  * yielding to the event loop between slices: a large batch of creates or a hot instant's fired records never
  * holds timers, the firing engine, Raft ticks or heartbeat answers for more than one slice (a start's catch-up,
  * until the node is ready, has longer slices: catchingUpAtStart). After each slice it
@@ -219,7 +219,8 @@ export class RaftHost implements RoundLoop {
   constructor(private readonly o: RaftHostOptions) {
     this.inTransaction = o.db.transaction((fn: () => unknown) => fn()) as <T>(fn: () => T) => T;
     this.inLogTransaction = o.logDb.transaction((fn: () => unknown) => fn()) as <T>(fn: () => T) => T;
-    this.appliedIndexes = new AppliedIndexes(o.db);
+    // The instance the state batch flushes before each COMMIT.
+    this.appliedIndexes = AppliedIndexes.of(o.db);
     this.quarantined = new QuarantineTable(o.db);
     this.replication = o.node.replication;
     o.logs.storages.forEach((storage, shard) => {
@@ -692,8 +693,10 @@ export class RaftHost implements RoundLoop {
           const g = this.groups[shard]!;
           for (const e of ready.committedEntries) this.applyEntry(g, e, out);
           touched.add(g);
-          this.appliedIndexes.write(g.shard, g.applied);
         }
+        // After every command of the savepoint: inside the batch the index only waits in memory for the COMMIT,
+        // and one that rolls back must not have moved it.
+        for (const g of touched) this.appliedIndexes.write(g.shard, g.applied);
       });
     } catch (err) {
       if (!isDiskFullError(err)) return this.fail(err);

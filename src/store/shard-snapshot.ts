@@ -129,28 +129,73 @@ function restoreRows(db: Db, shard: number, data: Uint8Array): void {
   recountJobs(db, shard);
 }
 
-/** shard_meta.applied_index of each shard: the last log index whose command is in the state-machine rows. */
+/**
+ * shard_meta.applied_index of each shard: the last log index whose command is in the state-machine rows. While
+ * the state batch's transaction is open (`deferring`, set by StateBatch) a write only records the index here and
+ * StateBatch writes each shard's last one just before its COMMIT (`flush`): one upsert per shard and batch instead
+ * of one per shard and Raft round. Only the committed value matters to a restart (replay starts from it); `of`
+ * answers what the rows of the open transaction hold. Outside a batch (replay at open, tools) a write goes into
+ * the caller's transaction with its rows, as before.
+ */
 export class AppliedIndexes {
-  private readonly get: Statement;
-  private readonly set: Statement;
+  private getSt: Statement | null = null;
+  private setSt: Statement | null = null;
+  /** The state batch's transaction is open: writes wait in `pending` for its commit. */
+  deferring = false;
+  /** Per shard, the index the rows of the open batch hold and shard_meta does not yet. */
+  private readonly pending = new Map<number, number>();
 
-  constructor(private readonly db: Db) {
-    this.get = db.prepare('SELECT applied_index AS a FROM shard_meta WHERE shard = ?');
-    this.set = db.prepare(
-      `INSERT INTO shard_meta (shard, applied_index) VALUES (?, ?)
-       ON CONFLICT (shard) DO UPDATE SET applied_index = excluded.applied_index`,
-    );
+  constructor(private readonly db: Db) {}
+
+  /** The instance of `db` that its StateBatch flushes (the node's writes must go through this one). */
+  static of(db: Db): AppliedIndexes {
+    let a = appliedIndexes.get(db);
+    if (a === undefined) appliedIndexes.set(db, (a = new AppliedIndexes(db)));
+    return a;
   }
 
+  /** What the rows hold as applied: the open batch's index, else shard_meta's. */
   of(shard: number): number {
-    const row = this.get.get(shard) as { a: number } | undefined;
+    // A transaction that rolled back whole (a full disk) took the waiting indexes' rows with it.
+    if (this.pending.size > 0 && !this.db.inTransaction) this.pending.clear();
+    const p = this.pending.get(shard);
+    if (p !== undefined) return p;
+    this.getSt ??= this.db.prepare('SELECT applied_index AS a FROM shard_meta WHERE shard = ?');
+    const row = this.getSt.get(shard) as { a: number } | undefined;
     return row?.a ?? 0;
   }
 
-  /** Call inside the transaction that wrote the rows of the commands up to `index`. */
+  /**
+   * Call inside the transaction that wrote the rows of the commands up to `index`, after them (inside the batch,
+   * after the last of its savepoint's commands: a savepoint that rolls back must not have moved it).
+   */
   write(shard: number, index: number): void {
+    if (this.deferring && this.db.inTransaction) {
+      this.pending.set(shard, index);
+      return;
+    }
+    this.upsert(shard, index);
+  }
+
+  /** Writes every waiting index; called inside the batch, before COMMIT (kept when it fails: the batch retries). */
+  flush(): void {
+    for (const [shard, index] of this.pending) this.upsert(shard, index);
+    this.pending.clear();
+  }
+
+  /** The batch's transaction rolled back (or a new one begins): its waiting indexes went with its rows. */
+  discard(): void {
+    this.pending.clear();
+    this.deferring = false;
+  }
+
+  private upsert(shard: number, index: number): void {
+    this.setSt ??= this.db.prepare(
+      `INSERT INTO shard_meta (shard, applied_index) VALUES (?, ?)
+       ON CONFLICT (shard) DO UPDATE SET applied_index = excluded.applied_index`,
+    );
     try {
-      this.set.run(shard, index);
+      this.setSt.run(shard, index);
     } catch (err) {
       // The node rolls the applied commands back with it: job counts summed for the batch cannot be trusted.
       if (isStorageError(err)) CountBook.of(this.db).storageFailed();
@@ -158,3 +203,5 @@ export class AppliedIndexes {
     }
   }
 }
+
+const appliedIndexes = new WeakMap<Db, AppliedIndexes>();

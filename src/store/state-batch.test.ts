@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openNodeDb, type Db } from './db.js';
+import { AppliedIndexes } from './shard-snapshot.js';
 import { StateBatch, type StateBatchOptions } from './state-batch.js';
 
 let dir = '';
@@ -148,5 +149,30 @@ describe('StateBatch', () => {
     write(b, 0, 'a');
     await b.close();
     expect(other.prepare('SELECT name FROM tasks').pluck().all()).toEqual(['a']);
+  });
+
+  it('writes each shard\'s applied index once, just before its COMMIT; a lost batch leaves the committed one', async () => {
+    const indexes = AppliedIndexes.of(db);
+    const committedIndex = (): unknown => other.prepare('SELECT applied_index FROM shard_meta WHERE shard = 0').pluck().get();
+    const b = batch({ intervalMs: 60_000 });
+    for (let i = 1; i <= 3; i++) {
+      write(b, 0, `r${i}`);
+      indexes.write(0, i);
+    }
+    // Inside the batch: the rows' index is known, shard_meta is not written yet (not even on this connection).
+    expect(indexes.of(0)).toBe(3);
+    expect(db.prepare('SELECT count(*) FROM shard_meta').pluck().get()).toBe(0);
+    expect(b.commit()).toBe(true);
+    expect(committedIndex()).toBe(3);
+    // A batch SQLite rolled back: its index went with its rows.
+    write(b, 0, 'r4');
+    indexes.write(0, 4);
+    db.exec('ROLLBACK');
+    expect(indexes.of(0)).toBe(3);
+    expect(b.commit()).toBe(false);
+    // Outside a batch the index goes with the caller's rows, at once.
+    db.transaction(() => indexes.write(0, 5))();
+    expect(committedIndex()).toBe(5);
+    await b.close();
   });
 });

@@ -16,6 +16,7 @@
 import type { Db } from './db.js';
 import { isDiskFullError } from './db.js';
 import { CountBook } from './job-keys.js';
+import { AppliedIndexes } from './shard-snapshot.js';
 
 export interface StateBatchOptions {
   /** Longest time a batch stays open. */
@@ -58,6 +59,8 @@ export class StateBatch {
   commits = 0;
   /** The job counts' changes of the commands applied into the batch: written just before its COMMIT. */
   private readonly counts: CountBook;
+  /** Each shard's applied index of the batch's rows: written once, just before its COMMIT. */
+  private readonly indexes: AppliedIndexes;
 
   constructor(
     private readonly db: Db,
@@ -65,6 +68,7 @@ export class StateBatch {
   ) {
     this.durable = [...o.applied()];
     this.counts = CountBook.of(db);
+    this.indexes = AppliedIndexes.of(db);
   }
 
   /** The applied index of `shard` that survives a power loss (log compaction stops there). */
@@ -78,6 +82,9 @@ export class StateBatch {
     this.db.exec('BEGIN');
     this.open = true;
     this.counts.deferring = true;
+    // Indexes still waiting belong to a transaction that rolled back: its rows are gone.
+    this.indexes.discard();
+    this.indexes.deferring = true;
     if (this.holds > 0) return;
     this.timer ??= setTimeout(() => {
       this.timer = null;
@@ -122,6 +129,7 @@ export class StateBatch {
       this.open = false;
       this.entries = 0;
       this.counts.discard();
+      this.indexes.discard();
       this.full = true;
       this.o.onFull(new Error('the state batch was rolled back by SQLite (a full disk inside a savepoint)'), true);
       // As after a failed COMMIT: one timer, the retry (onFull may have opened a new batch, which armed its own).
@@ -133,11 +141,15 @@ export class StateBatch {
     const start = performance.now();
     try {
       this.counts.flush();
+      this.indexes.flush();
       this.db.exec('COMMIT');
     } catch (err) {
       this.open = this.db.inTransaction;
       // Rolled back: the counts' changes went with the rows (and come again with them).
-      if (!this.open) this.counts.discard();
+      if (!this.open) {
+        this.counts.discard();
+        this.indexes.discard();
+      }
       if (!isDiskFullError(err)) {
         this.o.onFatal(err);
         return false;
@@ -154,6 +166,7 @@ export class StateBatch {
     this.o.onCommit?.(performance.now() - start, this.entries);
     this.open = false;
     this.counts.deferring = false;
+    this.indexes.deferring = false;
     this.entries = 0;
     this.commits++;
     if (this.full) {
