@@ -103,7 +103,13 @@ function commitThroughApplied(storage: SqliteRaftStorage, applied: number): void
   if (applied > storage.lastIndex()) {
     throw new Error(`shard ${storage.group}: the state file holds entries through ${applied}, past the log's last entry ${storage.lastIndex()}: the two files do not belong together`);
   }
-  storage.setHardState({ ...hs, commit: applied as LogIndex });
+  try {
+    storage.setHardState({ ...hs, commit: applied as LogIndex });
+  } catch (err) {
+    // A full disk must not stop the start (the node waits, alive, for space): the raise is kept in memory.
+    if (!isDiskFullError(err)) throw err;
+    storage.raiseCommitInMemory(applied as LogIndex);
+  }
 }
 
 /**

@@ -431,6 +431,14 @@ export class SqliteRaftStorage implements LogStorageWriter {
     this.s.upsertHard.run(this.group, hardState.term, hardState.vote, hardState.commit);
     this.hard = hardState;
   }
+
+  /**
+   * The commit index raised in memory only, when the file cannot take it (a full disk at start): Raft's commit
+   * index may trail on disk (etcd writes it without an fsync), and the next write of the hard state stores it.
+   */
+  raiseCommitInMemory(commit: LogIndex): void {
+    if (commit > this.hard.commit) this.hard = { ...this.hard, commit };
+  }
 }
 
 function rowToEntry(r: EntryRow): Entry {
