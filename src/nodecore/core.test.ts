@@ -212,6 +212,49 @@ describe('NodeCore firing', () => {
     expect(h.orders.map((o) => [o.jobId, o.attempt, o.fencingToken])).toEqual([['a', 2, '0.2']]);
   });
 
+  it("a new term's re-fire armed while this node's wall clock ran ahead still goes at once after the clock steps back", () => {
+    const h = new Harness();
+    h.setup();
+    create(h, once('a', T0 + 100));
+    h.core.leaderStop(0);
+    h.drain();
+    // n2 led the shard and started attempt 1 (its record applies here as a follower), then lost the shard.
+    h.nowMs = T0 + 100;
+    firedBy(h, 'n2', 'a', T0 + 100, 1);
+    // This node leads term 2 while its wall clock reads 20 s ahead, and without a lease yet.
+    h.lease = false;
+    h.core.leaderStart(0, 2, T0 + 20_000);
+    h.advance(T0 + 20_000);
+    expect(h.orders).toHaveLength(0);
+    // The clock steps back to the true time and the lease comes. Simulator seed 901519: attempt 2 was due at the
+    // jumped-ahead instant, so it waited for the clock to read it again, the execution RUNNING all that time.
+    h.lease = true;
+    h.advance(T0 + 300);
+    expect(h.orders.map((o) => [o.jobId, o.attempt, o.fencingToken])).toEqual([['a', 2, '0.2']]);
+  });
+
+  it('an overlap=buffer_one occurrence let go while firing is held back still goes at once after the clock steps back', () => {
+    Object.assign(queueLimits as Record<string, number>, { dispatchQueuedMax: 1 });
+    const h = new Harness();
+    h.setup();
+    create(h, once('p', T0 + 1_000, { schedule: { kind: 'every', everyMs: 1_000, startAtMs: T0 + 1_000 }, overlap: 'buffer_one' }), once('q', T0 + 2_050));
+    h.advance(T0 + 1_000);
+    const run = h.orders[0]!;
+    h.started(run);
+    h.advance(T0 + 2_000); // p's next occurrence waits for the run (buffered)
+    h.advance(T0 + 2_050);
+    const q = h.orders[1]!; // waits for its slot: firing is held back
+    expect(h.orders.map((o) => [o.jobId, o.scheduledAtMs])).toEqual([['p', T0 + 1_000], ['q', T0 + 2_050]]);
+    // The run finishes while this node's wall clock reads 20 s ahead: the buffered occurrence is let go, held back.
+    h.finish(run, ok(T0 + 20_000));
+    h.advance(T0 + 20_000 + stallLimits.engineItemsDelayMs);
+    expect(h.orders).toHaveLength(2);
+    // The clock steps back and q starts: the released occurrence goes, not once the clock reads 20 s ahead again.
+    h.started(q, T0 + 2_100);
+    h.advance(T0 + 2_100);
+    expect(h.orders.slice(2).map((o) => [o.jobId, o.scheduledAtMs, o.attempt])).toEqual([['p', T0 + 2_000, 1]]);
+  });
+
   it('an order of an earlier term still waiting for its slot does not keep the new term from arming the occurrence', () => {
     const h = new Harness();
     h.setup();

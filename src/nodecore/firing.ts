@@ -419,8 +419,9 @@ export class Firing {
     // Decided on the store: this runs while an applied command is delivered, and the host may have applied the next
     // ones of the same write already (their delivery, which would drop what is held, comes after).
     const c = { ...b, released: true, held: undefined };
-    // Held back: back to the wheel, due now, so it waits its turn like every other due occurrence.
-    if (this.firingHeld()) this.arm({ ...c, dueAtMs: nowMs });
+    // Held back: back to the wheel, due at once (its own due time, past: not nowMs, which a wall clock stepping back
+    // would make a future time), so it waits its turn like every other due occurrence.
+    if (this.firingHeld()) this.arm(c);
     else this.fire(rec, c, nowMs);
     this.forgetIfDone(rec);
   }
@@ -903,7 +904,9 @@ export class Firing {
         const running = e.state === 'RUNNING';
         // Retries of a paused job wait for resume (which re-arms them); one in flight at the crash fires again.
         if (!running && store.getJob(e.jobId)?.state === 'PAUSED') continue;
-        const dueAtMs = running ? this.nowMs : Math.max(e.retryAtMs ?? this.nowMs, e.scheduledAtMs);
+        // "At once" is due at the occurrence's own time, not at this node's now: a now read off a wall clock that
+        // jumped ahead would, once the clock steps back, hold the attempt until the clock reads it again (fire()).
+        const dueAtMs = running ? e.scheduledAtMs : Math.max(e.retryAtMs ?? e.scheduledAtMs, e.scheduledAtMs);
         this.arm({ shard, jobId: e.jobId, scheduledAtMs: e.scheduledAtMs, attempt: e.attempt + 1, dueAtMs, fromEffect: true, released: false });
         if (running) refired++;
         else requeued++;

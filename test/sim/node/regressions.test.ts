@@ -36,6 +36,10 @@ const fixed: ReadonlyArray<{ cause: string; seeds: readonly number[] }> = [
     cause: 'a patch stamped just before an occurrence fired scheduled that occurrence again (a once job patched to the time it was firing at was sent twice, then stayed pending)',
     seeds: [120280],
   },
+  {
+    cause: "a new term's re-fire of a RUNNING execution was due at its load's now on a wall clock ahead, and waited for that clock again once it stepped back",
+    seeds: [901519],
+  },
 ];
 
 describe('whole-node simulator: seeds that found a bug pass every invariant', () => {
