@@ -15,6 +15,7 @@ import { limits } from '../core/limits.js';
 import { loopbackSans, makeCa, makeCert, openssl } from '../core/testing/certs.js';
 import { silentLogger } from '../core/log.js';
 import type { CallbackSpec } from '../scheduler/types.js';
+import { callbackSpec } from './testing/spec.js';
 import { Dispatcher, type AttemptOutcome, type Delivery, type DispatcherOptions } from './dispatcher.js';
 import { verifySignature, verifySignatureV2, verifyStandardWebhook } from './signature.js';
 import { TargetPolicy, parseCidr, type Cidr } from './target-policy.js';
@@ -59,18 +60,7 @@ function dispatcher(options: Partial<DispatcherOptions> = {}): Dispatcher {
   return d;
 }
 
-function spec(url: string, overrides: Partial<CallbackSpec> = {}): CallbackSpec {
-  return {
-    url,
-    method: 'POST',
-    headers: {},
-    timeoutMs: 5_000,
-    retry: { maxAttempts: 3, initialBackoffMs: 100, maxBackoffMs: 1000, multiplier: 2, jitter: false },
-    signingSecret: null,
-    maxConcurrency: 100,
-    ...overrides,
-  };
-}
+const spec = callbackSpec;
 
 let jobCounter = 0;
 function delivery(s: CallbackSpec, overrides: Partial<Delivery> = {}): Delivery {

@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../core/clock.js';
 import { silentLogger } from '../core/log.js';
 import type { CallbackSpec } from '../scheduler/types.js';
+import { callbackSpec } from './testing/spec.js';
 import { FiringCore, outcomeKinds, type FiringEvents } from './firing-core.js';
 import { TargetPolicy } from './target-policy.js';
 
@@ -28,17 +29,7 @@ async function receiver(): Promise<string> {
   return `http://127.0.0.1:${(server.address() as { port: number }).port}/cb`;
 }
 
-function spec(url: string): CallbackSpec {
-  return {
-    url,
-    method: 'POST',
-    headers: {},
-    timeoutMs: 5_000,
-    retry: { maxAttempts: 3, initialBackoffMs: 100, maxBackoffMs: 1000, multiplier: 2, jitter: false },
-    signingSecret: null,
-    maxConcurrency: 100,
-  };
-}
+const spec = callbackSpec;
 
 async function until(condition: () => boolean): Promise<void> {
   while (!condition()) await new Promise((resolve) => setTimeout(resolve, 5));

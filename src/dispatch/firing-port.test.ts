@@ -10,6 +10,7 @@ import { systemClock } from '../core/clock.js';
 import { nodeLimits } from '../core/limits.js';
 import { silentLogger } from '../core/log.js';
 import type { CallbackSpec } from '../scheduler/types.js';
+import { callbackSpec } from './testing/spec.js';
 import type { AttemptOutcome, Delivery } from './dispatcher.js';
 import { monoEpochMs, sleepUntil } from './firing-core.js';
 import { FiringPort, type FiringPortOptions } from './firing-port.js';
@@ -56,18 +57,7 @@ async function receiver(handler?: (req: IncomingMessage, res: ServerResponse) =>
   return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}/cb`, arrivals, connections: () => connections };
 }
 
-function spec(url: string, overrides: Partial<CallbackSpec> = {}): CallbackSpec {
-  return {
-    url,
-    method: 'POST',
-    headers: {},
-    timeoutMs: 5_000,
-    retry: { maxAttempts: 3, initialBackoffMs: 100, maxBackoffMs: 1000, multiplier: 2, jitter: false },
-    signingSecret: null,
-    maxConcurrency: 100,
-    ...overrides,
-  };
-}
+const spec = callbackSpec;
 
 let jobCounter = 0;
 function delivery(s: CallbackSpec, overrides: Partial<Delivery> = {}): Delivery {
