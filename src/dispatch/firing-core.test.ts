@@ -6,7 +6,6 @@ import { createServer } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../core/clock.js';
 import { silentLogger } from '../core/log.js';
-import type { CallbackSpec } from '../scheduler/types.js';
 import { callbackSpec } from './testing/spec.js';
 import { FiringCore, outcomeKinds, type FiringEvents } from './firing-core.js';
 import { TargetPolicy } from './target-policy.js';
